@@ -1,0 +1,67 @@
+# idemgate — `make test` is what CI runs (.ci/run). It starts the real Redis
+# servers the store tests need (installing Debian's redis-server when it is
+# missing) and stops them again.
+GO        ?= go
+REDIS_DIR ?= $(CURDIR)/.tmp/redis
+PKGS      ?= ./...
+FUZZTIME  ?= 10s
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
+.PHONY: all test check fmt-check vet unit build bench fuzz redis-start redis-stop lint clean
+
+all: check build
+
+build:
+	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/idemgate ./cmd/idemgate
+
+check: fmt-check vet
+
+fmt-check:
+	@out=$$(gofmt -s -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt -s would change:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet $(PKGS)
+
+# test: format, vet, then every test under -race against real Redis servers
+# (standalone, Cluster and Sentinel), which must be there (IDEMGATE_REQUIRE_REDIS=1).
+test: fmt-check vet
+	@bash scripts/redis-test.sh start $(REDIS_DIR)
+	@set -e; trap 'bash scripts/redis-test.sh stop $(REDIS_DIR) >/dev/null 2>&1 || true' EXIT; \
+	eval "$$(bash scripts/redis-test.sh env $(REDIS_DIR))"; \
+	IDEMGATE_REQUIRE_REDIS=1 $(GO) test -race -shuffle=on -count=1 -timeout 20m $(PKGS); \
+	$(MAKE) --no-print-directory validate-examples
+
+# unit: the tests without Redis (the Redis suites skip).
+unit:
+	$(GO) test -race -count=1 $(PKGS)
+
+validate-examples:
+	@for f in examples/*.yaml; do [ -e "$$f" ] || continue; \
+		$(GO) run ./cmd/idemgate validate --config "$$f" >/dev/null || { echo "invalid example: $$f"; exit 1; }; done
+
+redis-start:
+	bash scripts/redis-test.sh start $(REDIS_DIR)
+redis-stop:
+	bash scripts/redis-test.sh stop $(REDIS_DIR)
+
+# bench: the Go benchmarks (fingerprint, stores, proxy hot path against a bare
+# ReverseProxy in the same run). Numbers go to BENCHMARKS.md.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./proxy/ ./keystore/memstore/ ./internal/canonjson/ ./limiter/
+
+# fuzz: each fuzz target for FUZZTIME.
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzValidKey$$' -fuzztime $(FUZZTIME) ./proxy/
+	$(GO) test -run '^$$' -fuzz '^FuzzFingerprint$$' -fuzztime $(FUZZTIME) ./proxy/
+	$(GO) test -run '^$$' -fuzz '^FuzzAppend$$' -fuzztime $(FUZZTIME) ./internal/canonjson/
+	$(GO) test -run '^$$' -fuzz '^FuzzParsePointer$$' -fuzztime $(FUZZTIME) ./internal/canonjson/
+	$(GO) test -run '^$$' -fuzz '^FuzzMatch$$' -fuzztime $(FUZZTIME) ./internal/pathtmpl/
+	$(GO) test -run '^$$' -fuzz '^FuzzClientAddr$$' -fuzztime $(FUZZTIME) ./limiter/
+
+# lint: golangci-lint v2 (built with go install; slow, so not part of test).
+lint:
+	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@latest run ./...
+
+clean:
+	rm -rf bin .tmp

@@ -1,0 +1,356 @@
+package config
+
+import (
+	"time"
+)
+
+// Config is idemgate's whole configuration. Obtain one from [Default],
+// [Load] or [Parse], then check it with [Config.Validate]. A Config is plain
+// data: it is safe for concurrent reads, and nothing in this package keeps a
+// reference to it.
+type Config struct {
+	// Listen is the public listener's address, host:port. Default ":8080".
+	Listen string `mapstructure:"listen"`
+	// AdminListen is the admin listener's address (/healthz, /readyz,
+	// /metrics, /admin/...), host:port. Default ":9090".
+	AdminListen string `mapstructure:"admin_listen"`
+	// MaxBufferedBytes caps the request bodies held in memory at once, in
+	// bytes; over it a keyed request gets 503 overloaded. Default 256 MiB.
+	MaxBufferedBytes int64 `mapstructure:"max_buffered_bytes"`
+
+	// Upstream is the protected API.
+	Upstream Upstream `mapstructure:"upstream"`
+	// TLS configures the public listener's TLS.
+	TLS TLS `mapstructure:"tls"`
+	// Store holds idempotency records.
+	Store Store `mapstructure:"store"`
+	// ClientIP says how the client address is found.
+	ClientIP ClientIP `mapstructure:"client_ip"`
+	// EdgeLimit limits every request per client address.
+	EdgeLimit EdgeLimit `mapstructure:"edge_limit"`
+	// Limiter selects where limiter state lives.
+	Limiter Limiter `mapstructure:"limiter"`
+	// Idempotency configures keyed writes.
+	Idempotency Idempotency `mapstructure:"idempotency"`
+	// Sessions configures per-session turns.
+	Sessions Sessions `mapstructure:"sessions"`
+
+	// Mode is ModeEnforce or ModeObserve; a route's Mode overrides it.
+	// Default ModeEnforce.
+	Mode string `mapstructure:"mode"`
+	// Routes are the matched routes; requests matching none pass through.
+	Routes []Route `mapstructure:"routes"`
+}
+
+// Modes for [Config.Mode] and [Route.Mode].
+const (
+	ModeEnforce = "enforce"
+	ModeObserve = "observe"
+)
+
+// Upstream describes the API idemgate protects.
+type Upstream struct {
+	// URL is the upstream's absolute http or https URL. Required.
+	URL string `mapstructure:"url"`
+	// Timeout bounds a keyed write's whole answer and a pass-through
+	// request's wait for response headers. A route's Timeout overrides it.
+	// Default 60s.
+	Timeout time.Duration `mapstructure:"timeout"`
+	// Host is HostPreserve (forward the client's Host) or HostUpstream (use
+	// the upstream URL's host). Default HostPreserve.
+	Host string `mapstructure:"host"`
+}
+
+// Values of [Upstream.Host].
+const (
+	HostPreserve = "preserve"
+	HostUpstream = "upstream"
+)
+
+// TLS configures the public listener's TLS.
+type TLS struct {
+	// Mode is TLSNone (plain HTTP), TLSFiles (CertFile and KeyFile, reloaded
+	// on change) or TLSACME (certificates from an ACME CA). Default TLSNone.
+	Mode string `mapstructure:"mode"`
+	// CertFile and KeyFile are PEM files; both are required with TLSFiles.
+	CertFile string `mapstructure:"cert_file"`
+	KeyFile  string `mapstructure:"key_file"`
+	// Domains are the host names to obtain certificates for with TLSACME.
+	Domains []string `mapstructure:"domains"`
+	// Email is the ACME account's contact address; optional.
+	Email string `mapstructure:"email"`
+	// CA is the ACME directory URL (https); empty means certmagic's default
+	// (Let's Encrypt production).
+	CA string `mapstructure:"ca"`
+	// CARoot is a PEM file of root certificates to trust for CA; optional.
+	CARoot string `mapstructure:"ca_root"`
+	// OnDemand enables on-demand certificates for allowed names.
+	OnDemand OnDemand `mapstructure:"on_demand"`
+}
+
+// Values of [TLS.Mode].
+const (
+	TLSNone  = "none"
+	TLSFiles = "files"
+	TLSACME  = "acme"
+)
+
+// OnDemand is the allow-list for on-demand ACME certificates. An empty list
+// disables on-demand issuance.
+type OnDemand struct {
+	// Allow lists host names ("shop.example.com") and suffix patterns
+	// ("*.example.com", matching any name that ends in ".example.com").
+	Allow []string `mapstructure:"allow"`
+}
+
+// Store selects and configures the idempotency record store.
+type Store struct {
+	// Backend is StoreMemory (one process) or StoreRedis. Default StoreMemory.
+	Backend string `mapstructure:"backend"`
+	// Memory bounds the memory backend.
+	Memory MemoryStore `mapstructure:"memory"`
+	// Redis is the Redis connection, also used by limiter.backend redis.
+	Redis Redis `mapstructure:"redis"`
+}
+
+// Values of [Store.Backend].
+const (
+	StoreMemory = "memory"
+	StoreRedis  = "redis"
+)
+
+// MemoryStore bounds the in-memory store. When either bound is reached,
+// claims fail with 503 idempotency_unavailable (fail closed).
+type MemoryStore struct {
+	// MaxEntries is the maximum number of records. Default 1,000,000.
+	MaxEntries int `mapstructure:"max_entries"`
+	// MaxBytes is the maximum total size of stored answers. Default 1 GiB.
+	MaxBytes int64 `mapstructure:"max_bytes"`
+}
+
+// Redis configures the Redis connection, used by the store with
+// store.backend redis and by the limiters with limiter.backend redis.
+type Redis struct {
+	// Addrs lists host:port addresses: one server, several cluster nodes, or
+	// the sentinels when MasterName is set. Default ["127.0.0.1:6379"].
+	Addrs []string `mapstructure:"addrs"`
+	// MasterName, when set, selects Sentinel mode with this master.
+	MasterName string `mapstructure:"master_name"`
+	// Username and Password authenticate (Redis ACL); both optional. Set
+	// the password with IDEMGATE_STORE_REDIS_PASSWORD rather than in the
+	// file.
+	Username string `mapstructure:"username"`
+	Password string `mapstructure:"password"`
+	// DB is the database number (standalone and sentinel only). Default 0.
+	DB int `mapstructure:"db"`
+	// KeyPrefix prefixes every key idemgate writes. Default "idemgate:".
+	KeyPrefix string `mapstructure:"key_prefix"`
+	// Timeout bounds dialing, each read and each write; there are no silent
+	// retries beyond it. Default 500ms.
+	Timeout time.Duration `mapstructure:"timeout"`
+}
+
+// ClientIP configures how the client address is found.
+type ClientIP struct {
+	// TrustedProxies lists CIDRs (a bare IP means a single address) whose
+	// X-Forwarded-For is believed. Empty means the TCP peer is the client and
+	// X-Forwarded-For is ignored. See [ClientIP.Prefixes].
+	TrustedProxies []string `mapstructure:"trusted_proxies"`
+}
+
+// EdgeLimit is the per-client-address limit applied to every request.
+type EdgeLimit struct {
+	// Rate is the sustained rate in requests per second; 0 disables the
+	// limit. Default 100.
+	Rate float64 `mapstructure:"rate"`
+	// Burst is the number of requests allowed beyond the rate, with nginx
+	// burst=N nodelay semantics (an idle client may send Burst+1 at once).
+	// Default 200.
+	Burst int `mapstructure:"burst"`
+}
+
+// Limiter selects the limiters' state backend.
+type Limiter struct {
+	// Backend is LimiterLocal (per process) or LimiterRedis (shared by all
+	// replicas). Default LimiterLocal.
+	Backend string `mapstructure:"backend"`
+	// MaxClients caps the client states each limiter tracks. Default 1,000,000.
+	MaxClients int `mapstructure:"max_clients"`
+}
+
+// Values of [Limiter.Backend].
+const (
+	LimiterLocal = "local"
+	LimiterRedis = "redis"
+)
+
+// Idempotency configures keyed writes.
+type Idempotency struct {
+	// Header is the request header carrying the key (canonical form).
+	// Default "Idempotency-Key".
+	Header string `mapstructure:"header"`
+	// IdentityHeaders are request headers (canonical form) whose exact
+	// values scope a key, so one client never reads another's answer.
+	// Default ["Authorization"].
+	IdentityHeaders []string `mapstructure:"identity_headers"`
+	// RequireIdentity refuses a keyed write that carries none of
+	// IdentityHeaders (400 idempotency_identity_missing). Default false.
+	RequireIdentity bool `mapstructure:"require_identity"`
+	// Tenant is the scope's tenant when TenantHosts has no entry for the
+	// request's host. Default "".
+	Tenant string `mapstructure:"tenant"`
+	// TenantHosts maps a host name (lower case, no port, no trailing dot; see
+	// [NormalizeHost]) to a tenant. See [Idempotency.TenantFor].
+	TenantHosts map[string]string `mapstructure:"tenant_hosts"`
+	// Retention is how long a record lives from its claim. Default 25h.
+	Retention time.Duration `mapstructure:"retention"`
+	// Lease is a claim's lease, renewed every Lease/3. Default 120s.
+	Lease time.Duration `mapstructure:"lease"`
+	// MaxLease bounds lease renewal: the longest protected request.
+	// Default 60m.
+	MaxLease time.Duration `mapstructure:"max_lease"`
+	// MaxBodyBytes caps a keyed request's body (413 request_too_large).
+	// Default 1 MiB.
+	MaxBodyBytes int64 `mapstructure:"max_body_bytes"`
+	// MaxResponseBytes caps a stored answer; larger answers are sent but
+	// not stored. Default 64 KiB.
+	MaxResponseBytes int64 `mapstructure:"max_response_bytes"`
+	// ReplayHeader is added with value "true" to replays; "" adds none.
+	// Default "Idempotent-Replayed".
+	ReplayHeader string `mapstructure:"replay_header"`
+	// ReuseStatus is the status for a key reused with another request: 409
+	// or 422. Default 409.
+	ReuseStatus int `mapstructure:"reuse_status"`
+	// ReleaseStatuses are upstream statuses that release the key instead of
+	// storing the answer.
+	ReleaseStatuses []int `mapstructure:"release_statuses"`
+	// DropHeaders are response headers (canonical form) never stored or
+	// replayed. Default none.
+	DropHeaders []string `mapstructure:"drop_headers"`
+	// EncryptionKeyEnv names an environment variable holding a base64
+	// 32-byte key that encrypts stored bodies; "" stores them in clear.
+	// Validate checks only the name, not the variable.
+	EncryptionKeyEnv string `mapstructure:"encryption_key_env"`
+}
+
+// Sessions configures per-session turns.
+type Sessions struct {
+	// QueueDepth is how many requests may wait per session behind the
+	// running one, per process. Default 4.
+	QueueDepth int `mapstructure:"queue_depth"`
+	// QueueTimeout bounds a wait for a turn (503 session_busy). Default 30s.
+	QueueTimeout time.Duration `mapstructure:"queue_timeout"`
+}
+
+// Route is one matched route.
+type Route struct {
+	// Name identifies the route in logs, metrics and errors; unique,
+	// made of letters, digits, "_", "-" and ".". Required.
+	Name string `mapstructure:"name"`
+	// Method is matched exactly (upper case; HEAD is not GET). Required.
+	Method string `mapstructure:"method"`
+	// Path is a path template, like /ucp/v1/carts/{id}; see package
+	// internal/pathtmpl and [Route.Template]. Required.
+	Path string `mapstructure:"path"`
+	// Idempotent makes the route read the key header (writes only).
+	Idempotent bool `mapstructure:"idempotent"`
+	// RequireKey refuses a request without a key (400
+	// idempotency_key_missing); only with Idempotent.
+	RequireKey bool `mapstructure:"require_key"`
+	// Timeout overrides upstream.timeout when non-zero.
+	Timeout time.Duration `mapstructure:"timeout"`
+	// FingerprintIgnore lists RFC 6901 JSON pointers removed from a JSON
+	// body before fingerprinting; only with Idempotent.
+	FingerprintIgnore []string `mapstructure:"fingerprint_ignore"`
+	// Protocol is "" (plain HTTP) or ProtocolGraphQL.
+	Protocol string `mapstructure:"protocol"`
+	// Mode is "" (inherit [Config.Mode]), ModeEnforce or ModeObserve.
+	Mode string `mapstructure:"mode"`
+	// Session, when non-nil, serializes requests per session id. In YAML it
+	// is either a string naming a path parameter (session: id) or a map
+	// (session: {header: X-Cart-Id}).
+	Session *Session `mapstructure:"session"`
+	// RateLimit, when non-nil, limits requests per client address and route.
+	RateLimit *RateLimit `mapstructure:"rate_limit"`
+}
+
+// ProtocolGraphQL is the value of [Route.Protocol] for GraphQL over HTTP.
+const ProtocolGraphQL = "graphql"
+
+// Session names where a request's session id comes from: exactly one of
+// Param and Header is set.
+type Session struct {
+	// Param is a parameter of the route's path; the id is its raw escaped
+	// value.
+	Param string `mapstructure:"param"`
+	// Header is a request header (canonical form); the id is its value.
+	Header string `mapstructure:"header"`
+}
+
+// RateLimit is a per-route limit per client address.
+type RateLimit struct {
+	// Requests is the number of requests allowed per Per. Required, > 0.
+	Requests int `mapstructure:"requests"`
+	// Per is the period. Required, > 0.
+	Per time.Duration `mapstructure:"per"`
+	// Algorithm is AlgorithmTokenBucket or AlgorithmWindow; Parse fills in
+	// AlgorithmTokenBucket when it is empty, and "" means the same.
+	Algorithm string `mapstructure:"algorithm"`
+	// Block is how long a client is refused after exceeding a window limit;
+	// only with AlgorithmWindow. Parse fills in Per when it is zero, and 0
+	// means the same.
+	Block time.Duration `mapstructure:"block"`
+}
+
+// Values of [RateLimit.Algorithm].
+const (
+	AlgorithmTokenBucket = "token_bucket"
+	AlgorithmWindow      = "window"
+)
+
+// Default returns the defaults of DESIGN.md: a configuration that is valid
+// once Upstream.URL is set. Each call returns a new value sharing nothing
+// with earlier ones.
+func Default() *Config {
+	return &Config{
+		Listen:           ":8080",
+		AdminListen:      ":9090",
+		MaxBufferedBytes: 256 << 20,
+		Upstream: Upstream{
+			Timeout: 60 * time.Second,
+			Host:    HostPreserve,
+		},
+		TLS: TLS{Mode: TLSNone},
+		Store: Store{
+			Backend: StoreMemory,
+			Memory: MemoryStore{
+				MaxEntries: 1_000_000,
+				MaxBytes:   1 << 30,
+			},
+			Redis: Redis{
+				Addrs:     []string{"127.0.0.1:6379"},
+				KeyPrefix: "idemgate:",
+				Timeout:   500 * time.Millisecond,
+			},
+		},
+		ClientIP:  ClientIP{TrustedProxies: []string{}},
+		EdgeLimit: EdgeLimit{Rate: 100, Burst: 200},
+		Limiter:   Limiter{Backend: LimiterLocal, MaxClients: 1_000_000},
+		Idempotency: Idempotency{
+			Header:           "Idempotency-Key",
+			IdentityHeaders:  []string{"Authorization"},
+			TenantHosts:      map[string]string{},
+			Retention:        25 * time.Hour,
+			Lease:            120 * time.Second,
+			MaxLease:         60 * time.Minute,
+			MaxBodyBytes:     1 << 20,
+			MaxResponseBytes: 64 << 10,
+			ReplayHeader:     "Idempotent-Replayed",
+			ReuseStatus:      409,
+			ReleaseStatuses:  []int{400, 401, 403, 404, 405, 408, 409, 413, 415, 422, 425, 429, 503},
+			DropHeaders:      []string{},
+		},
+		Sessions: Sessions{QueueDepth: 4, QueueTimeout: 30 * time.Second},
+		Mode:     ModeEnforce,
+	}
+}

@@ -1,0 +1,25 @@
+// Package config loads, defaults and validates idemgate's configuration.
+//
+// The configuration is one YAML file (see DESIGN.md for every key). [Load]
+// and [Parse] decode it over [Default], so an absent key keeps its default,
+// and every scalar key can be overridden from the environment as
+// IDEMGATE_SECTION_KEY (for example IDEMGATE_UPSTREAM_URL,
+// IDEMGATE_STORE_REDIS_PASSWORD), whether or not the file mentions it. Lists
+// of strings or numbers take a comma-separated value
+// (IDEMGATE_STORE_REDIS_ADDRS=a:6379,b:6379). A variable that is set wins even
+// when empty, so IDEMGATE_IDEMPOTENCY_REPLAY_HEADER= turns the replay header
+// off. The routes list cannot be set from the environment.
+//
+// Decoding is strict: an unknown key anywhere is an error naming it, and a
+// duration must be a string with a unit ("30s"); a bare number is refused
+// rather than read as nanoseconds. Decoding normalises what is
+// case-insensitive: header names are canonicalised
+// (net/textproto.CanonicalMIMEHeaderKey) and tenant_hosts keys are
+// lower-cased without a trailing dot (see [NormalizeHost]).
+//
+// [Config.Validate] checks the decoded values and reports every problem at
+// once, one line each, naming its key. Load and Parse do not call it.
+//
+// This package is idemgate's only user of viper; it never touches viper's
+// global instance.
+package config

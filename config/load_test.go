@@ -1,0 +1,477 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Tests that set environment variables cannot run in parallel (t.Setenv
+// forbids it); they run before every parallel test, and t.Setenv restores
+// the environment when each ends.
+
+func TestLoadFull(t *testing.T) {
+	t.Parallel()
+	c, err := Load("testdata/full.yaml")
+	if err != nil {
+		t.Fatalf("Load = %v; want nil", err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate = %v; want nil", err)
+	}
+	tests := []struct {
+		key       string
+		got, want any
+	}{
+		{"listen", c.Listen, "127.0.0.1:8443"},
+		{"upstream.host", c.Upstream.Host, HostUpstream},
+		{"tls.key_file", c.TLS.KeyFile, "/etc/idemgate/tls/tls.key"},
+		{"store.redis.addrs", c.Store.Redis.Addrs, []string{"10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"}},
+		{"store.redis.timeout", c.Store.Redis.Timeout, 250 * time.Millisecond},
+		{"edge_limit.rate", c.EdgeLimit.Rate, 50.5},
+		{"idempotency.header", c.Idempotency.Header, "X-Idempotency-Key"},
+		{"idempotency.identity_headers", c.Idempotency.IdentityHeaders, []string{"Ucp-Agent", "Authorization"}},
+		{"idempotency.replay_header", c.Idempotency.ReplayHeader, "X-Replayed"},
+		{"idempotency.drop_headers", c.Idempotency.DropHeaders, []string{"Set-Cookie"}},
+		{"idempotency.release_statuses", c.Idempotency.ReleaseStatuses, []int{408, 425, 429, 503}},
+		{"idempotency.tenant_hosts", c.Idempotency.TenantHosts, map[string]string{
+			"shop-a.example.com": "tenant-a", "shop-b.example.com": "tenant-b", "192.0.2.10": "tenant-c",
+		}},
+		{"routes[0].fingerprint_ignore", c.Routes[0].FingerprintIgnore, []string{"/meta/sent_at", "/a~1b"}},
+		{"routes[0].rate_limit", *c.Routes[0].RateLimit, RateLimit{Requests: 600, Per: time.Minute, Algorithm: AlgorithmTokenBucket}},
+		{"routes[1].session", *c.Routes[1].Session, Session{Param: "id"}},
+		{"routes[1].rate_limit", *c.Routes[1].RateLimit, RateLimit{Requests: 10, Per: time.Second, Algorithm: AlgorithmWindow, Block: 30 * time.Second}},
+		{"routes[2].session", *c.Routes[2].Session, Session{Header: "X-Cart-Id"}},
+		{"routes[3].protocol", c.Routes[3].Protocol, ProtocolGraphQL},
+		{"routes[4].session", *c.Routes[4].Session, Session{Param: "id"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key, func(t *testing.T) {
+			t.Parallel()
+			if !reflect.DeepEqual(tt.got, tt.want) {
+				t.Errorf("%s = %#v; want %#v", tt.key, tt.got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	t.Parallel()
+	_, err := Load(filepath.Join(t.TempDir(), "nope.yaml"))
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Load(missing) = %v; want os.ErrNotExist", err)
+	}
+}
+
+func TestParseSyntaxError(t *testing.T) {
+	t.Parallel()
+	if _, err := Parse([]byte("listen: [\n")); err == nil {
+		t.Errorf("Parse(bad YAML) = nil; want error")
+	}
+}
+
+func TestParseEmpty(t *testing.T) {
+	t.Parallel()
+	c, err := Parse(nil)
+	if err != nil {
+		t.Fatalf("Parse(nil) = %v; want nil", err)
+	}
+	if want := Default(); !reflect.DeepEqual(c, want) {
+		t.Errorf("Parse(nil) = %+v; want Default() %+v", c, want)
+	}
+}
+
+// envKeys lists every scalar or list key of Config (not routes, not maps) as
+// its environment variable, with the field's type.
+func envKeys(t *testing.T) map[string]reflect.Type {
+	t.Helper()
+	keys := map[string]reflect.Type{}
+	var walk func(reflect.Type, string)
+	walk = func(typ reflect.Type, prefix string) {
+		for f := range typ.Fields() {
+			tag := f.Tag.Get("mapstructure")
+			if tag == "" || tag == "routes" {
+				continue
+			}
+			name := prefix + "_" + strings.ToUpper(tag)
+			switch {
+			case f.Type.Kind() == reflect.Struct:
+				walk(f.Type, name)
+			case f.Type.Kind() == reflect.Map:
+				// tenant_hosts: a map cannot come from one variable.
+			default:
+				if _, dup := keys[name]; dup {
+					t.Fatalf("two keys map to %s", name)
+				}
+				keys[name] = f.Type
+			}
+		}
+	}
+	walk(reflect.TypeFor[Config](), EnvPrefix)
+	return keys
+}
+
+// TestEnvOverridesEveryKey sets an IDEMGATE_* variable for every scalar and
+// list key, with none of them in the file, and expects each to arrive.
+func TestEnvOverridesEveryKey(t *testing.T) {
+	keys := envKeys(t)
+	if len(keys) < 45 {
+		t.Fatalf("found %d keys; want every key of DESIGN.md", len(keys))
+	}
+	values := map[reflect.Type]struct {
+		env  string
+		want any
+	}{
+		reflect.TypeFor[string]():        {"from-env", "from-env"},
+		reflect.TypeFor[int]():           {"7", 7},
+		reflect.TypeFor[int64]():         {"7", int64(7)},
+		reflect.TypeFor[float64]():       {"7.5", 7.5},
+		reflect.TypeFor[bool]():          {"true", true},
+		reflect.TypeFor[time.Duration](): {"7s", 7 * time.Second},
+		reflect.TypeFor[[]string]():      {"a, b", []string{"a", "b"}},
+		reflect.TypeFor[[]int]():         {"7,8", []int{7, 8}},
+	}
+	for name, typ := range keys {
+		v, ok := values[typ]
+		if !ok {
+			t.Fatalf("%s: no test value for type %v", name, typ)
+		}
+		t.Setenv(name, v.env)
+	}
+	c, err := Parse([]byte("upstream:\n  host: preserve\n"))
+	if err != nil {
+		t.Fatalf("Parse = %v; want nil", err)
+	}
+	got := map[string]any{}
+	var walk func(reflect.Value, string)
+	walk = func(rv reflect.Value, prefix string) {
+		for i := range rv.NumField() {
+			f := rv.Type().Field(i)
+			name := prefix + "_" + strings.ToUpper(f.Tag.Get("mapstructure"))
+			if _, ok := keys[name]; ok {
+				got[name] = rv.Field(i).Interface()
+			} else if f.Type.Kind() == reflect.Struct {
+				walk(rv.Field(i), name)
+			}
+		}
+	}
+	walk(reflect.ValueOf(c).Elem(), EnvPrefix)
+	for name, typ := range keys {
+		want := values[typ].want
+		// Parse canonicalises header names.
+		switch name {
+		case "IDEMGATE_IDEMPOTENCY_HEADER", "IDEMGATE_IDEMPOTENCY_REPLAY_HEADER":
+			want = "From-Env"
+		case "IDEMGATE_IDEMPOTENCY_IDENTITY_HEADERS", "IDEMGATE_IDEMPOTENCY_DROP_HEADERS":
+			want = []string{"A", "B"}
+		}
+		if !reflect.DeepEqual(got[name], want) {
+			t.Errorf("%s: got %#v; want %#v", name, got[name], want)
+		}
+	}
+}
+
+func TestEnvOverrides(t *testing.T) {
+	tests := []struct {
+		name, yaml string
+		env        map[string]string
+		check      func(*Config) (got, want any)
+	}{
+		{
+			name: "password absent from file",
+			env:  map[string]string{"IDEMGATE_STORE_REDIS_PASSWORD": "s3cret"},
+			check: func(c *Config) (any, any) {
+				return c.Store.Redis.Password, "s3cret"
+			},
+		},
+		{
+			name: "env wins over file",
+			yaml: "upstream:\n  url: http://file:1\n",
+			env:  map[string]string{"IDEMGATE_UPSTREAM_URL": "http://env:2"},
+			check: func(c *Config) (any, any) {
+				return c.Upstream.URL, "http://env:2"
+			},
+		},
+		{
+			name: "tenant",
+			env:  map[string]string{"IDEMGATE_IDEMPOTENCY_TENANT": "shop-42"},
+			check: func(c *Config) (any, any) {
+				return c.Idempotency.Tenant, "shop-42"
+			},
+		},
+		{
+			name: "listen",
+			yaml: "listen: \":1\"\n",
+			env:  map[string]string{"IDEMGATE_LISTEN": ":8081"},
+			check: func(c *Config) (any, any) {
+				return c.Listen, ":8081"
+			},
+		},
+		{
+			name: "empty value wins",
+			env:  map[string]string{"IDEMGATE_IDEMPOTENCY_REPLAY_HEADER": ""},
+			check: func(c *Config) (any, any) {
+				return c.Idempotency.ReplayHeader, ""
+			},
+		},
+		{
+			name: "empty list",
+			env:  map[string]string{"IDEMGATE_IDEMPOTENCY_IDENTITY_HEADERS": ""},
+			check: func(c *Config) (any, any) {
+				return c.Idempotency.IdentityHeaders, []string{}
+			},
+		},
+		{
+			name: "nested key beside a file section",
+			yaml: "store:\n  redis:\n    db: 3\n",
+			env:  map[string]string{"IDEMGATE_STORE_REDIS_KEY_PREFIX": "x:"},
+			check: func(c *Config) (any, any) {
+				return [2]any{c.Store.Redis.DB, c.Store.Redis.KeyPrefix}, [2]any{3, "x:"}
+			},
+		},
+		{
+			name: "tenant_hosts kept with env present",
+			yaml: "idempotency:\n  tenant_hosts:\n    a.example.com: a\n",
+			env:  map[string]string{"IDEMGATE_IDEMPOTENCY_TENANT": "t"},
+			check: func(c *Config) (any, any) {
+				return c.Idempotency.TenantHosts, map[string]string{"a.example.com": "a"}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			c, err := Parse([]byte(tt.yaml))
+			if err != nil {
+				t.Fatalf("Parse = %v; want nil", err)
+			}
+			if got, want := tt.check(c); !reflect.DeepEqual(got, want) {
+				t.Errorf("got %#v; want %#v", got, want)
+			}
+		})
+	}
+}
+
+func TestEnvBareDuration(t *testing.T) {
+	t.Setenv("IDEMGATE_UPSTREAM_TIMEOUT", "5")
+	_, err := Parse(nil)
+	if !errors.Is(err, ErrDuration) || !strings.Contains(err.Error(), "upstream.timeout") {
+		t.Errorf("Parse with IDEMGATE_UPSTREAM_TIMEOUT=5 = %v; want upstream.timeout ErrDuration", err)
+	}
+}
+
+// errorLines returns err's lines, failing when err is nil.
+func errorLines(t *testing.T, err error) []string {
+	t.Helper()
+	if err == nil {
+		t.Fatal("got nil error; want an error")
+	}
+	return strings.Split(err.Error(), "\n")
+}
+
+func hasLinePrefix(lines []string, prefix string) bool {
+	for _, l := range lines {
+		if strings.HasPrefix(l, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestUnknownKeys(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, yaml string
+		keys       []string
+	}{
+		{"top", "foo: 1\n", []string{"foo"}},
+		{"top two", "foo: 1\nbar: 2\n", []string{"bar", "foo"}},
+		{"nested", "store:\n  redis:\n    passwrd: x\n", []string{"store.redis.passwrd"}},
+		{"section", "idempotency:\n  retension: 1h\n", []string{"idempotency.retension"}},
+		{"in route", "routes:\n  - name: a\n    retires: 3\n", []string{"routes[0].retires"}},
+		{"second route", "routes:\n  - name: a\n  - name: b\n    idempotnt: true\n", []string{"routes[1].idempotnt"}},
+		{"rate_limit", "routes:\n  - name: a\n    rate_limit: {requests: 1, per: 1s, burst: 3}\n", []string{"routes[0].rate_limit.burst"}},
+		{"session map", "routes:\n  - name: a\n    session: {heder: X-A}\n", []string{"routes[0].session.heder"}},
+		{"on_demand", "tls:\n  on_demand:\n    allowed: [a]\n", []string{"tls.on_demand.allowed"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse([]byte(tt.yaml))
+			lines := errorLines(t, err)
+			if !errors.Is(err, ErrUnknownKey) {
+				t.Errorf("error %q does not wrap ErrUnknownKey", err)
+			}
+			if len(lines) != len(tt.keys) {
+				t.Errorf("got %d lines %q; want %d", len(lines), lines, len(tt.keys))
+			}
+			for _, k := range tt.keys {
+				if !hasLinePrefix(lines, k+": unknown key") {
+					t.Errorf("got %q; want a line %q", lines, k+": unknown key")
+				}
+			}
+		})
+	}
+}
+
+func TestDurations(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, yaml, key string
+	}{
+		{"upstream.timeout int", "upstream:\n  timeout: 5\n", "upstream.timeout"},
+		{"zero int", "sessions:\n  queue_timeout: 0\n", "sessions.queue_timeout"},
+		{"float", "store:\n  redis:\n    timeout: 0.5\n", "store.redis.timeout"},
+		{"string without unit", "idempotency:\n  lease: \"120\"\n", "idempotency.lease"},
+		{"garbage", "idempotency:\n  retention: forever\n", "idempotency.retention"},
+		{"route timeout", "routes:\n  - name: a\n    timeout: 5\n", "routes[0].timeout"},
+		{"rate_limit per", "routes:\n  - name: a\n    rate_limit: {requests: 1, per: 60}\n", "routes[0].rate_limit.per"},
+		{"rate_limit block", "routes:\n  - name: a\n    rate_limit: {requests: 1, per: 1s, algorithm: window, block: 60}\n", "routes[0].rate_limit.block"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse([]byte(tt.yaml))
+			lines := errorLines(t, err)
+			if !errors.Is(err, ErrDuration) {
+				t.Errorf("error %q does not wrap ErrDuration", err)
+			}
+			if !hasLinePrefix(lines, tt.key+": ") {
+				t.Errorf("got %q; want a line for %s", lines, tt.key)
+			}
+		})
+	}
+	c, err := Parse([]byte("upstream:\n  timeout: 1m30s\n"))
+	if err != nil || c.Upstream.Timeout != 90*time.Second {
+		t.Errorf("timeout 1m30s: got %v, %v; want 1m30s, nil", c.Upstream.Timeout, err)
+	}
+}
+
+func TestDecodeTypeError(t *testing.T) {
+	t.Parallel()
+	_, err := Parse([]byte("upstream:\n  url: [a]\nedge_limit:\n  burst: lots\n"))
+	lines := errorLines(t, err)
+	if !errors.Is(err, ErrDecode) {
+		t.Errorf("error %q does not wrap ErrDecode", err)
+	}
+	for _, k := range []string{"edge_limit.burst: ", "upstream.url: "} {
+		if !hasLinePrefix(lines, k) {
+			t.Errorf("got %q; want a line for %s", lines, k)
+		}
+	}
+}
+
+func TestTenantHosts(t *testing.T) {
+	t.Parallel()
+	yaml := `
+idempotency:
+  tenant: fallback
+  tenant_hosts:
+    shop.example.com: a
+    API.Shop-B.example.co.uk: b
+    trailing.example.org.: c
+    "2001:db8::1": d
+`
+	c, err := Parse([]byte(yaml))
+	if err != nil {
+		t.Fatalf("Parse = %v; want nil", err)
+	}
+	want := map[string]string{
+		"shop.example.com":         "a",
+		"api.shop-b.example.co.uk": "b",
+		"trailing.example.org":     "c",
+		"2001:db8::1":              "d",
+	}
+	if !reflect.DeepEqual(c.Idempotency.TenantHosts, want) {
+		t.Errorf("tenant_hosts = %v; want %v", c.Idempotency.TenantHosts, want)
+	}
+	c.Upstream.URL = "http://u:1"
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate = %v; want nil", err)
+	}
+	if got := c.Idempotency.TenantFor("Api.Shop-B.Example.co.uk:443"); got != "b" {
+		t.Errorf("TenantFor = %q; want %q", got, "b")
+	}
+}
+
+func TestSessionForms(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, yaml string
+		want       *Session
+	}{
+		{"absent", "", nil},
+		{"string", "session: id", &Session{Param: "id"}},
+		{"param map", "session: {param: id}", &Session{Param: "id"}},
+		{"header map", "session: {header: x-cart-id}", &Session{Header: "X-Cart-Id"}},
+		{"block map", "session:\n      header: X-Cart-Id", &Session{Header: "X-Cart-Id"}},
+		{"both", "session: {param: id, header: X-A}", &Session{Param: "id", Header: "X-A"}},
+		{"empty map", "session: {}", &Session{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Parse([]byte("routes:\n  - name: a\n    " + tt.yaml + "\n"))
+			if err != nil {
+				t.Fatalf("Parse = %v; want nil", err)
+			}
+			if got := c.Routes[0].Session; !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("session = %+v; want %+v", got, tt.want)
+			}
+		})
+	}
+	if _, err := Parse([]byte("routes:\n  - name: a\n    session: [id]\n")); err == nil {
+		t.Errorf("session: [id] parsed; want an error")
+	}
+}
+
+func TestParseFillsRateLimitDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := Parse([]byte(`
+routes:
+  - name: a
+    rate_limit: {requests: 5, per: 10s}
+  - name: b
+    rate_limit: {requests: 5, per: 10s, algorithm: window}
+`))
+	if err != nil {
+		t.Fatalf("Parse = %v; want nil", err)
+	}
+	if got, want := *c.Routes[0].RateLimit, (RateLimit{Requests: 5, Per: 10 * time.Second, Algorithm: AlgorithmTokenBucket}); got != want {
+		t.Errorf("rate_limit a = %+v; want %+v", got, want)
+	}
+	if got, want := *c.Routes[1].RateLimit, (RateLimit{Requests: 5, Per: 10 * time.Second, Algorithm: AlgorithmWindow, Block: 10 * time.Second}); got != want {
+		t.Errorf("rate_limit b = %+v; want %+v", got, want)
+	}
+}
+
+func TestParseNullSectionsKeepDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := Parse([]byte("tls:\nstore:\n  redis:\nidempotency:\n  identity_headers:\nroutes:\n"))
+	if err != nil {
+		t.Fatalf("Parse = %v; want nil", err)
+	}
+	if want := Default(); !reflect.DeepEqual(c, want) {
+		t.Errorf("Parse(null sections) = %+v; want Default() %+v", c, want)
+	}
+}
+
+func TestParseReplacesLists(t *testing.T) {
+	t.Parallel()
+	c, err := Parse([]byte("idempotency:\n  release_statuses: [503]\n  identity_headers: []\n"))
+	if err != nil {
+		t.Fatalf("Parse = %v; want nil", err)
+	}
+	if got := c.Idempotency.ReleaseStatuses; !reflect.DeepEqual(got, []int{503}) {
+		t.Errorf("release_statuses = %v; want [503]", got)
+	}
+	if got := c.Idempotency.IdentityHeaders; len(got) != 0 {
+		t.Errorf("identity_headers = %v; want []", got)
+	}
+}

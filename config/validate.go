@@ -1,0 +1,543 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"net"
+	"net/mail"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/idemgate/idemgate/internal/pathtmpl"
+)
+
+// Sentinel errors wrapped by the [*FieldError] values that
+// [Config.Validate] reports.
+var (
+	// ErrRequired means a required value is missing.
+	ErrRequired = errors.New("required")
+	// ErrInvalid means a malformed value, or one outside its allowed set.
+	ErrInvalid = errors.New("invalid")
+	// ErrRange means a number or duration out of range.
+	ErrRange = errors.New("out of range")
+	// ErrConflict means values that contradict each other.
+	ErrConflict = errors.New("conflict")
+	// ErrDuplicate means a route name used twice.
+	ErrDuplicate = errors.New("duplicate")
+	// ErrAmbiguous means two routes with the same method that can match the
+	// same request equally well.
+	ErrAmbiguous = errors.New("ambiguous routes")
+)
+
+// FieldError is one problem in a configuration. Its message is one line:
+// "key: what is wrong".
+type FieldError struct {
+	// Key is the problem's key path, like "routes[2].session" or
+	// "idempotency.reuse_status"; empty for the document as a whole.
+	Key string
+	// Msg says what is wrong, in words for the operator.
+	Msg string
+	// Err is the sentinel the error wraps, such as [ErrRequired].
+	Err error
+}
+
+// Error returns "Key: Msg".
+func (e *FieldError) Error() string {
+	if e.Key == "" {
+		return e.Msg
+	}
+	return e.Key + ": " + e.Msg
+}
+
+// Unwrap returns the sentinel.
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// problems collects field errors.
+type problems []error
+
+func (p *problems) add(key string, sentinel error, format string, args ...any) {
+	*p = append(*p, &FieldError{Key: key, Msg: fmt.Sprintf(format, args...), Err: sentinel})
+}
+
+// Validate checks c and reports every problem it finds, joined with
+// [errors.Join]: each is a [*FieldError], one line, naming its key and
+// wrapping a sentinel such as [ErrRequired] or [ErrAmbiguous]. It returns nil
+// when c is valid. It has no side effects and does not read the environment
+// or the file system.
+func (c *Config) Validate() error {
+	var p problems
+	c.validateTop(&p)
+	c.validateUpstream(&p)
+	c.validateTLS(&p)
+	c.validateStore(&p)
+	c.validateLimits(&p)
+	c.validateIdempotency(&p)
+	c.validateRoutes(&p)
+	return errors.Join(p...)
+}
+
+func (c *Config) validateTop(p *problems) {
+	checkListen(p, "listen", c.Listen)
+	checkListen(p, "admin_listen", c.AdminListen)
+	if sameListener(c.Listen, c.AdminListen) {
+		p.add("admin_listen", ErrConflict, "%q uses the same port as listen %q", c.AdminListen, c.Listen)
+	}
+	if c.MaxBufferedBytes <= 0 {
+		p.add("max_buffered_bytes", ErrRange, "must be > 0; got %d", c.MaxBufferedBytes)
+	} else if c.MaxBufferedBytes < c.Idempotency.MaxBodyBytes {
+		p.add("max_buffered_bytes", ErrRange, "%d is less than idempotency.max_body_bytes %d: such a body could never be buffered",
+			c.MaxBufferedBytes, c.Idempotency.MaxBodyBytes)
+	}
+	checkMode(p, "mode", c.Mode, false)
+	if c.Sessions.QueueDepth < 0 {
+		p.add("sessions.queue_depth", ErrRange, "must be >= 0; got %d", c.Sessions.QueueDepth)
+	}
+	if c.Sessions.QueueTimeout <= 0 {
+		p.add("sessions.queue_timeout", ErrRange, "must be > 0; got %s", c.Sessions.QueueTimeout)
+	}
+}
+
+func (c *Config) validateUpstream(p *problems) {
+	u := c.Upstream
+	if u.URL == "" {
+		p.add("upstream.url", ErrRequired, "is required, like \"http://127.0.0.1:3000\"")
+	} else if err := checkHTTPURL(u.URL, false); err != nil {
+		p.add("upstream.url", ErrInvalid, "%q: %v", u.URL, err)
+	}
+	if u.Timeout <= 0 {
+		p.add("upstream.timeout", ErrRange, "must be > 0; got %s", u.Timeout)
+	}
+	if u.Host != HostPreserve && u.Host != HostUpstream {
+		p.add("upstream.host", ErrInvalid, "%q: want %q or %q", u.Host, HostPreserve, HostUpstream)
+	}
+}
+
+func (c *Config) validateTLS(p *problems) {
+	t := c.TLS
+	files := t.CertFile != "" || t.KeyFile != ""
+	acme := len(t.Domains) > 0 || t.Email != "" || t.CA != "" || t.CARoot != "" || len(t.OnDemand.Allow) > 0
+	switch t.Mode {
+	case TLSNone:
+		if files || acme {
+			p.add("tls.mode", ErrConflict, "is %q, but other tls keys are set; set mode to %q or %q", t.Mode, TLSFiles, TLSACME)
+		}
+	case TLSFiles:
+		if t.CertFile == "" {
+			p.add("tls.cert_file", ErrRequired, "is required with tls.mode files")
+		}
+		if t.KeyFile == "" {
+			p.add("tls.key_file", ErrRequired, "is required with tls.mode files")
+		}
+		if acme {
+			p.add("tls.mode", ErrConflict, "is %q, but ACME keys (domains, email, ca, ca_root, on_demand) are set", t.Mode)
+		}
+	case TLSACME:
+		if files {
+			p.add("tls.mode", ErrConflict, "is %q, but cert_file or key_file is set", t.Mode)
+		}
+		if len(t.Domains) == 0 && len(t.OnDemand.Allow) == 0 {
+			p.add("tls.domains", ErrRequired, "tls.mode acme needs domains or on_demand.allow")
+		}
+		for i, d := range t.Domains {
+			if !validHost(strings.ToLower(d)) {
+				p.add(fmt.Sprintf("tls.domains[%d]", i), ErrInvalid, "%q is not a host name (wildcards need DNS challenges, which idemgate does not do)", d)
+			}
+		}
+		for i, d := range t.OnDemand.Allow {
+			if !validHost(strings.ToLower(strings.TrimPrefix(d, "*."))) {
+				p.add(fmt.Sprintf("tls.on_demand.allow[%d]", i), ErrInvalid, "%q: want a host name or a pattern like \"*.example.com\"", d)
+			}
+		}
+		if t.Email != "" {
+			if _, err := mail.ParseAddress(t.Email); err != nil {
+				p.add("tls.email", ErrInvalid, "%q is not an e-mail address", t.Email)
+			}
+		}
+		if t.CA != "" {
+			if err := checkHTTPURL(t.CA, true); err != nil {
+				p.add("tls.ca", ErrInvalid, "%q: %v", t.CA, err)
+			}
+		}
+	default:
+		p.add("tls.mode", ErrInvalid, "%q: want %q, %q or %q", t.Mode, TLSNone, TLSFiles, TLSACME)
+	}
+}
+
+func (c *Config) validateStore(p *problems) {
+	s := c.Store
+	if s.Backend != StoreMemory && s.Backend != StoreRedis {
+		p.add("store.backend", ErrInvalid, "%q: want %q or %q", s.Backend, StoreMemory, StoreRedis)
+	}
+	if s.Memory.MaxEntries <= 0 {
+		p.add("store.memory.max_entries", ErrRange, "must be > 0; got %d", s.Memory.MaxEntries)
+	}
+	if s.Memory.MaxBytes <= 0 {
+		p.add("store.memory.max_bytes", ErrRange, "must be > 0; got %d", s.Memory.MaxBytes)
+	}
+	if s.Backend != StoreRedis && c.Limiter.Backend != LimiterRedis {
+		return // Redis is not used.
+	}
+	r := s.Redis
+	if len(r.Addrs) == 0 {
+		p.add("store.redis.addrs", ErrRequired, "at least one host:port is required when Redis is used")
+	}
+	for i, a := range r.Addrs {
+		host, _, err := splitHostPort(a)
+		if err == nil && host == "" {
+			err = errors.New("missing host")
+		}
+		if err != nil {
+			p.add(fmt.Sprintf("store.redis.addrs[%d]", i), ErrInvalid, "%q: %v", a, err)
+		}
+	}
+	if r.DB < 0 {
+		p.add("store.redis.db", ErrRange, "must be >= 0; got %d", r.DB)
+	}
+	if r.Timeout <= 0 {
+		p.add("store.redis.timeout", ErrRange, "must be > 0; got %s", r.Timeout)
+	}
+}
+
+func (c *Config) validateLimits(p *problems) {
+	for i, s := range c.ClientIP.TrustedProxies {
+		if _, err := parsePrefix(s); err != nil {
+			p.add(fmt.Sprintf("client_ip.trusted_proxies[%d]", i), ErrInvalid, "%q: want a CIDR like \"10.0.0.0/8\" or an IP address: %v", s, err)
+		}
+	}
+	e := c.EdgeLimit
+	if math.IsNaN(e.Rate) || math.IsInf(e.Rate, 0) || e.Rate < 0 {
+		p.add("edge_limit.rate", ErrRange, "must be >= 0 (0 disables); got %v", e.Rate)
+	}
+	if e.Burst < 0 {
+		p.add("edge_limit.burst", ErrRange, "must be >= 0; got %d", e.Burst)
+	}
+	l := c.Limiter
+	if l.Backend != LimiterLocal && l.Backend != LimiterRedis {
+		p.add("limiter.backend", ErrInvalid, "%q: want %q or %q", l.Backend, LimiterLocal, LimiterRedis)
+	}
+	if l.MaxClients <= 0 {
+		p.add("limiter.max_clients", ErrRange, "must be > 0; got %d", l.MaxClients)
+	}
+}
+
+func (c *Config) validateIdempotency(p *problems) {
+	id := c.Idempotency
+	if id.Header == "" {
+		p.add("idempotency.header", ErrRequired, "is required, like \"Idempotency-Key\"")
+	} else {
+		checkHeader(p, "idempotency.header", id.Header)
+	}
+	for i, h := range id.IdentityHeaders {
+		checkHeader(p, fmt.Sprintf("idempotency.identity_headers[%d]", i), h)
+	}
+	if id.RequireIdentity && len(id.IdentityHeaders) == 0 {
+		p.add("idempotency.require_identity", ErrConflict, "is true, but idempotency.identity_headers is empty")
+	}
+	for _, h := range slices.Sorted(maps.Keys(id.TenantHosts)) {
+		tenant := id.TenantHosts[h]
+		key := "idempotency.tenant_hosts[" + h + "]"
+		if h != NormalizeHost(h) || !validHost(h) {
+			p.add(key, ErrInvalid, "%q: want a lower-case host name or IP address, without port or trailing dot", h)
+		}
+		if tenant == "" {
+			p.add(key, ErrRequired, "the tenant must not be empty")
+		}
+	}
+	if id.Lease <= 0 {
+		p.add("idempotency.lease", ErrRange, "must be > 0; got %s", id.Lease)
+	}
+	if id.MaxLease < id.Lease {
+		p.add("idempotency.max_lease", ErrRange, "%s is less than idempotency.lease %s", id.MaxLease, id.Lease)
+	}
+	if id.Retention < id.MaxLease {
+		p.add("idempotency.retention", ErrRange, "%s is less than idempotency.max_lease %s: a record must outlive its longest lease", id.Retention, id.MaxLease)
+	}
+	if id.MaxBodyBytes <= 0 {
+		p.add("idempotency.max_body_bytes", ErrRange, "must be > 0; got %d", id.MaxBodyBytes)
+	}
+	if id.MaxResponseBytes <= 0 {
+		p.add("idempotency.max_response_bytes", ErrRange, "must be > 0; got %d", id.MaxResponseBytes)
+	}
+	if id.ReplayHeader != "" {
+		checkHeader(p, "idempotency.replay_header", id.ReplayHeader)
+	}
+	if id.ReuseStatus != 409 && id.ReuseStatus != 422 {
+		p.add("idempotency.reuse_status", ErrInvalid, "%d: want 409 or 422", id.ReuseStatus)
+	}
+	for i, s := range id.ReleaseStatuses {
+		if s < 100 || s > 599 {
+			p.add(fmt.Sprintf("idempotency.release_statuses[%d]", i), ErrRange, "%d: want an HTTP status from 100 to 599", s)
+		}
+	}
+	for i, h := range id.DropHeaders {
+		checkHeader(p, fmt.Sprintf("idempotency.drop_headers[%d]", i), h)
+	}
+	if id.EncryptionKeyEnv != "" && !validEnvName(id.EncryptionKeyEnv) {
+		p.add("idempotency.encryption_key_env", ErrInvalid, "%q is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)", id.EncryptionKeyEnv)
+	}
+}
+
+// safeMethods are the methods that must never be idempotent routes: they do
+// not write, and their requests must never be claimed or replayed.
+var safeMethods = map[string]bool{"GET": true, "HEAD": true, "OPTIONS": true, "TRACE": true}
+
+func (c *Config) validateRoutes(p *problems) {
+	names := make(map[string]int, len(c.Routes))
+	tmpls := make([]*pathtmpl.Template, len(c.Routes))
+	for i := range c.Routes {
+		r := &c.Routes[i]
+		key := fmt.Sprintf("routes[%d]", i)
+		switch {
+		case r.Name == "":
+			p.add(key+".name", ErrRequired, "is required")
+		case !validRouteName(r.Name):
+			p.add(key+".name", ErrInvalid, "%q: use letters, digits, \"_\", \"-\" and \".\"", r.Name)
+		}
+		if j, ok := names[r.Name]; ok && r.Name != "" {
+			p.add(key+".name", ErrDuplicate, "%q is also the name of routes[%d]", r.Name, j)
+		} else {
+			names[r.Name] = i
+		}
+		switch {
+		case r.Method == "":
+			p.add(key+".method", ErrRequired, "is required, like \"POST\"")
+		case !validToken(r.Method) || strings.ToUpper(r.Method) != r.Method:
+			p.add(key+".method", ErrInvalid, "%q: want an upper-case method token, like \"POST\"", r.Method)
+		}
+		if r.Path == "" {
+			p.add(key+".path", ErrRequired, "is required, like \"/ucp/v1/carts/{id}\"")
+		} else if t, err := pathtmpl.Parse(r.Path); err != nil {
+			p.add(key+".path", ErrInvalid, "%v", err)
+		} else {
+			tmpls[i] = t
+		}
+		if r.Idempotent && safeMethods[r.Method] {
+			p.add(key+".idempotent", ErrConflict, "is true on %s, a safe method; only writes are idempotent routes", r.Method)
+		}
+		if r.RequireKey && !r.Idempotent {
+			p.add(key+".require_key", ErrConflict, "is true, but the route is not idempotent")
+		}
+		if len(r.FingerprintIgnore) > 0 && !r.Idempotent {
+			p.add(key+".fingerprint_ignore", ErrConflict, "is set, but the route is not idempotent")
+		}
+		for j, ptr := range r.FingerprintIgnore {
+			if err := checkJSONPointer(ptr); err != nil {
+				p.add(fmt.Sprintf("%s.fingerprint_ignore[%d]", key, j), ErrInvalid, "%q is not an RFC 6901 JSON pointer: %v", ptr, err)
+			}
+		}
+		if r.Timeout < 0 {
+			p.add(key+".timeout", ErrRange, "must be >= 0 (0 means upstream.timeout); got %s", r.Timeout)
+		}
+		if r.Protocol != "" && r.Protocol != ProtocolGraphQL {
+			p.add(key+".protocol", ErrInvalid, "%q: want \"\" or %q", r.Protocol, ProtocolGraphQL)
+		}
+		checkMode(p, key+".mode", r.Mode, true)
+		if s := r.Session; s != nil {
+			skey := key + ".session"
+			switch {
+			case s.Param != "" && s.Header != "":
+				p.add(skey, ErrConflict, "set either a path parameter or a header, not both")
+			case s.Param == "" && s.Header == "":
+				p.add(skey, ErrRequired, "name a path parameter (session: id) or a header (session: {header: X-Cart-Id})")
+			case s.Param != "":
+				if tmpls[i] != nil && !tmpls[i].HasParam(s.Param) {
+					p.add(skey, ErrInvalid, "names parameter %q, but path %q has no {%s}", s.Param, r.Path, s.Param)
+				}
+			default:
+				checkHeader(p, skey+".header", s.Header)
+			}
+		}
+		if rl := r.RateLimit; rl != nil {
+			rkey := key + ".rate_limit"
+			if rl.Requests <= 0 {
+				p.add(rkey+".requests", ErrRange, "must be > 0; got %d", rl.Requests)
+			}
+			if rl.Per <= 0 {
+				p.add(rkey+".per", ErrRange, "must be > 0; got %s", rl.Per)
+			}
+			switch rl.Algorithm {
+			case "", AlgorithmTokenBucket:
+				if rl.Block != 0 {
+					p.add(rkey+".block", ErrConflict, "is set, but only algorithm %q blocks", AlgorithmWindow)
+				}
+			case AlgorithmWindow:
+				if rl.Block < 0 {
+					p.add(rkey+".block", ErrRange, "must be >= 0 (0 means per); got %s", rl.Block)
+				}
+			default:
+				p.add(rkey+".algorithm", ErrInvalid, "%q: want %q or %q", rl.Algorithm, AlgorithmTokenBucket, AlgorithmWindow)
+			}
+		}
+	}
+	for j := range c.Routes {
+		for i := range j {
+			a, b := &c.Routes[i], &c.Routes[j]
+			if a.Method != b.Method || tmpls[i] == nil || tmpls[j] == nil || !pathtmpl.Ambiguous(tmpls[i], tmpls[j]) {
+				continue
+			}
+			example, _ := pathtmpl.Overlap(tmpls[i], tmpls[j])
+			p.add(fmt.Sprintf("routes[%d].path", j), ErrAmbiguous,
+				"route %q (%s %s) and routes[%d] %q (%s %s) both match %s %s equally (literal segments: %d each); make one more specific",
+				b.Name, b.Method, b.Path, i, a.Name, a.Method, a.Path, b.Method, example, tmpls[j].Literals())
+		}
+	}
+}
+
+func checkMode(p *problems, key, mode string, inherit bool) {
+	if mode == ModeEnforce || mode == ModeObserve || inherit && mode == "" {
+		return
+	}
+	p.add(key, ErrInvalid, "%q: want %q or %q", mode, ModeEnforce, ModeObserve)
+}
+
+func checkHeader(p *problems, key, name string) {
+	if !validToken(name) {
+		p.add(key, ErrInvalid, "%q is not a valid header name", name)
+	}
+}
+
+func checkListen(p *problems, key, addr string) {
+	if _, _, err := splitHostPort(addr); err != nil {
+		p.add(key, ErrInvalid, "%q: want host:port, like \":8080\": %v", addr, err)
+	}
+}
+
+// splitHostPort splits a host:port address whose port is a number.
+func splitHostPort(addr string) (host string, port int, err error) {
+	host, ps, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	n, err := strconv.ParseUint(ps, 10, 16)
+	if err != nil {
+		return "", 0, fmt.Errorf("port %q is not a number from 0 to 65535", ps)
+	}
+	if host != "" && !validHost(strings.ToLower(host)) {
+		return "", 0, fmt.Errorf("%q is not a host name or IP address", host)
+	}
+	return host, int(n), nil
+}
+
+// sameListener reports whether two listen addresses would collide.
+func sameListener(a, b string) bool {
+	ha, pa, errA := splitHostPort(a)
+	hb, pb, errB := splitHostPort(b)
+	if errA != nil || errB != nil || pa == 0 || pa != pb {
+		return false
+	}
+	return ha == hb || isWildcardHost(ha) || isWildcardHost(hb)
+}
+
+func isWildcardHost(h string) bool {
+	if h == "" {
+		return true
+	}
+	a, err := netip.ParseAddr(h)
+	return err == nil && a.IsUnspecified()
+}
+
+// checkHTTPURL checks an absolute http(s) URL; httpsOnly refuses http.
+func checkHTTPURL(s string, httpsOnly bool) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return err
+	}
+	switch {
+	case u.Scheme == "https", u.Scheme == "http" && !httpsOnly:
+	case httpsOnly:
+		return errors.New("want an absolute https URL")
+	default:
+		return errors.New("want an absolute http or https URL")
+	}
+	if u.Host == "" {
+		return errors.New("missing host")
+	}
+	if u.Fragment != "" || strings.Contains(s, "#") {
+		return errors.New("a fragment is not allowed")
+	}
+	return nil
+}
+
+// validToken reports whether s is an RFC 9110 token (header names, methods).
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' {
+			continue
+		}
+		if !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
+			return false
+		}
+	}
+	return true
+}
+
+// validHost reports whether h is a lower-case DNS name (labels of letters,
+// digits, "-" and "_") or an IP address without brackets or zone.
+func validHost(h string) bool {
+	if a, err := netip.ParseAddr(h); err == nil {
+		return a.Zone() == ""
+	}
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(h, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func validRouteName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func validEnvName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// checkJSONPointer checks an RFC 6901 pointer naming a member, not the whole
+// document: "/" then reference tokens separated by "/", with "~" only in
+// the escapes "~0" and "~1".
+func checkJSONPointer(s string) error {
+	if !utf8.ValidString(s) {
+		return errors.New("not UTF-8")
+	}
+	if !strings.HasPrefix(s, "/") {
+		return errors.New("must start with \"/\", like \"/meta/sent_at\"")
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] == '~' && (i+1 == len(s) || s[i+1] != '0' && s[i+1] != '1') {
+			return errors.New("\"~\" must be followed by 0 or 1")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,341 @@
+package config
+
+import (
+	"errors"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// validConfig returns a valid configuration with DESIGN.md's routes.
+func validConfig() *Config {
+	c := Default()
+	c.Upstream.URL = "http://127.0.0.1:3000"
+	c.Routes = []Route{
+		{Name: "create_cart", Method: "POST", Path: "/ucp/v1/carts", Idempotent: true, RateLimit: &RateLimit{Requests: 600, Per: time.Minute}},
+		{Name: "update_checkout", Method: "PUT", Path: "/ucp/v1/checkout-sessions/{id}", Idempotent: true, Session: &Session{Param: "id"}},
+		{Name: "get_checkout", Method: "GET", Path: "/ucp/v1/checkout-sessions/{id}", Session: &Session{Param: "id"}},
+	}
+	return c
+}
+
+func TestValidateRules(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		key    string // the line must start with key + ": "
+		err    error
+		also   []string // more text the line must contain
+	}{
+		// Listeners and sizes.
+		{"listen without port", func(c *Config) { c.Listen = "8080" }, "listen", ErrInvalid, nil},
+		{"listen empty", func(c *Config) { c.Listen = "" }, "listen", ErrInvalid, nil},
+		{"admin_listen port range", func(c *Config) { c.AdminListen = ":99999" }, "admin_listen", ErrInvalid, nil},
+		{"admin_listen named port", func(c *Config) { c.AdminListen = ":http" }, "admin_listen", ErrInvalid, nil},
+		{"admin_listen same port", func(c *Config) { c.AdminListen = "0.0.0.0:8080" }, "admin_listen", ErrConflict, nil},
+		{"max_buffered_bytes zero", func(c *Config) { c.MaxBufferedBytes = 0 }, "max_buffered_bytes", ErrRange, nil},
+		{"max_buffered_bytes below body", func(c *Config) { c.MaxBufferedBytes = 1000 }, "max_buffered_bytes", ErrRange, []string{"max_body_bytes"}},
+		{"mode", func(c *Config) { c.Mode = "Enforce" }, "mode", ErrInvalid, nil},
+		{"sessions.queue_depth", func(c *Config) { c.Sessions.QueueDepth = -1 }, "sessions.queue_depth", ErrRange, nil},
+		{"sessions.queue_timeout", func(c *Config) { c.Sessions.QueueTimeout = 0 }, "sessions.queue_timeout", ErrRange, nil},
+
+		// Upstream.
+		{"upstream.url missing", func(c *Config) { c.Upstream.URL = "" }, "upstream.url", ErrRequired, nil},
+		{"upstream.url not absolute", func(c *Config) { c.Upstream.URL = "/api" }, "upstream.url", ErrInvalid, nil},
+		{"upstream.url host:port", func(c *Config) { c.Upstream.URL = "127.0.0.1:3000" }, "upstream.url", ErrInvalid, nil},
+		{"upstream.url scheme", func(c *Config) { c.Upstream.URL = "ftp://x" }, "upstream.url", ErrInvalid, nil},
+		{"upstream.url no host", func(c *Config) { c.Upstream.URL = "http://" }, "upstream.url", ErrInvalid, nil},
+		{"upstream.timeout zero", func(c *Config) { c.Upstream.Timeout = 0 }, "upstream.timeout", ErrRange, nil},
+		{"upstream.timeout negative", func(c *Config) { c.Upstream.Timeout = -time.Second }, "upstream.timeout", ErrRange, nil},
+		{"upstream.host", func(c *Config) { c.Upstream.Host = "rewrite" }, "upstream.host", ErrInvalid, nil},
+
+		// TLS.
+		{"tls.mode", func(c *Config) { c.TLS.Mode = "auto" }, "tls.mode", ErrInvalid, nil},
+		{"tls files cert_file", func(c *Config) { c.TLS = TLS{Mode: TLSFiles, KeyFile: "k"} }, "tls.cert_file", ErrRequired, nil},
+		{"tls files key_file", func(c *Config) { c.TLS = TLS{Mode: TLSFiles, CertFile: "c"} }, "tls.key_file", ErrRequired, nil},
+		{"tls files with acme keys", func(c *Config) { c.TLS = TLS{Mode: TLSFiles, CertFile: "c", KeyFile: "k", Email: "a@b.c"} }, "tls.mode", ErrConflict, nil},
+		{"tls none with cert_file", func(c *Config) { c.TLS.CertFile = "c" }, "tls.mode", ErrConflict, nil},
+		{"tls acme with cert_file", func(c *Config) { c.TLS = TLS{Mode: TLSACME, Domains: []string{"a.example"}, CertFile: "c"} }, "tls.mode", ErrConflict, nil},
+		{"tls acme no domains", func(c *Config) { c.TLS = TLS{Mode: TLSACME, Email: "a@b.c"} }, "tls.domains", ErrRequired, nil},
+		{"tls acme wildcard", func(c *Config) { c.TLS = TLS{Mode: TLSACME, Domains: []string{"*.example.com"}} }, "tls.domains[0]", ErrInvalid, nil},
+		{"tls acme bad email", func(c *Config) { c.TLS = TLS{Mode: TLSACME, Domains: []string{"a.example"}, Email: "nobody"} }, "tls.email", ErrInvalid, nil},
+		{"tls acme http ca", func(c *Config) { c.TLS = TLS{Mode: TLSACME, Domains: []string{"a.example"}, CA: "http://ca/dir"} }, "tls.ca", ErrInvalid, nil},
+		{"tls on_demand.allow", func(c *Config) {
+			c.TLS = TLS{Mode: TLSACME, OnDemand: OnDemand{Allow: []string{"*.ok.example", "bad host"}}}
+		}, "tls.on_demand.allow[1]", ErrInvalid, nil},
+
+		// Store.
+		{"store.backend", func(c *Config) { c.Store.Backend = "etcd" }, "store.backend", ErrInvalid, nil},
+		{"store.memory.max_entries", func(c *Config) { c.Store.Memory.MaxEntries = 0 }, "store.memory.max_entries", ErrRange, nil},
+		{"store.memory.max_bytes", func(c *Config) { c.Store.Memory.MaxBytes = -1 }, "store.memory.max_bytes", ErrRange, nil},
+		{"redis addrs empty", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.Redis.Addrs = nil }, "store.redis.addrs", ErrRequired, nil},
+		{"redis addrs for limiter", func(c *Config) { c.Limiter.Backend = LimiterRedis; c.Store.Redis.Addrs = []string{} }, "store.redis.addrs", ErrRequired, nil},
+		{"redis addr without port", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.Redis.Addrs = []string{"a:1", "localhost"} }, "store.redis.addrs[1]", ErrInvalid, nil},
+		{"redis addr without host", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.Redis.Addrs = []string{":6379"} }, "store.redis.addrs[0]", ErrInvalid, nil},
+		{"redis db", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.Redis.DB = -1 }, "store.redis.db", ErrRange, nil},
+		{"redis timeout", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.Redis.Timeout = 0 }, "store.redis.timeout", ErrRange, nil},
+
+		// Client address and limits.
+		{"trusted_proxies", func(c *Config) { c.ClientIP.TrustedProxies = []string{"10.0.0.0/8", "10.0.0.0/33"} }, "client_ip.trusted_proxies[1]", ErrInvalid, nil},
+		{"trusted_proxies name", func(c *Config) { c.ClientIP.TrustedProxies = []string{"proxy.local"} }, "client_ip.trusted_proxies[0]", ErrInvalid, nil},
+		{"edge_limit.rate negative", func(c *Config) { c.EdgeLimit.Rate = -1 }, "edge_limit.rate", ErrRange, nil},
+		{"edge_limit.rate NaN", func(c *Config) { c.EdgeLimit.Rate = math.NaN() }, "edge_limit.rate", ErrRange, nil},
+		{"edge_limit.burst", func(c *Config) { c.EdgeLimit.Burst = -1 }, "edge_limit.burst", ErrRange, nil},
+		{"limiter.backend", func(c *Config) { c.Limiter.Backend = "memory" }, "limiter.backend", ErrInvalid, nil},
+		{"limiter.max_clients", func(c *Config) { c.Limiter.MaxClients = 0 }, "limiter.max_clients", ErrRange, nil},
+
+		// Idempotency.
+		{"header empty", func(c *Config) { c.Idempotency.Header = "" }, "idempotency.header", ErrRequired, nil},
+		{"header invalid", func(c *Config) { c.Idempotency.Header = "Idempotency Key" }, "idempotency.header", ErrInvalid, nil},
+		{"identity_headers", func(c *Config) { c.Idempotency.IdentityHeaders = []string{"Authorization", "X:Y"} }, "idempotency.identity_headers[1]", ErrInvalid, nil},
+		{"require_identity without headers", func(c *Config) {
+			c.Idempotency.RequireIdentity = true
+			c.Idempotency.IdentityHeaders = nil
+		}, "idempotency.require_identity", ErrConflict, nil},
+		{"tenant_hosts port", func(c *Config) { c.Idempotency.TenantHosts = map[string]string{"a.example:443": "a"} }, "idempotency.tenant_hosts[a.example:443]", ErrInvalid, nil},
+		{"tenant_hosts upper case", func(c *Config) { c.Idempotency.TenantHosts = map[string]string{"A.example": "a"} }, "idempotency.tenant_hosts[A.example]", ErrInvalid, nil},
+		{"tenant_hosts bad name", func(c *Config) { c.Idempotency.TenantHosts = map[string]string{"a b": "a"} }, "idempotency.tenant_hosts[a b]", ErrInvalid, nil},
+		{"tenant_hosts empty tenant", func(c *Config) { c.Idempotency.TenantHosts = map[string]string{"a.example": ""} }, "idempotency.tenant_hosts[a.example]", ErrRequired, nil},
+		{"lease zero", func(c *Config) { c.Idempotency.Lease = 0 }, "idempotency.lease", ErrRange, nil},
+		{"max_lease below lease", func(c *Config) { c.Idempotency.MaxLease = time.Minute }, "idempotency.max_lease", ErrRange, nil},
+		{"retention below max_lease", func(c *Config) { c.Idempotency.Retention = 30 * time.Minute }, "idempotency.retention", ErrRange, nil},
+		{"max_body_bytes", func(c *Config) { c.Idempotency.MaxBodyBytes = 0 }, "idempotency.max_body_bytes", ErrRange, nil},
+		{"max_response_bytes", func(c *Config) { c.Idempotency.MaxResponseBytes = -5 }, "idempotency.max_response_bytes", ErrRange, nil},
+		{"replay_header", func(c *Config) { c.Idempotency.ReplayHeader = "Replayed?" }, "idempotency.replay_header", ErrInvalid, nil},
+		{"reuse_status", func(c *Config) { c.Idempotency.ReuseStatus = 400 }, "idempotency.reuse_status", ErrInvalid, nil},
+		{"release_statuses high", func(c *Config) { c.Idempotency.ReleaseStatuses = []int{503, 600} }, "idempotency.release_statuses[1]", ErrRange, nil},
+		{"release_statuses low", func(c *Config) { c.Idempotency.ReleaseStatuses = []int{99} }, "idempotency.release_statuses[0]", ErrRange, nil},
+		{"drop_headers", func(c *Config) { c.Idempotency.DropHeaders = []string{""} }, "idempotency.drop_headers[0]", ErrInvalid, nil},
+		{"encryption_key_env", func(c *Config) { c.Idempotency.EncryptionKeyEnv = "1KEY" }, "idempotency.encryption_key_env", ErrInvalid, nil},
+
+		// Routes.
+		{"route name empty", func(c *Config) { c.Routes[1].Name = "" }, "routes[1].name", ErrRequired, nil},
+		{"route name charset", func(c *Config) { c.Routes[1].Name = "update checkout" }, "routes[1].name", ErrInvalid, nil},
+		{"route name duplicate", func(c *Config) { c.Routes[2].Name = "create_cart" }, "routes[2].name", ErrDuplicate, []string{"routes[0]"}},
+		{"route method empty", func(c *Config) { c.Routes[0].Method = "" }, "routes[0].method", ErrRequired, nil},
+		{"route method lower case", func(c *Config) { c.Routes[0].Method = "post" }, "routes[0].method", ErrInvalid, nil},
+		{"route method not a token", func(c *Config) { c.Routes[0].Method = "PO ST" }, "routes[0].method", ErrInvalid, nil},
+		{"route path empty", func(c *Config) { c.Routes[0].Path = "" }, "routes[0].path", ErrRequired, nil},
+		{"route path invalid", func(c *Config) { c.Routes[0].Path = "/ucp//carts" }, "routes[0].path", ErrInvalid, []string{"empty segment"}},
+		{"route path relative", func(c *Config) { c.Routes[0].Path = "ucp/v1/carts" }, "routes[0].path", ErrInvalid, nil},
+		{"idempotent GET", func(c *Config) { c.Routes[2].Idempotent = true }, "routes[2].idempotent", ErrConflict, []string{"GET"}},
+		{"idempotent HEAD", func(c *Config) { c.Routes[2].Method = "HEAD"; c.Routes[2].Idempotent = true }, "routes[2].idempotent", ErrConflict, nil},
+		{"idempotent OPTIONS", func(c *Config) { c.Routes[2].Method = "OPTIONS"; c.Routes[2].Idempotent = true }, "routes[2].idempotent", ErrConflict, nil},
+		{"idempotent TRACE", func(c *Config) { c.Routes[2].Method = "TRACE"; c.Routes[2].Idempotent = true }, "routes[2].idempotent", ErrConflict, nil},
+		{"require_key not idempotent", func(c *Config) { c.Routes[2].RequireKey = true }, "routes[2].require_key", ErrConflict, nil},
+		{"fingerprint_ignore not idempotent", func(c *Config) { c.Routes[2].FingerprintIgnore = []string{"/a"} }, "routes[2].fingerprint_ignore", ErrConflict, nil},
+		{"fingerprint_ignore no slash", func(c *Config) { c.Routes[0].FingerprintIgnore = []string{"/ok", "meta/sent_at"} }, "routes[0].fingerprint_ignore[1]", ErrInvalid, nil},
+		{"fingerprint_ignore whole document", func(c *Config) { c.Routes[0].FingerprintIgnore = []string{""} }, "routes[0].fingerprint_ignore[0]", ErrInvalid, nil},
+		{"fingerprint_ignore bad escape", func(c *Config) { c.Routes[0].FingerprintIgnore = []string{"/a~2b"} }, "routes[0].fingerprint_ignore[0]", ErrInvalid, nil},
+		{"fingerprint_ignore trailing tilde", func(c *Config) { c.Routes[0].FingerprintIgnore = []string{"/a~"} }, "routes[0].fingerprint_ignore[0]", ErrInvalid, nil},
+		{"route timeout", func(c *Config) { c.Routes[0].Timeout = -time.Second }, "routes[0].timeout", ErrRange, nil},
+		{"route protocol", func(c *Config) { c.Routes[0].Protocol = "grpc" }, "routes[0].protocol", ErrInvalid, nil},
+		{"route mode", func(c *Config) { c.Routes[0].Mode = "dry-run" }, "routes[0].mode", ErrInvalid, nil},
+		{"session param missing", func(c *Config) { c.Routes[1].Session = &Session{Param: "cart"} }, "routes[1].session", ErrInvalid, []string{"cart", "{cart}"}},
+		{"session on path without params", func(c *Config) { c.Routes[0].Session = &Session{Param: "id"} }, "routes[0].session", ErrInvalid, nil},
+		{"session both", func(c *Config) { c.Routes[1].Session = &Session{Param: "id", Header: "X-Cart-Id"} }, "routes[1].session", ErrConflict, nil},
+		{"session neither", func(c *Config) { c.Routes[1].Session = &Session{} }, "routes[1].session", ErrRequired, nil},
+		{"session header", func(c *Config) { c.Routes[1].Session = &Session{Header: "X Cart"} }, "routes[1].session.header", ErrInvalid, nil},
+		{"ambiguous routes", func(c *Config) {
+			c.Routes = append(c.Routes,
+				Route{Name: "by_kind", Method: "GET", Path: "/ucp/v1/{kind}/{id}"},
+				Route{Name: "by_session", Method: "GET", Path: "/ucp/{v}/checkout-sessions/{id}"})
+		}, "routes[4].path", ErrAmbiguous, []string{`"by_session"`, `"by_kind"`, "routes[3]", "/ucp/v1/checkout-sessions/{id}"}},
+		{"identical routes", func(c *Config) {
+			c.Routes = append(c.Routes, Route{Name: "again", Method: "PUT", Path: "/ucp/v1/checkout-sessions/{cid}"})
+		}, "routes[3].path", ErrAmbiguous, []string{`"again"`, `"update_checkout"`}},
+		{"rate_limit requests", func(c *Config) { c.Routes[0].RateLimit.Requests = 0 }, "routes[0].rate_limit.requests", ErrRange, nil},
+		{"rate_limit per", func(c *Config) { c.Routes[0].RateLimit.Per = 0 }, "routes[0].rate_limit.per", ErrRange, nil},
+		{"rate_limit algorithm", func(c *Config) { c.Routes[0].RateLimit.Algorithm = "leaky" }, "routes[0].rate_limit.algorithm", ErrInvalid, nil},
+		{"rate_limit block token_bucket", func(c *Config) { c.Routes[0].RateLimit.Block = time.Minute }, "routes[0].rate_limit.block", ErrConflict, nil},
+		{"rate_limit block negative", func(c *Config) {
+			c.Routes[0].RateLimit.Algorithm = AlgorithmWindow
+			c.Routes[0].RateLimit.Block = -time.Second
+		}, "routes[0].rate_limit.block", ErrRange, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := validConfig()
+			tt.mutate(c)
+			err := c.Validate()
+			lines := errorLines(t, err)
+			if !errors.Is(err, tt.err) {
+				t.Errorf("error %q does not wrap %v", err, tt.err)
+			}
+			if len(lines) != 1 {
+				t.Errorf("got %d lines %q; want 1", len(lines), lines)
+			}
+			var line string
+			for _, l := range lines {
+				if strings.HasPrefix(l, tt.key+": ") {
+					line = l
+				}
+			}
+			if line == "" {
+				t.Fatalf("got %q; want a line starting %q", lines, tt.key+": ")
+			}
+			for _, s := range tt.also {
+				if !strings.Contains(line, s) {
+					t.Errorf("got %q; want it to contain %q", line, s)
+				}
+			}
+		})
+	}
+}
+
+func TestValidateAccepts(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+	}{
+		{"no routes", func(c *Config) { c.Routes = nil }},
+		{"https upstream with path", func(c *Config) { c.Upstream.URL = "https://api.internal:8443/base" }},
+		{"upstream host", func(c *Config) { c.Upstream.Host = HostUpstream }},
+		{"bare IPv4 trusted proxy", func(c *Config) { c.ClientIP.TrustedProxies = []string{"192.0.2.1"} }},
+		{"bare IPv6 trusted proxy", func(c *Config) { c.ClientIP.TrustedProxies = []string{"2001:db8::1", "fd00::/8"} }},
+		{"tls files", func(c *Config) { c.TLS = TLS{Mode: TLSFiles, CertFile: "c.pem", KeyFile: "k.pem"} }},
+		{"tls acme", func(c *Config) {
+			c.TLS = TLS{Mode: TLSACME, Domains: []string{"Shop.Example.com"}, Email: "ops@example.com", CA: "https://ca.example/dir", CARoot: "root.pem"}
+		}},
+		{"tls acme on demand only", func(c *Config) {
+			c.TLS = TLS{Mode: TLSACME, OnDemand: OnDemand{Allow: []string{"*.shops.example", "one.example"}}}
+		}},
+		{"redis store", func(c *Config) {
+			c.Store.Backend = StoreRedis
+			c.Store.Redis.Addrs = []string{"redis-0:26379", "[::1]:26379"}
+			c.Store.Redis.MasterName = "m"
+		}},
+		{"memory store ignores redis addrs", func(c *Config) { c.Store.Redis.Addrs = nil }},
+		{"edge limit off", func(c *Config) { c.EdgeLimit = EdgeLimit{} }},
+		{"replay header off", func(c *Config) { c.Idempotency.ReplayHeader = "" }},
+		{"reuse 422", func(c *Config) { c.Idempotency.ReuseStatus = 422 }},
+		{"no identity headers", func(c *Config) { c.Idempotency.IdentityHeaders = nil }},
+		{"lease equals max_lease equals retention", func(c *Config) {
+			c.Idempotency.Lease, c.Idempotency.MaxLease, c.Idempotency.Retention = time.Hour, time.Hour, time.Hour
+		}},
+		{"tenant hosts", func(c *Config) {
+			c.Idempotency.TenantHosts = map[string]string{"shop.example.com": "a", "192.0.2.1": "b", "2001:db8::1": "c"}
+		}},
+		{"queue depth zero", func(c *Config) { c.Sessions.QueueDepth = 0 }},
+		{"listen port zero twice", func(c *Config) { c.Listen, c.AdminListen = "127.0.0.1:0", "127.0.0.1:0" }},
+		{"listen hosts", func(c *Config) { c.Listen, c.AdminListen = "[::1]:8080", "localhost:9090" }},
+		{"observe", func(c *Config) { c.Mode = ModeObserve; c.Routes[0].Mode = ModeEnforce }},
+		{"graphql", func(c *Config) { c.Routes[0].Protocol = ProtocolGraphQL }},
+		{"session header", func(c *Config) { c.Routes[0].Session = &Session{Header: "X-Cart-Id"} }},
+		{"window", func(c *Config) {
+			c.Routes[0].RateLimit = &RateLimit{Requests: 1, Per: time.Second, Algorithm: AlgorithmWindow}
+		}},
+		{"window block", func(c *Config) {
+			c.Routes[0].RateLimit = &RateLimit{Requests: 1, Per: time.Second, Algorithm: AlgorithmWindow, Block: time.Minute}
+		}},
+		{"fingerprint pointers", func(c *Config) { c.Routes[0].FingerprintIgnore = []string{"/meta/sent_at", "/a~0b/~1c", "/"} }},
+		{"more literal route", func(c *Config) {
+			c.Routes = append(c.Routes, Route{Name: "current", Method: "GET", Path: "/ucp/v1/checkout-sessions/current"})
+		}},
+		{"same path other method", func(c *Config) {
+			c.Routes = append(c.Routes, Route{Name: "head", Method: "HEAD", Path: "/ucp/v1/checkout-sessions/{id}"})
+		}},
+		{"trailing slash route", func(c *Config) {
+			c.Routes = append(c.Routes, Route{Name: "carts_slash", Method: "POST", Path: "/ucp/v1/carts/"})
+		}},
+		{"DELETE idempotent", func(c *Config) {
+			c.Routes = append(c.Routes, Route{Name: "del", Method: "DELETE", Path: "/ucp/v1/carts/{id}", Idempotent: true, RequireKey: true})
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := validConfig()
+			tt.mutate(c)
+			if err := c.Validate(); err != nil {
+				t.Errorf("Validate() = %v; want nil", err)
+			}
+		})
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+	c, err := Parse([]byte(`
+listen: "8080"
+upstream:
+  host: upstreams
+idempotency:
+  reuse_status: 400
+  lease: 2h
+routes:
+  - name: a
+    method: GET
+    path: /a/{x}
+    idempotent: true
+    session: y
+  - name: a
+    method: GET
+    path: /{y}/b
+`))
+	if err != nil {
+		t.Fatalf("Parse = %v; want nil", err)
+	}
+	lines := errorLines(t, c.Validate())
+	want := []string{
+		"listen: ",
+		"upstream.url: ",
+		"upstream.host: ",
+		"idempotency.max_lease: ",
+		"idempotency.reuse_status: ",
+		"routes[0].idempotent: ",
+		"routes[0].session: ",
+		"routes[1].name: ",
+		"routes[1].path: ",
+	}
+	if len(lines) != len(want) {
+		t.Errorf("got %d lines:\n%s\nwant %d", len(lines), strings.Join(lines, "\n"), len(want))
+	}
+	for _, w := range want {
+		if !hasLinePrefix(lines, w) {
+			t.Errorf("got:\n%s\nwant a line starting %q", strings.Join(lines, "\n"), w)
+		}
+	}
+}
+
+func TestValidateHasNoSideEffects(t *testing.T) {
+	t.Parallel()
+	a, err := Load("testdata/full.yaml")
+	if err != nil {
+		t.Fatalf("Load = %v", err)
+	}
+	b, _ := Load("testdata/full.yaml")
+	a.Routes[0].RateLimit.Algorithm = ""
+	b.Routes[0].RateLimit.Algorithm = ""
+	a.Idempotency.Header = "x-lower"
+	b.Idempotency.Header = "x-lower"
+	_ = a.Validate()
+	_, _, _ = a.RouteTable()
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("Validate or RouteTable changed the config:\n%+v\nwant\n%+v", a, b)
+	}
+}
+
+func TestFieldError(t *testing.T) {
+	t.Parallel()
+	c := validConfig()
+	c.Idempotency.ReuseStatus = 400
+	var fe *FieldError
+	if !errors.As(c.Validate(), &fe) {
+		t.Fatalf("errors.As(*FieldError) = false; want true")
+	}
+	if fe.Key != "idempotency.reuse_status" || fe.Err != ErrInvalid {
+		t.Errorf("FieldError = %+v; want key idempotency.reuse_status, ErrInvalid", fe)
+	}
+	if got, want := fe.Error(), "idempotency.reuse_status: 400: want 409 or 422"; got != want {
+		t.Errorf("Error() = %q; want %q", got, want)
+	}
+	if got := (&FieldError{Msg: "whole"}).Error(); got != "whole" {
+		t.Errorf("Error() without key = %q; want %q", got, "whole")
+	}
+}

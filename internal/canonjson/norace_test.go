@@ -1,0 +1,5 @@
+//go:build !race
+
+package canonjson_test
+
+const raceEnabled = false

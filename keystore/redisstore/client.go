@@ -1,0 +1,152 @@
+package redisstore
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// DefaultTimeout is [ClientOptions.Timeout] when it is zero.
+const DefaultTimeout = 500 * time.Millisecond
+
+// ClientOptions describe how to reach Redis; they mirror the `store.redis`
+// config section. The topology follows from them: MasterName set → Sentinel
+// (Addrs are the sentinels); several Addrs or ClusterMode → Cluster (Addrs
+// are seed nodes); else one standalone server.
+type ClientOptions struct {
+	// Addrs are host:port addresses. Required.
+	Addrs []string
+	// MasterName selects Sentinel: the name of the monitored master.
+	MasterName string
+	// ClusterMode selects Cluster even with a single seed address (a
+	// Cluster behind one configuration endpoint).
+	ClusterMode bool
+	// Username and Password authenticate to Redis (ACL user, or the
+	// requirepass password with an empty Username).
+	Username string
+	Password string
+	// SentinelUsername and SentinelPassword authenticate to the sentinels,
+	// when they require it.
+	SentinelUsername string
+	SentinelPassword string
+	// DB is the database number. Must be 0 with Cluster.
+	DB int
+	// TLS, when not nil, is used for every connection (sentinels included).
+	TLS *tls.Config
+	// Timeout bounds each dial, read, write and wait for a pooled
+	// connection. Default [DefaultTimeout].
+	Timeout time.Duration
+	// PoolSize is the most connections per node. Default go-redis's
+	// (10 × GOMAXPROCS).
+	PoolSize int
+}
+
+// NewClient returns a go-redis client for opts. The caller owns it and must
+// Close it after every store using it is closed.
+//
+// Every go-redis default that could stretch a call beyond Timeout is set
+// explicitly (go-redis changed several in v9.15 and v9.22):
+//   - MaxRetries -1: no command is resent after a failure (a dead Redis
+//     costs one Timeout, and the proxy answers 503 at once);
+//   - DialerRetries 1: one dial attempt (the default is 5, 100 ms apart);
+//   - PoolTimeout = Timeout, and ContextTimeoutEnabled, so a caller's
+//     deadline also bounds a call;
+//   - Cluster MaxRedirects 1: one MOVED/ASK redirect is followed (needed
+//     after a failover or during resharding); go-redis also uses it to
+//     resend after a network error, so a hung Cluster node can cost up to
+//     2 × Timeout unless the caller's context has a tighter deadline. The
+//     store's scripts are safe to run twice.
+//   - RESP2 and no CLIENT SETINFO or maintenance notifications: nothing is
+//     sent on connect beyond AUTH and SELECT, for the widest server support.
+func NewClient(opts ClientOptions) (redis.UniversalClient, error) {
+	if len(opts.Addrs) == 0 {
+		return nil, errors.New("redisstore: no Redis address")
+	}
+	for _, a := range opts.Addrs {
+		if a == "" {
+			return nil, errors.New("redisstore: empty Redis address")
+		}
+	}
+	if opts.Timeout < 0 {
+		return nil, fmt.Errorf("redisstore: timeout %v: want >= 0", opts.Timeout)
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	cluster := opts.ClusterMode || (opts.MasterName == "" && len(opts.Addrs) > 1)
+	if cluster && opts.MasterName != "" {
+		return nil, errors.New("redisstore: master name (Sentinel) and Cluster mode exclude each other")
+	}
+	if cluster && opts.DB != 0 {
+		return nil, fmt.Errorf("redisstore: db %d: Redis Cluster has only db 0", opts.DB)
+	}
+	t := opts.Timeout
+	switch {
+	case opts.MasterName != "":
+		return redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName:            opts.MasterName,
+			SentinelAddrs:         opts.Addrs,
+			SentinelUsername:      opts.SentinelUsername,
+			SentinelPassword:      opts.SentinelPassword,
+			Username:              opts.Username,
+			Password:              opts.Password,
+			DB:                    opts.DB,
+			TLSConfig:             opts.TLS,
+			Protocol:              2,
+			DisableIdentity:       true,
+			DialTimeout:           t,
+			ReadTimeout:           t,
+			WriteTimeout:          t,
+			PoolTimeout:           t,
+			ContextTimeoutEnabled: true,
+			MaxRetries:            -1,
+			DialerRetries:         1,
+			PoolSize:              opts.PoolSize,
+			ConnMaxIdleTime:       5 * time.Minute,
+		}), nil
+	case cluster:
+		return redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs:                    opts.Addrs,
+			Username:                 opts.Username,
+			Password:                 opts.Password,
+			TLSConfig:                opts.TLS,
+			Protocol:                 2,
+			DisableIdentity:          true,
+			MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+			DialTimeout:              t,
+			ReadTimeout:              t,
+			WriteTimeout:             t,
+			PoolTimeout:              t,
+			ContextTimeoutEnabled:    true,
+			MaxRetries:               -1,
+			MaxRedirects:             1,
+			DialerRetries:            1,
+			PoolSize:                 opts.PoolSize,
+			ConnMaxIdleTime:          5 * time.Minute,
+		}), nil
+	default:
+		return redis.NewClient(&redis.Options{
+			Addr:                     opts.Addrs[0],
+			Username:                 opts.Username,
+			Password:                 opts.Password,
+			DB:                       opts.DB,
+			TLSConfig:                opts.TLS,
+			Protocol:                 2,
+			DisableIdentity:          true,
+			MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+			DialTimeout:              t,
+			ReadTimeout:              t,
+			WriteTimeout:             t,
+			PoolTimeout:              t,
+			ContextTimeoutEnabled:    true,
+			MaxRetries:               -1,
+			DialerRetries:            1,
+			PoolSize:                 opts.PoolSize,
+			ConnMaxIdleTime:          5 * time.Minute,
+		}), nil
+	}
+}

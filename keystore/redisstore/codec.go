@@ -1,0 +1,179 @@
+package redisstore
+
+import (
+	"encoding/binary"
+	"errors"
+	"net/http"
+	"slices"
+
+	"github.com/idemgate/idemgate/keystore"
+)
+
+// The stored answer (hash field "ans") is one binary value:
+//
+//	version   byte   answerVersion
+//	flags     byte   flagTooLarge | flagHeader | flagBody
+//	status    varint
+//	names     uvarint, then per name (sorted):
+//	            uvarint len, name bytes, uvarint count, per value: uvarint len, value bytes
+//	body      the remaining bytes
+//
+// flagHeader and flagBody keep a nil Header or Body apart from an empty one.
+const (
+	answerVersion = 1
+
+	flagTooLarge = 1 << 0
+	flagHeader   = 1 << 1
+	flagBody     = 1 << 2
+)
+
+var errBadAnswer = errors.New("malformed stored answer")
+
+// encodeAnswer encodes r in the format above. A nil r encodes as the zero
+// Response.
+func encodeAnswer(r *keystore.Response) []byte {
+	if r == nil {
+		r = &keystore.Response{}
+	}
+	n := 2 + binary.MaxVarintLen64*2 + len(r.Body)
+	for k, vs := range r.Header {
+		n += len(k) + 2*binary.MaxVarintLen32
+		for _, v := range vs {
+			n += len(v) + binary.MaxVarintLen32
+		}
+	}
+	b := make([]byte, 0, n)
+	var flags byte
+	if r.TooLarge {
+		flags |= flagTooLarge
+	}
+	if r.Header != nil {
+		flags |= flagHeader
+	}
+	if r.Body != nil {
+		flags |= flagBody
+	}
+	b = append(b, answerVersion, flags)
+	b = binary.AppendVarint(b, int64(r.Status))
+	names := make([]string, 0, len(r.Header))
+	for k := range r.Header {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	b = binary.AppendUvarint(b, uint64(len(names)))
+	for _, k := range names {
+		b = appendString(b, k)
+		vs := r.Header[k]
+		b = binary.AppendUvarint(b, uint64(len(vs)))
+		for _, v := range vs {
+			b = appendString(b, v)
+		}
+	}
+	return append(b, r.Body...)
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// decodeAnswer decodes what encodeAnswer made. It never panics: any
+// malformed input returns errBadAnswer.
+func decodeAnswer(b []byte) (*keystore.Response, error) {
+	d := decoder{b: b}
+	if d.byte() != answerVersion {
+		return nil, errBadAnswer
+	}
+	flags := d.byte()
+	if flags&^(flagTooLarge|flagHeader|flagBody) != 0 {
+		return nil, errBadAnswer
+	}
+	r := &keystore.Response{TooLarge: flags&flagTooLarge != 0}
+	status := d.varint()
+	if status < 0 || status > 999 {
+		return nil, errBadAnswer
+	}
+	r.Status = int(status)
+	names := d.count()
+	if flags&flagHeader != 0 {
+		r.Header = make(http.Header, names)
+	} else if names != 0 {
+		return nil, errBadAnswer
+	}
+	for range names {
+		k := d.string()
+		nv := d.count()
+		if d.err {
+			break
+		}
+		vs := make([]string, nv)
+		for i := range vs {
+			vs[i] = d.string()
+		}
+		r.Header[k] = vs
+	}
+	if d.err {
+		return nil, errBadAnswer
+	}
+	if flags&flagBody != 0 {
+		r.Body = append([]byte{}, d.b...)
+	} else if len(d.b) != 0 {
+		return nil, errBadAnswer
+	}
+	return r, nil
+}
+
+// decoder reads from b; after the first error it returns zero values and
+// sets err.
+type decoder struct {
+	b   []byte
+	err bool
+}
+
+func (d *decoder) byte() byte {
+	if d.err || len(d.b) == 0 {
+		d.err = true
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *decoder) varint() int64 {
+	if d.err {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = true
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// count reads a uvarint that counts items of at least one byte each, so it
+// is never more than the bytes left: corrupt input cannot make us allocate.
+func (d *decoder) count() int {
+	if d.err {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 || v > uint64(len(d.b)-n) {
+		d.err = true
+		return 0
+	}
+	d.b = d.b[n:]
+	return int(v)
+}
+
+func (d *decoder) string() string {
+	l := d.count()
+	if d.err {
+		return ""
+	}
+	s := string(d.b[:l])
+	d.b = d.b[l:]
+	return s
+}

@@ -1,0 +1,56 @@
+// Package redisstore is the Redis [keystore.Store]: one key store shared by
+// every replica of the proxy, on a standalone server, a Redis Cluster or a
+// Sentinel-managed master, through go-redis v9.
+//
+// # Records
+//
+// Each record is one hash at key_prefix + "{" + hex key + "}". The key is
+// [keystore.Key], a SHA-256 of the request's scope, so raw client input never
+// appears in a key name, and the braces make the whole hex key the Cluster
+// hash tag: records spread over every slot, and all a script touches lies in
+// one slot. Fields:
+//
+//	v    record format, "1"
+//	st   state: 1 in flight, 2 completed, 3 released (tombstone)
+//	fp   fingerprint, 32 raw bytes
+//	rt   route name
+//	tk   fencing token, decimal
+//	cl   claimed at, Unix ms (store clock)
+//	le   lease end, Unix ms; 0 unless in flight
+//	ex   expires at, Unix ms: claimed + retention
+//	op   nonce of the last transition (makes a resent script harmless)
+//	tko  1 if the current claim was a takeover
+//	ans  the stored answer (completed only), binary: see encodeAnswer
+//
+// # Transitions and clock
+//
+// Every transition (reserve, complete, release, renew, get and the admin
+// force-release and force-complete) is one Lua script, run with EVALSHA and
+// falling back to EVAL, so each is atomic and one round trip: a first write
+// costs two (reserve, complete) and a replay one. Redis's TIME, read inside
+// the script, is the only clock for leases and expiry. The record's own "ex"
+// field decides expiry inside the scripts (an expired record is treated as
+// absent); the key's PEXPIRE is only the garbage collector.
+//
+// # Fencing tokens
+//
+// A claim's token is max(previous token + 1, Redis time in µs). A released
+// record stays as a tombstone that keeps its token, so the sequence grows
+// while the record lives; after it expired (or was lost in a failover) the
+// time floor keeps new tokens above every earlier one unless Redis's clock
+// went back by more than the record's retention. A takeover keeps the
+// sequence and extends the record's expiry to retention from the takeover.
+//
+// # Failures
+//
+// An error other than keystore's sentinels means Redis could not be reached
+// or answered wrongly; the proxy fails closed. A value at a record's key that
+// this package did not write returns [ErrCorrupt]: it is never read as an
+// absent record.
+//
+// # Ownership
+//
+// [New] takes a client the caller owns; [Store.Close] does not close it.
+// [NewClient] builds one with timeouts and retries set for a fail-closed
+// proxy.
+package redisstore

@@ -1,0 +1,132 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgate/idemgate/keystore"
+	"github.com/idemgate/idemgate/keystore/sealed"
+	"github.com/idemgate/idemgate/keystore/storetest"
+)
+
+// The sealed wrapper passes the suite on Redis too.
+func TestConformanceSealed(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, topologies[0])
+	prefix := newPrefix(t)
+	key, err := sealed.ParseKey("q83vEjRWeJCrze8SNFZ4kKvN7xI0VniQq83vEjRWeJA=")
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.Run(t, func(t *testing.T) (keystore.Store, func(time.Duration)) {
+		s := newStore(t, c, prefix)
+		ss, err := sealed.New(s, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ss, s.advance
+	})
+}
+
+// A Sentinel failover (SENTINEL FAILOVER promotes the replica) interrupts
+// writes briefly; they resume against the new master without a restart,
+// and a record written (and replicated) before it still replays.
+//
+// Not parallel: it moves the master under every other Sentinel test, so it
+// runs before the parallel tests start.
+func TestSentinelFailover(t *testing.T) {
+	topo := topologies[2]
+	o := clientOptions(t, topo)
+	c := newClient(t, topo)
+	s := newStore(t, c, newPrefix(t))
+	ctx := t.Context()
+
+	sentinel := redis.NewSentinelClient(&redis.Options{Addr: o.Addrs[0], DialTimeout: time.Second, ReadTimeout: time.Second})
+	defer sentinel.Close()
+	before, err := sentinel.GetMasterAddrByName(ctx, o.MasterName).Result()
+	if err != nil {
+		t.Fatalf("SENTINEL get-master-addr-by-name = %v", err)
+	}
+
+	// After an earlier failover (a previous run) the old master rejoins as a
+	// replica only after up to 10 s: wait for a replica in sync.
+	waitFor(t, 20*time.Second, "a replica in sync", func() error {
+		info, err := c.Info(ctx, "replication").Result()
+		if err == nil && !strings.Contains(info, "state=online") {
+			err = errors.New("no replica online")
+		}
+		return err
+	})
+
+	k := storetest.NewTestKey(t)
+	res, err := s.Reserve(ctx, k, reserveOpts("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Complete(ctx, k, res.Token, &keystore.Response{Status: 201, Body: []byte("before")}); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the replica has the record, so that the failover cannot
+	// lose it (replication is asynchronous).
+	if n, err := c.Do(ctx, "WAIT", 1, 2000).Int64(); err != nil || n < 1 {
+		t.Fatalf("WAIT 1 = %d, %v; want the replica in sync", n, err)
+	}
+
+	// The sentinels may not yet deem a replica that rejoined after an earlier
+	// failover promotable (NOGOODSLAVE): retry until one is.
+	waitFor(t, 20*time.Second, "SENTINEL FAILOVER accepted", func() error {
+		return sentinel.Failover(ctx, o.MasterName).Err()
+	})
+	start := time.Now()
+	deadline := start.Add(20 * time.Second)
+	var fails int
+	var lastErr error
+	tick := time.NewTicker(20 * time.Millisecond) // polling interval while the failover runs
+	defer tick.Stop()
+	for switched, ok := false, false; !ok; <-tick.C {
+		if time.Now().After(deadline) {
+			t.Fatalf("writes did not resume on a new master within 20s (switched %v, %d failed writes, last %v)", switched, fails, lastErr)
+		}
+		if !switched {
+			after, err := sentinel.GetMasterAddrByName(ctx, o.MasterName).Result()
+			switched = err == nil && strings.Join(after, ":") != strings.Join(before, ":")
+		}
+		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		k := storetest.NewTestKey(t)
+		r, err := s.Reserve(wctx, k, reserveOpts("a"))
+		if err == nil {
+			err = s.Complete(wctx, k, r.Token, &keystore.Response{Status: 200})
+		}
+		cancel()
+		if err != nil {
+			fails++
+			lastErr = err
+		}
+		ok = switched && err == nil
+	}
+	t.Logf("failover from %v: writes resumed after %v, %d failed writes (last: %v)", before, time.Since(start).Round(time.Millisecond), fails, lastErr)
+	got, err := s.Reserve(ctx, k, reserveOpts("a"))
+	if err != nil || got.Response == nil || string(got.Response.Body) != "before" {
+		t.Errorf("replay of the record written before the failover = %+v, %v; want it", got, err)
+	}
+}
+
+// waitFor polls cond every 50ms until it returns nil, failing the test
+// with its last error after d.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() error) {
+	t.Helper()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.Now().Add(d)
+	for err := cond(); err != nil; err = cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after %v: %v", what, d, err)
+		}
+		<-tick.C
+	}
+}

@@ -1,0 +1,478 @@
+package redisstore
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgate/idemgate/keystore"
+)
+
+// ErrCorrupt is returned (wrapped, with the reason) when the value at a
+// record's key is not a record this package wrote: another type, another
+// format, or a malformed field. It is never treated as an absent record; the
+// proxy fails closed on it like on any other store error.
+var ErrCorrupt = errors.New("redisstore: corrupt or foreign value at record key")
+
+// DefaultKeyPrefix is the key prefix used when [Options.KeyPrefix] is empty.
+const DefaultKeyPrefix = "idemgate:"
+
+// Options configure a [Store]. The zero value is usable.
+type Options struct {
+	// KeyPrefix starts every key the store writes. Default
+	// [DefaultKeyPrefix]. It must not contain '{' or '}': the record's hash
+	// tag follows it.
+	KeyPrefix string
+}
+
+// Store is the Redis key store. It is safe for concurrent use by many
+// goroutines and by many processes sharing one Redis. Create it with [New].
+type Store struct {
+	client redis.UniversalClient
+	prefix string
+	closed atomic.Bool
+
+	// offset is added to Redis's TIME in every script, in milliseconds. Only
+	// this package's tests set it, to move the store's clock without
+	// sleeping.
+	offset atomic.Int64
+}
+
+var (
+	_ keystore.Store = (*Store)(nil)
+	_ keystore.Admin = (*Store)(nil)
+)
+
+// New returns a Store that keeps its records in client. The caller owns
+// client: [Store.Close] does not close it, so one client may serve several
+// stores (and the rate limiter); close it after every user is closed. Build
+// it with [NewClient], whose timeouts and retries suit a fail-closed proxy.
+//
+// New does not contact Redis: a store made while Redis is down works as soon
+// as Redis is back.
+func New(client redis.UniversalClient, opts Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: nil client")
+	}
+	if opts.KeyPrefix == "" {
+		opts.KeyPrefix = DefaultKeyPrefix
+	}
+	if strings.ContainsAny(opts.KeyPrefix, "{}") {
+		return nil, fmt.Errorf("redisstore: key prefix %q contains '{' or '}'", opts.KeyPrefix)
+	}
+	return &Store{client: client, prefix: opts.KeyPrefix}, nil
+}
+
+// key returns the Redis key of k: the prefix, then the hex key as the hash
+// tag, so that a record and anything a script touches with it share a slot,
+// while records spread over all slots.
+func (s *Store) key(k keystore.Key) string {
+	return s.prefix + "{" + k.String() + "}"
+}
+
+func (s *Store) check(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.closed.Load() {
+		return keystore.ErrClosed
+	}
+	return nil
+}
+
+// op returns a nonce for one call, so that a script run twice by a client
+// retry recognises its own first run.
+func op() string {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], rand.Uint64())
+	return string(b[:])
+}
+
+// run runs script on k's record and returns its code and the rest of its
+// reply. A failure to reach Redis is returned wrapped; codeCorrupt becomes
+// ErrCorrupt.
+func (s *Store) run(ctx context.Context, name string, script *redis.Script, k keystore.Key, args ...any) (int64, []any, error) {
+	argv := make([]any, 0, 1+len(args))
+	argv = append(argv, s.offset.Load())
+	argv = append(argv, args...)
+	v, err := script.Run(ctx, s.client, []string{s.key(k)}, argv...).Result()
+	if err != nil {
+		return 0, nil, wrapErr(name, err)
+	}
+	reply, ok := v.([]any)
+	if !ok || len(reply) == 0 {
+		return 0, nil, fmt.Errorf("redisstore: %s: unexpected reply %T", name, v)
+	}
+	code, ok := reply[0].(int64)
+	if !ok {
+		return 0, nil, fmt.Errorf("redisstore: %s: unexpected reply code %T", name, reply[0])
+	}
+	if code == codeCorrupt {
+		return 0, nil, fmt.Errorf("%w: %s", ErrCorrupt, str(reply, 1))
+	}
+	return code, reply[1:], nil
+}
+
+// wrapErr wraps an error from go-redis. Redis refusing writes at its
+// maxmemory limit (OOM) is [keystore.ErrFull]; anything else stays as it is
+// (connection errors, timeouts, context errors).
+func wrapErr(name string, err error) error {
+	if strings.HasPrefix(err.Error(), "OOM ") {
+		return fmt.Errorf("redisstore: %s: %w: %w", name, keystore.ErrFull, err)
+	}
+	return fmt.Errorf("redisstore: %s: %w", name, err)
+}
+
+// codeErr maps the codes every mutating script shares.
+func codeErr(name string, code int64) error {
+	switch code {
+	case codeNotFound:
+		return keystore.ErrNotFound
+	case codeLost:
+		return keystore.ErrLeaseLost
+	case codeInFlight:
+		return keystore.ErrInFlight
+	case codeMismatch:
+		return keystore.ErrFingerprintMismatch
+	}
+	return fmt.Errorf("redisstore: %s: unexpected reply code %d", name, code)
+}
+
+// Reserve implements [keystore.Store] in one round trip. A takeover also
+// extends the record's retention to opts.Retention from the takeover, so that
+// the answer of the run that took over is kept as long as a first run's.
+func (s *Store) Reserve(ctx context.Context, k keystore.Key, opts keystore.ReserveOptions) (keystore.Reservation, error) {
+	if err := s.check(ctx); err != nil {
+		return keystore.Reservation{}, err
+	}
+	if opts.Lease <= 0 || opts.Retention < opts.Lease {
+		return keystore.Reservation{}, fmt.Errorf("redisstore: reserve: lease %v and retention %v: want 0 < lease <= retention", opts.Lease, opts.Retention)
+	}
+	code, rest, err := s.run(ctx, "reserve", reserveScript, k,
+		string(opts.Fingerprint[:]), opts.Route, ms(opts.Lease), ms(opts.Retention), op())
+	if err != nil {
+		return keystore.Reservation{}, err
+	}
+	switch code {
+	case codeClaim:
+		tok, le, to := integer(rest, 0), integer(rest, 1), integer(rest, 2)
+		if tok <= 0 || le <= 0 {
+			return keystore.Reservation{}, fmt.Errorf("redisstore: reserve: malformed claim reply")
+		}
+		return keystore.Reservation{Token: uint64(tok), LeaseEnd: time.UnixMilli(le), Takeover: to == 1}, nil
+	case codeReplay:
+		resp, err := decodeAnswer([]byte(str(rest, 0)))
+		if err != nil {
+			return keystore.Reservation{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
+		return keystore.Reservation{Response: resp}, nil
+	}
+	return keystore.Reservation{}, codeErr("reserve", code)
+}
+
+// Complete implements [keystore.Store].
+func (s *Store) Complete(ctx context.Context, k keystore.Key, token uint64, resp *keystore.Response) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	return s.complete(ctx, "complete", k, strconv.FormatUint(token, 10), resp, "0")
+}
+
+func (s *Store) complete(ctx context.Context, name string, k keystore.Key, token string, resp *keystore.Response, force string) error {
+	code, _, err := s.run(ctx, name, completeScript, k, token, encodeAnswer(resp), op(), force)
+	if err != nil {
+		return err
+	}
+	if code != codeOK {
+		return codeErr(name, code)
+	}
+	return nil
+}
+
+// Release implements [keystore.Store]. The record stays as a released
+// tombstone until it expires, keeping its token so that the next claim's
+// token is higher.
+func (s *Store) Release(ctx context.Context, k keystore.Key, token uint64) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	return s.release(ctx, "release", k, strconv.FormatUint(token, 10), "0")
+}
+
+func (s *Store) release(ctx context.Context, name string, k keystore.Key, token, force string) error {
+	code, _, err := s.run(ctx, name, releaseScript, k, token, op(), force)
+	if err != nil {
+		return err
+	}
+	if code != codeOK {
+		return codeErr(name, code)
+	}
+	return nil
+}
+
+// Renew implements [keystore.Store].
+func (s *Store) Renew(ctx context.Context, k keystore.Key, token uint64, lease time.Duration) (time.Time, error) {
+	if err := s.check(ctx); err != nil {
+		return time.Time{}, err
+	}
+	if lease <= 0 {
+		return time.Time{}, fmt.Errorf("redisstore: renew: lease %v: want > 0", lease)
+	}
+	code, rest, err := s.run(ctx, "renew", renewScript, k, strconv.FormatUint(token, 10), ms(lease))
+	if err != nil {
+		return time.Time{}, err
+	}
+	if code != codeOK {
+		return time.Time{}, codeErr("renew", code)
+	}
+	return time.UnixMilli(integer(rest, 0)), nil
+}
+
+// Get implements [keystore.Store].
+func (s *Store) Get(ctx context.Context, k keystore.Key) (keystore.Record, error) {
+	if err := s.check(ctx); err != nil {
+		return keystore.Record{}, err
+	}
+	code, rest, err := s.run(ctx, "get", getScript, k)
+	if err != nil {
+		return keystore.Record{}, err
+	}
+	if code != codeOK {
+		return keystore.Record{}, codeErr("get", code)
+	}
+	rec := keystore.Record{
+		Key:     k,
+		State:   keystore.State(integer(rest, 0)),
+		Route:   str(rest, 2),
+		Token:   uint64(integer(rest, 3)),
+		Claimed: time.UnixMilli(integer(rest, 4)),
+		Expires: time.UnixMilli(integer(rest, 6)),
+	}
+	copy(rec.Fingerprint[:], str(rest, 1))
+	if rec.State == keystore.StateInFlight {
+		rec.LeaseEnd = time.UnixMilli(integer(rest, 5))
+	}
+	if rec.State == keystore.StateCompleted {
+		resp, err := decodeAnswer([]byte(str(rest, 7)))
+		if err != nil {
+			return keystore.Record{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
+		rec.Response = resp
+	}
+	return rec, nil
+}
+
+// ForceRelease implements [keystore.Admin].
+func (s *Store) ForceRelease(ctx context.Context, k keystore.Key) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	return s.release(ctx, "force release", k, "", "1")
+}
+
+// ForceComplete implements [keystore.Admin].
+func (s *Store) ForceComplete(ctx context.Context, k keystore.Key, resp *keystore.Response) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	return s.complete(ctx, "force complete", k, "", resp, "1")
+}
+
+// scanCount is the COUNT hint of each SCAN call, and the most keys read in
+// one pipeline.
+const scanCount = 500
+
+// InFlight implements [keystore.Admin]. It SCANs every master (every shard
+// of a Ring) for the store's keys, so it costs one pass over the keyspace:
+// it is for the admin API, never for the request path. A key under the
+// prefix whose value is not a record fails the listing with ErrCorrupt.
+func (s *Store) InFlight(ctx context.Context, olderThan time.Duration, limit int) ([]keystore.Record, error) {
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	var (
+		mu  sync.Mutex // protects out
+		out []keystore.Record
+	)
+	scan := func(ctx context.Context, c *redis.Client) error {
+		recs, err := s.scanNode(ctx, c, olderThan)
+		mu.Lock()
+		out = append(out, recs...)
+		mu.Unlock()
+		return err
+	}
+	var err error
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, scan)
+	case *redis.Ring:
+		err = c.ForEachShard(ctx, scan)
+	case *redis.Client:
+		err = scan(ctx, c)
+	default:
+		err = fmt.Errorf("unsupported client type %T", s.client)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: in flight: %w", err)
+	}
+	slices.SortFunc(out, func(a, b keystore.Record) int { return a.Claimed.Compare(b.Claimed) })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// recordFields are the hash fields InFlight reads, in order.
+var recordFields = []string{"v", "st", "fp", "rt", "tk", "cl", "le", "ex"}
+
+// scanNode lists the in-flight records on one node claimed at least
+// olderThan ago by that node's clock.
+func (s *Store) scanNode(ctx context.Context, c *redis.Client, olderThan time.Duration) ([]keystore.Record, error) {
+	now, err := c.Time(ctx).Result()
+	if err != nil {
+		return nil, err
+	}
+	nowMS := now.UnixMilli() + s.offset.Load()
+	cutoff := nowMS - olderThan.Milliseconds()
+	match := globEscape(s.prefix) + "{*"
+	var out []keystore.Record
+	var cursor uint64
+	for {
+		keys, next, err := c.Scan(ctx, cursor, match, scanCount).Result()
+		if err != nil {
+			return out, err
+		}
+		if len(keys) > 0 {
+			pipe := c.Pipeline()
+			cmds := make([]*redis.SliceCmd, len(keys))
+			for i, key := range keys {
+				cmds[i] = pipe.HMGet(ctx, key, recordFields...)
+			}
+			// Keys may expire between SCAN and HMGET: all nil fields.
+			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) && !isWrongType(err) {
+				return out, err
+			}
+			for i, key := range keys {
+				rec, ok, err := s.parseListed(key, cmds[i])
+				if err != nil {
+					return out, err
+				}
+				if ok && rec.State == keystore.StateInFlight && nowMS < rec.Expires.UnixMilli() && rec.Claimed.UnixMilli() <= cutoff {
+					out = append(out, rec)
+				}
+			}
+		}
+		cursor = next
+		if cursor == 0 {
+			return out, nil
+		}
+	}
+}
+
+func isWrongType(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE")
+}
+
+// parseListed parses one HMGET of recordFields. ok is false when the key
+// vanished.
+func (s *Store) parseListed(key string, cmd *redis.SliceCmd) (rec keystore.Record, ok bool, err error) {
+	vals, err := cmd.Result()
+	if err != nil {
+		return rec, false, fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
+	}
+	if len(vals) != len(recordFields) || vals[0] == nil {
+		allNil := true
+		for _, v := range vals {
+			allNil = allNil && v == nil
+		}
+		if allNil {
+			return rec, false, nil
+		}
+		return rec, false, fmt.Errorf("%w: %s: unknown record format", ErrCorrupt, key)
+	}
+	field := func(i int) string { v, _ := vals[i].(string); return v }
+	k, kerr := keystore.ParseKey(strings.TrimSuffix(strings.TrimPrefix(key, s.prefix+"{"), "}"))
+	st, err1 := strconv.ParseUint(field(1), 10, 8)
+	tk, err2 := strconv.ParseUint(field(4), 10, 64)
+	cl, err3 := strconv.ParseInt(field(5), 10, 64)
+	le, err4 := strconv.ParseInt(field(6), 10, 64)
+	ex, err5 := strconv.ParseInt(field(7), 10, 64)
+	if field(0) != "1" || len(field(2)) != len(rec.Fingerprint) || kerr != nil || errors.Join(err1, err2, err3, err4, err5) != nil {
+		return rec, false, fmt.Errorf("%w: %s: malformed record", ErrCorrupt, key)
+	}
+	rec = keystore.Record{
+		Key:     k,
+		State:   keystore.State(st),
+		Route:   field(3),
+		Token:   tk,
+		Claimed: time.UnixMilli(cl),
+		Expires: time.UnixMilli(ex),
+	}
+	copy(rec.Fingerprint[:], field(2))
+	if rec.State == keystore.StateInFlight {
+		rec.LeaseEnd = time.UnixMilli(le)
+	}
+	return rec, true, nil
+}
+
+// globEscape escapes the SCAN MATCH metacharacters in s.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// Ping checks that Redis answers, for health reports. It does not check
+// every Cluster node.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	if err := s.client.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redisstore: ping: %w", err)
+	}
+	return nil
+}
+
+// Close marks the store closed: later calls return [keystore.ErrClosed]. It
+// does not close the client, which the caller owns (see [New]). It is
+// idempotent.
+func (s *Store) Close() error {
+	s.closed.Store(true)
+	return nil
+}
+
+// ms returns d in whole milliseconds, rounded up so that a positive d
+// never becomes 0.
+func ms(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
+
+func integer(v []any, i int) int64 {
+	if i >= len(v) {
+		return 0
+	}
+	n, _ := v[i].(int64)
+	return n
+}
+
+func str(v []any, i int) string {
+	if i >= len(v) {
+		return ""
+	}
+	s, _ := v[i].(string)
+	return s
+}

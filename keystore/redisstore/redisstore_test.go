@@ -1,0 +1,495 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgate/idemgate/keystore"
+	"github.com/idemgate/idemgate/keystore/storetest"
+)
+
+// Tests against real servers read their addresses from the environment
+// (scripts/redis-test.sh writes them). Without them the tests skip, unless
+// IDEMGATE_REQUIRE_REDIS=1, as in `make test`, where they fail.
+type topology struct {
+	name string
+	env  []string // variables that must be set
+	opts func(env []string) ClientOptions
+}
+
+var topologies = []topology{
+	{
+		name: "standalone",
+		env:  []string{"IDEMGATE_TEST_REDIS_ADDR"},
+		opts: func(v []string) ClientOptions { return ClientOptions{Addrs: []string{v[0]}} },
+	},
+	{
+		name: "cluster",
+		env:  []string{"IDEMGATE_TEST_REDIS_CLUSTER_ADDRS"},
+		opts: func(v []string) ClientOptions { return ClientOptions{Addrs: strings.Split(v[0], ",")} },
+	},
+	{
+		name: "sentinel",
+		env:  []string{"IDEMGATE_TEST_REDIS_SENTINEL_ADDRS", "IDEMGATE_TEST_REDIS_SENTINEL_MASTER"},
+		opts: func(v []string) ClientOptions {
+			return ClientOptions{Addrs: strings.Split(v[0], ","), MasterName: v[1]}
+		},
+	},
+}
+
+// testTimeout is generous: tests run in parallel under -race on small
+// machines, and a dead server fails fast anyway (see client_test.go).
+const testTimeout = 2 * time.Second
+
+// clientOptions returns topo's options, or skips (fails under
+// IDEMGATE_REQUIRE_REDIS=1) when its variables are unset.
+func clientOptions(t testing.TB, topo topology) ClientOptions {
+	t.Helper()
+	vals := make([]string, len(topo.env))
+	for i, name := range topo.env {
+		vals[i] = os.Getenv(name)
+		if vals[i] != "" {
+			continue
+		}
+		msg := name + " is not set: start Redis with `scripts/redis-test.sh start DIR` and export `scripts/redis-test.sh env DIR`"
+		if os.Getenv("IDEMGATE_REQUIRE_REDIS") == "1" {
+			t.Fatalf("IDEMGATE_REQUIRE_REDIS=1 but %s", msg)
+		}
+		t.Skip(msg)
+	}
+	o := topo.opts(vals)
+	o.Timeout = testTimeout
+	return o
+}
+
+// newClient returns a client for topo, closed when the test ends.
+func newClient(t testing.TB, topo topology) redis.UniversalClient {
+	t.Helper()
+	c, err := NewClient(clientOptions(t, topo))
+	if err != nil {
+		t.Fatalf("NewClient = %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// newPrefix returns a key prefix no other test or run uses.
+func newPrefix(t testing.TB) string {
+	var b [6]byte
+	rand.Read(b[:])
+	return "idemgate-test:" + hex.EncodeToString(b[:]) + ":"
+}
+
+func newStore(t testing.TB, c redis.UniversalClient, prefix string) *Store {
+	t.Helper()
+	s, err := New(c, Options{KeyPrefix: prefix})
+	if err != nil {
+		t.Fatalf("New = %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// advance moves s's clock: the scripts add the offset to Redis's TIME.
+func (s *Store) advance(d time.Duration) { s.offset.Add(d.Milliseconds()) }
+
+// eachTopology runs fn as a parallel subtest per topology.
+func eachTopology(t *testing.T, fn func(t *testing.T, topo topology)) {
+	for _, topo := range topologies {
+		t.Run(topo.name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, topo)
+		})
+	}
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	eachTopology(t, func(t *testing.T, topo topology) {
+		c := newClient(t, topo)
+		prefix := newPrefix(t)
+		storetest.Run(t, func(t *testing.T) (keystore.Store, func(time.Duration)) {
+			s := newStore(t, c, prefix)
+			return s, s.advance
+		})
+	})
+}
+
+func reserveOpts(fp string) keystore.ReserveOptions {
+	return keystore.ReserveOptions{
+		Fingerprint: keystore.Fingerprint(keystore.NewKey("fp", fp)),
+		Route:       "route_a",
+		Lease:       storetest.Lease,
+		Retention:   storetest.Retention,
+	}
+}
+
+// Two processes share one Redis: two clients, 64 goroutines, one winner.
+func TestRaceAcrossClients(t *testing.T) {
+	t.Parallel()
+	eachTopology(t, func(t *testing.T, topo topology) {
+		prefix := newPrefix(t)
+		stores := []*Store{newStore(t, newClient(t, topo), prefix), newStore(t, newClient(t, topo), prefix)}
+		for round := range 5 {
+			k := storetest.NewTestKey(t)
+			start := make(chan struct{})
+			errs := make(chan error, 64)
+			var wg sync.WaitGroup
+			for i := range 64 {
+				wg.Go(func() {
+					<-start
+					_, err := stores[i%2].Reserve(t.Context(), k, reserveOpts("a"))
+					errs <- err
+				})
+			}
+			close(start)
+			wg.Wait()
+			close(errs)
+			wins, inFlight := 0, 0
+			for err := range errs {
+				switch {
+				case err == nil:
+					wins++
+				case errors.Is(err, keystore.ErrInFlight):
+					inFlight++
+				default:
+					t.Errorf("round %d: Reserve = %v", round, err)
+				}
+			}
+			if wins != 1 || inFlight != 63 {
+				t.Errorf("round %d: %d wins, %d in flight; want 1, 63", round, wins, inFlight)
+			}
+		}
+	})
+}
+
+// After SCRIPT FLUSH (as on a newly promoted master), EVALSHA fails with
+// NOSCRIPT and the store falls back to EVAL.
+func TestScriptFlushFallback(t *testing.T) {
+	t.Parallel()
+	eachTopology(t, func(t *testing.T, topo topology) {
+		c := newClient(t, topo)
+		s := newStore(t, c, newPrefix(t))
+		ctx := t.Context()
+		k := storetest.NewTestKey(t)
+		res, err := s.Reserve(ctx, k, reserveOpts("a"))
+		if err != nil {
+			t.Fatalf("Reserve = %v", err)
+		}
+		flush := func(ctx context.Context, c *redis.Client) error { return c.ScriptFlush(ctx).Err() }
+		if cc, ok := c.(*redis.ClusterClient); ok {
+			err = cc.ForEachMaster(ctx, flush)
+		} else {
+			err = c.ScriptFlush(ctx).Err()
+		}
+		if err != nil {
+			t.Fatalf("SCRIPT FLUSH = %v", err)
+		}
+		// The node that holds k (where the script runs).
+		var node redis.Cmdable = c
+		if cc, ok := c.(*redis.ClusterClient); ok {
+			if node, err = cc.MasterForKey(ctx, s.key(k)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, err := node.ScriptExists(ctx, completeScript.Hash()).Result(); err != nil || got[0] {
+			t.Fatalf("SCRIPT EXISTS after flush = %v, %v; want false", got, err)
+		}
+		if err := s.Complete(ctx, k, res.Token, &keystore.Response{Status: 201}); err != nil {
+			t.Fatalf("Complete after SCRIPT FLUSH = %v", err)
+		}
+		if got, err := node.ScriptExists(ctx, completeScript.Hash()).Result(); err != nil || !got[0] {
+			t.Errorf("SCRIPT EXISTS after the fallback = %v, %v; want true (EVAL loads it)", got, err)
+		}
+		if r, err := s.Reserve(ctx, k, reserveOpts("a")); err != nil || r.Response == nil || r.Response.Status != 201 {
+			t.Errorf("replay = %+v, %v; want status 201", r, err)
+		}
+	})
+}
+
+var keyName = regexp.MustCompile(`^\{[0-9a-f]{64}\}$`)
+
+// Key names are the prefix and the hex hash: raw client input never reaches
+// Redis.
+func TestKeysAreHashes(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, topologies[0])
+	prefix := newPrefix(t)
+	s := newStore(t, c, prefix)
+	ctx := t.Context()
+	raw := "client-key-8f1e2d"
+	k := keystore.NewKey("tenant", "Bearer secret-token", raw)
+	if _, err := s.Reserve(ctx, k, reserveOpts("a")); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := c.Keys(ctx, prefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 1 || !keyName.MatchString(strings.TrimPrefix(keys[0], prefix)) || keys[0] != prefix+"{"+k.String()+"}" {
+		t.Fatalf("keys = %q; want one key %q", keys, prefix+"{"+k.String()+"}")
+	}
+	vals, err := c.HGetAll(ctx, keys[0]).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for f, v := range vals {
+		if strings.Contains(v, raw) || strings.Contains(v, "secret-token") {
+			t.Errorf("field %s = %q contains client input", f, v)
+		}
+	}
+}
+
+// A value this package did not write is a distinct error, never "absent".
+func TestCorruptValue(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, topologies[0])
+	prefix := newPrefix(t)
+	s := newStore(t, c, prefix)
+	ctx := t.Context()
+	for _, tc := range []struct {
+		name  string
+		write func(key string) error
+	}{
+		{"string", func(key string) error { return c.Set(ctx, key, "garbage", time.Minute).Err() }},
+		{"list", func(key string) error { return c.RPush(ctx, key, "x").Err() }},
+		{"foreign hash", func(key string) error { return c.HSet(ctx, key, "session", "abc").Err() }},
+		{"future format", func(key string) error { return c.HSet(ctx, key, "v", "2", "st", "1").Err() }},
+		{"bad state", func(key string) error {
+			return c.HSet(ctx, key, "v", "1", "st", "9", "fp", strings.Repeat("x", 32), "rt", "r", "tk", "1", "cl", "1", "le", "1", "ex", "99999999999999").Err()
+		}},
+		{"bad token", func(key string) error {
+			return c.HSet(ctx, key, "v", "1", "st", "1", "fp", strings.Repeat("x", 32), "rt", "r", "tk", "1e3", "cl", "1", "le", "1", "ex", "99999999999999").Err()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := storetest.NewTestKey(t)
+			if err := tc.write(s.key(k)); err != nil {
+				t.Fatal(err)
+			}
+			check := func(op string, err error) {
+				t.Helper()
+				if !errors.Is(err, ErrCorrupt) {
+					t.Errorf("%s = %v; want ErrCorrupt", op, err)
+				}
+			}
+			_, err := s.Reserve(ctx, k, reserveOpts("a"))
+			check("Reserve", err)
+			_, err = s.Get(ctx, k)
+			check("Get", err)
+			check("Complete", s.Complete(ctx, k, 1, &keystore.Response{Status: 200}))
+			check("Release", s.Release(ctx, k, 1))
+			_, err = s.Renew(ctx, k, 1, time.Second)
+			check("Renew", err)
+			check("ForceRelease", s.ForceRelease(ctx, k))
+			check("ForceComplete", s.ForceComplete(ctx, k, &keystore.Response{Status: 200}))
+			if typ, _ := c.Type(ctx, s.key(k)).Result(); typ == "none" {
+				t.Errorf("the foreign value was deleted")
+			}
+		})
+	}
+	t.Run("bad answer", func(t *testing.T) {
+		k := storetest.NewTestKey(t)
+		res, err := s.Reserve(ctx, k, reserveOpts("a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Complete(ctx, k, res.Token, &keystore.Response{Status: 200, Body: []byte("ok")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.HSet(ctx, s.key(k), "ans", "\x01\xff\xff").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Reserve(ctx, k, reserveOpts("a")); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("replay of a bad answer = %v; want ErrCorrupt", err)
+		}
+		if _, err := s.Get(ctx, k); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("Get of a bad answer = %v; want ErrCorrupt", err)
+		}
+	})
+	t.Run("listing", func(t *testing.T) {
+		s := newStore(t, c, newPrefix(t))
+		if err := c.Set(ctx, s.key(storetest.NewTestKey(t)), "garbage", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.InFlight(ctx, 0, 10); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("InFlight over a foreign value = %v; want ErrCorrupt", err)
+		}
+	})
+}
+
+// Tokens never repeat for a key, even when the record vanished (expired, or
+// lost in a failover).
+func TestTokensNeverRepeat(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, topologies[0])
+	s := newStore(t, c, newPrefix(t))
+	ctx := t.Context()
+	k := storetest.NewTestKey(t)
+	var last uint64
+	for i := range 5 {
+		res, err := s.Reserve(ctx, k, reserveOpts("a"))
+		if err != nil {
+			t.Fatalf("Reserve #%d = %v", i, err)
+		}
+		if res.Token <= last {
+			t.Fatalf("Reserve #%d token %d; want > %d", i, res.Token, last)
+		}
+		last = res.Token
+		if rec, err := s.Get(ctx, k); err != nil || rec.Token != res.Token || rec.State != keystore.StateInFlight {
+			t.Fatalf("Get = %+v, %v; want in flight with token %d", rec, err, res.Token)
+		}
+		switch i % 3 {
+		case 0:
+			err = s.Release(ctx, k, res.Token) // tombstone keeps the token
+		case 1:
+			err = c.Del(ctx, s.key(k)).Err() // the record vanishes
+		case 2:
+			s.advance(storetest.Lease + time.Second) // taken over next
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Every script is safe to run twice with the same op nonce, as go-redis may
+// resend a command after a network error.
+func TestScriptsSafeToResend(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, topologies[0])
+	s := newStore(t, c, newPrefix(t))
+	ctx := t.Context()
+	k := storetest.NewTestKey(t)
+	fp := keystore.Fingerprint(keystore.NewKey("fp", "a"))
+	twice := func(script *redis.Script, args ...any) [2][]any {
+		var out [2][]any
+		for i := range out {
+			code, rest, err := s.run(ctx, "test", script, k, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[i] = append([]any{code}, rest...)
+		}
+		return out
+	}
+	r := twice(reserveScript, string(fp[:]), "r", int64(2000), int64(10000), "op-1")
+	if r[0][0] != int64(codeClaim) || r[1][0] != int64(codeClaim) || r[0][1] != r[1][1] {
+		t.Fatalf("reserve twice = %v; want the same claim twice", r)
+	}
+	tok := r[0][1].(int64)
+	tokS := strconv.FormatInt(tok, 10)
+	cmp := twice(completeScript, tokS, encodeAnswer(&keystore.Response{Status: 200}), "op-2", "0")
+	if cmp[0][0] != int64(codeOK) || cmp[1][0] != int64(codeOK) {
+		t.Errorf("complete twice = %v; want OK twice", cmp)
+	}
+	if err := s.Complete(ctx, k, uint64(tok), &keystore.Response{Status: 200}); !errors.Is(err, keystore.ErrLeaseLost) {
+		t.Errorf("another Complete = %v; want ErrLeaseLost", err)
+	}
+}
+
+// A takeover is a new claim: the record lives for retention from it.
+func TestTakeoverExtendsRetention(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, topologies[0])
+	s := newStore(t, c, newPrefix(t))
+	ctx := t.Context()
+	k := storetest.NewTestKey(t)
+	if _, err := s.Reserve(ctx, k, reserveOpts("a")); err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.Get(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.advance(storetest.Lease + time.Second)
+	res, err := s.Reserve(ctx, k, reserveOpts("a"))
+	if err != nil || !res.Takeover {
+		t.Fatalf("Reserve after the lease = %+v, %v; want a takeover", res, err)
+	}
+	rec, err := s.Get(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.Expires.Sub(rec.Claimed); got != storetest.Retention || !rec.Expires.After(first.Expires) {
+		t.Errorf("after takeover: expires %v, claimed %v (%v); want retention %v from the takeover, after %v",
+			rec.Expires, rec.Claimed, got, storetest.Retention, first.Expires)
+	}
+	if ttl, err := c.PTTL(ctx, s.key(k)).Result(); err != nil || ttl <= storetest.Retention-time.Second {
+		t.Errorf("PTTL = %v, %v; want about %v", ttl, err, storetest.Retention)
+	}
+}
+
+// InFlight lists claims on every master, oldest first.
+func TestInFlightAcrossMasters(t *testing.T) {
+	t.Parallel()
+	eachTopology(t, func(t *testing.T, topo topology) {
+		c := newClient(t, topo)
+		s := newStore(t, c, newPrefix(t))
+		ctx := t.Context()
+		want := map[keystore.Key]bool{}
+		for i := range 30 {
+			k := storetest.NewTestKey(t)
+			res, err := s.Reserve(ctx, k, reserveOpts("a"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch i % 3 {
+			case 0:
+				want[k] = true
+			case 1:
+				err = s.Complete(ctx, k, res.Token, &keystore.Response{Status: 200, Header: http.Header{}})
+			case 2:
+				err = s.Release(ctx, k, res.Token)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.advance(time.Second)
+		fresh := storetest.NewTestKey(t)
+		if _, err := s.Reserve(ctx, fresh, reserveOpts("a")); err != nil {
+			t.Fatal(err)
+		}
+		list, err := s.InFlight(ctx, 500*time.Millisecond, 0)
+		if err != nil {
+			t.Fatalf("InFlight = %v", err)
+		}
+		if len(list) != len(want) {
+			t.Errorf("InFlight = %d records; want %d", len(list), len(want))
+		}
+		for i, rec := range list {
+			if !want[rec.Key] || rec.State != keystore.StateInFlight || rec.Route != "route_a" || rec.Token == 0 || rec.LeaseEnd.IsZero() {
+				t.Errorf("InFlight[%d] = %+v; want one of the stuck claims", i, rec)
+			}
+			if i > 0 && rec.Claimed.Before(list[i-1].Claimed) {
+				t.Errorf("InFlight not sorted oldest first at %d", i)
+			}
+		}
+		if list, err := s.InFlight(ctx, 500*time.Millisecond, 4); err != nil || len(list) != 4 {
+			t.Errorf("InFlight(limit 4) = %d records, %v; want 4", len(list), err)
+		}
+	})
+}
+
+func BenchmarkStore(b *testing.B) {
+	for _, topo := range topologies[:2] {
+		b.Run(topo.name, func(b *testing.B) {
+			c := newClient(b, topo)
+			prefix := newPrefix(b)
+			storetest.Bench(b, func(b *testing.B) keystore.Store { return newStore(b, c, prefix) })
+		})
+	}
+}

@@ -1,0 +1,410 @@
+// Package sealed encrypts the answers a [keystore.Store] keeps, so that
+// neither Redis nor a memory dump of it shows response bodies or headers.
+//
+// [New] wraps any store. Each stored Response's Header and Body are sealed
+// together with AES-256-GCM under a random 96-bit nonce; the sealed bytes go
+// into the inner store's Response.Body as
+//
+//	version (1) | key id (1) | nonce (12) | ciphertext | tag (16)
+//
+// and its Header is nil. Status and TooLarge stay in clear (the proxy and the
+// admin API read them), but they are authenticated with the record's key as
+// additional data: a sealed answer moved to another key, or given another
+// status, no longer opens. A record that does not open returns
+// [ErrUnsealable], never a replay of garbage, and the proxy fails closed on
+// it.
+//
+// Keys rotate without a flag day: New(inner, newKey, oldKey) seals with
+// newKey and still opens what oldKey sealed. Each sealed answer names its key
+// by a one-byte id derived from the key, so opening tries only the keys with
+// that id. With several replicas, first give every replica the new key as an
+// old one, then make it current everywhere, then drop the old key once the
+// retention has passed.
+//
+// Use a key for at most 2^32 answers (random nonces).
+package sealed
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/idemgate/idemgate/keystore"
+)
+
+// ErrUnsealable is returned (wrapped, with the reason) when a stored answer
+// cannot be opened: it was sealed with a key this Store does not have, was
+// altered, moved to another record, or was never sealed.
+var ErrUnsealable = errors.New("sealed: stored answer cannot be opened")
+
+// KeySize is the length of a [Key]: AES-256.
+const KeySize = 32
+
+// Key is an AES-256 key. The zero Key is not valid; make one with
+// [ParseKey].
+type Key struct {
+	b  [KeySize]byte
+	ok bool
+}
+
+// ParseKey decodes a base64 key (standard or URL alphabet, with or without
+// padding; surrounding white space ignored) of exactly 32 bytes, e.g. the
+// output of `openssl rand -base64 32`. Its errors never include the key.
+func ParseKey(s string) (Key, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return Key{}, errors.New("sealed: empty key; want 32 bytes in base64")
+	}
+	var b []byte
+	var err error
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if b, err = enc.DecodeString(s); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return Key{}, errors.New("sealed: key is not valid base64; want 32 bytes in base64 (e.g. `openssl rand -base64 32`)")
+	}
+	if len(b) != KeySize {
+		return Key{}, fmt.Errorf("sealed: key is %d bytes; want exactly %d (AES-256)", len(b), KeySize)
+	}
+	var k Key
+	copy(k.b[:], b)
+	k.ok = true
+	clear(b)
+	return k, nil
+}
+
+// ID returns the key's id, the byte stored beside each answer it seals: the
+// first byte of a SHA-256 of the key. Two keys may share an id; opening then
+// tries both.
+func (k Key) ID() byte {
+	h := sha256.Sum256(append([]byte("idemgate sealed key id\x00"), k.b[:]...))
+	return h[0]
+}
+
+// Store wraps a [keystore.Store], sealing the answers it stores. It is safe
+// for concurrent use. It implements [keystore.Admin]; those methods return
+// an error wrapping [errors.ErrUnsupported] when the inner store does not.
+type Store struct {
+	inner   keystore.Store
+	admin   keystore.Admin // nil when inner is not one
+	current sealer
+	byID    map[byte][]cipher.AEAD // current and older keys
+}
+
+type sealer struct {
+	id   byte
+	aead cipher.AEAD
+}
+
+var (
+	_ keystore.Store = (*Store)(nil)
+	_ keystore.Admin = (*Store)(nil)
+)
+
+// New returns a Store that seals with current and opens what current or any
+// of older sealed. Close closes inner.
+func New(inner keystore.Store, current Key, older ...Key) (*Store, error) {
+	if inner == nil {
+		return nil, errors.New("sealed: nil inner store")
+	}
+	s := &Store{inner: inner, byID: map[byte][]cipher.AEAD{}}
+	s.admin, _ = inner.(keystore.Admin)
+	for i, k := range append([]Key{current}, older...) {
+		if !k.ok {
+			return nil, fmt.Errorf("sealed: key %d is the zero Key; use ParseKey", i)
+		}
+		block, err := aes.NewCipher(k.b[:])
+		if err != nil {
+			return nil, fmt.Errorf("sealed: key %d: %w", i, err)
+		}
+		aead, err := cipher.NewGCMWithRandomNonce(block)
+		if err != nil {
+			return nil, fmt.Errorf("sealed: key %d: %w", i, err)
+		}
+		id := k.ID()
+		if i == 0 {
+			s.current = sealer{id: id, aead: aead}
+		}
+		s.byID[id] = append(s.byID[id], aead)
+	}
+	return s, nil
+}
+
+// envelope layout.
+const (
+	envVersion = 1
+	headerLen  = 2 // version, key id
+)
+
+// aad is what a sealed answer is bound to: its record's key, its status and
+// TooLarge, and the envelope's own header.
+func aad(k keystore.Key, status int, tooLarge bool, version, id byte) []byte {
+	b := make([]byte, 0, 64)
+	b = append(b, "idemgate sealed answer\x00"...)
+	b = append(b, k[:]...)
+	b = binary.BigEndian.AppendUint64(b, uint64(int64(status)))
+	if tooLarge {
+		b = append(b, 1)
+	} else {
+		b = append(b, 0)
+	}
+	return append(b, version, id)
+}
+
+// seal returns the Response the inner store keeps for resp under k.
+func (s *Store) seal(k keystore.Key, resp *keystore.Response) *keystore.Response {
+	if resp == nil {
+		resp = &keystore.Response{}
+	}
+	plain := encodePlain(resp)
+	out := make([]byte, headerLen, headerLen+len(plain)+s.current.aead.Overhead())
+	out[0], out[1] = envVersion, s.current.id
+	out = s.current.aead.Seal(out, nil, plain, aad(k, resp.Status, resp.TooLarge, envVersion, s.current.id))
+	clear(plain)
+	return &keystore.Response{Status: resp.Status, TooLarge: resp.TooLarge, Body: out}
+}
+
+// open returns the answer a sealed Response holds.
+func (s *Store) open(k keystore.Key, sealed *keystore.Response) (*keystore.Response, error) {
+	if sealed.Header != nil || len(sealed.Body) < headerLen {
+		return nil, fmt.Errorf("%w: not sealed", ErrUnsealable)
+	}
+	b := sealed.Body
+	if b[0] != envVersion {
+		return nil, fmt.Errorf("%w: unknown format %d", ErrUnsealable, b[0])
+	}
+	aeads := s.byID[b[1]]
+	if len(aeads) == 0 {
+		return nil, fmt.Errorf("%w: sealed with key id %d, which this store does not have", ErrUnsealable, b[1])
+	}
+	ad := aad(k, sealed.Status, sealed.TooLarge, b[0], b[1])
+	for _, a := range aeads {
+		plain, err := a.Open(nil, nil, b[headerLen:], ad)
+		if err != nil {
+			continue
+		}
+		resp, err := decodePlain(plain)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrUnsealable, err)
+		}
+		resp.Status, resp.TooLarge = sealed.Status, sealed.TooLarge
+		return resp, nil
+	}
+	return nil, fmt.Errorf("%w: authentication failed (altered, moved from another key, or sealed with another key of id %d)", ErrUnsealable, b[1])
+}
+
+// Reserve implements [keystore.Store]. A replay whose answer does not open
+// returns ErrUnsealable.
+func (s *Store) Reserve(ctx context.Context, k keystore.Key, opts keystore.ReserveOptions) (keystore.Reservation, error) {
+	res, err := s.inner.Reserve(ctx, k, opts)
+	if err != nil || res.Response == nil {
+		return res, err
+	}
+	resp, err := s.open(k, res.Response)
+	if err != nil {
+		return keystore.Reservation{}, err
+	}
+	res.Response = resp
+	return res, nil
+}
+
+// Complete implements [keystore.Store].
+func (s *Store) Complete(ctx context.Context, k keystore.Key, token uint64, resp *keystore.Response) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.inner.Complete(ctx, k, token, s.seal(k, resp))
+}
+
+// Release implements [keystore.Store].
+func (s *Store) Release(ctx context.Context, k keystore.Key, token uint64) error {
+	return s.inner.Release(ctx, k, token)
+}
+
+// Renew implements [keystore.Store].
+func (s *Store) Renew(ctx context.Context, k keystore.Key, token uint64, lease time.Duration) (time.Time, error) {
+	return s.inner.Renew(ctx, k, token, lease)
+}
+
+// Get implements [keystore.Store]. A completed record whose answer does not
+// open returns ErrUnsealable.
+func (s *Store) Get(ctx context.Context, k keystore.Key) (keystore.Record, error) {
+	rec, err := s.inner.Get(ctx, k)
+	if err != nil || rec.Response == nil {
+		return rec, err
+	}
+	resp, err := s.open(k, rec.Response)
+	if err != nil {
+		return keystore.Record{}, err
+	}
+	rec.Response = resp
+	return rec, nil
+}
+
+// Close implements [keystore.Store]: it closes the inner store.
+func (s *Store) Close() error { return s.inner.Close() }
+
+func (s *Store) adminOrErr() (keystore.Admin, error) {
+	if s.admin == nil {
+		return nil, fmt.Errorf("sealed: inner store %T has no admin operations: %w", s.inner, errors.ErrUnsupported)
+	}
+	return s.admin, nil
+}
+
+// InFlight implements [keystore.Admin].
+func (s *Store) InFlight(ctx context.Context, olderThan time.Duration, limit int) ([]keystore.Record, error) {
+	a, err := s.adminOrErr()
+	if err != nil {
+		return nil, err
+	}
+	recs, err := a.InFlight(ctx, olderThan, limit)
+	if err != nil {
+		return nil, err
+	}
+	for i := range recs {
+		if recs[i].Response == nil {
+			continue
+		}
+		resp, err := s.open(recs[i].Key, recs[i].Response)
+		if err != nil {
+			return nil, err
+		}
+		recs[i].Response = resp
+	}
+	return recs, nil
+}
+
+// ForceRelease implements [keystore.Admin].
+func (s *Store) ForceRelease(ctx context.Context, k keystore.Key) error {
+	a, err := s.adminOrErr()
+	if err != nil {
+		return err
+	}
+	return a.ForceRelease(ctx, k)
+}
+
+// ForceComplete implements [keystore.Admin]; resp is sealed like Complete's.
+func (s *Store) ForceComplete(ctx context.Context, k keystore.Key, resp *keystore.Response) error {
+	a, err := s.adminOrErr()
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return a.ForceComplete(ctx, k, s.seal(k, resp))
+}
+
+// The sealed plaintext:
+//
+//	flags  byte (1: Header non-nil, 2: Body non-nil)
+//	names  uvarint, then per name (sorted): uvarint len, name,
+//	       uvarint count, per value: uvarint len, value
+//	body   the remaining bytes
+const (
+	plainHeader = 1 << 0
+	plainBody   = 1 << 1
+)
+
+var errBadPlain = errors.New("malformed sealed answer")
+
+func encodePlain(r *keystore.Response) []byte {
+	n := 1 + binary.MaxVarintLen32 + len(r.Body)
+	names := make([]string, 0, len(r.Header))
+	for k, vs := range r.Header {
+		names = append(names, k)
+		n += len(k) + 2*binary.MaxVarintLen32
+		for _, v := range vs {
+			n += len(v) + binary.MaxVarintLen32
+		}
+	}
+	slices.Sort(names)
+	b := make([]byte, 1, n)
+	if r.Header != nil {
+		b[0] |= plainHeader
+	}
+	if r.Body != nil {
+		b[0] |= plainBody
+	}
+	b = binary.AppendUvarint(b, uint64(len(names)))
+	for _, k := range names {
+		b = appendString(b, k)
+		b = binary.AppendUvarint(b, uint64(len(r.Header[k])))
+		for _, v := range r.Header[k] {
+			b = appendString(b, v)
+		}
+	}
+	return append(b, r.Body...)
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func decodePlain(b []byte) (*keystore.Response, error) {
+	if len(b) == 0 || b[0]&^(plainHeader|plainBody) != 0 {
+		return nil, errBadPlain
+	}
+	flags := b[0]
+	b = b[1:]
+	// count reads a uvarint no larger than the bytes left (each counted
+	// item takes at least one byte), so input cannot force a big allocation.
+	bad := false
+	count := func() int {
+		v, n := binary.Uvarint(b)
+		if bad || n <= 0 || v > uint64(len(b)-n) {
+			bad = true
+			return 0
+		}
+		b = b[n:]
+		return int(v)
+	}
+	str := func() string {
+		l := count()
+		if bad {
+			return ""
+		}
+		s := string(b[:l])
+		b = b[l:]
+		return s
+	}
+	r := &keystore.Response{}
+	names := count()
+	if flags&plainHeader != 0 {
+		r.Header = make(http.Header, names)
+	} else if names != 0 {
+		return nil, errBadPlain
+	}
+	for range names {
+		k := str()
+		vs := make([]string, count())
+		for i := range vs {
+			vs[i] = str()
+		}
+		if bad {
+			return nil, errBadPlain
+		}
+		r.Header[k] = vs
+	}
+	if bad {
+		return nil, errBadPlain
+	}
+	if flags&plainBody != 0 {
+		r.Body = b
+	} else if len(b) != 0 {
+		return nil, errBadPlain
+	}
+	return r, nil
+}

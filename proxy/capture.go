@@ -1,0 +1,83 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+
+	"github.com/idemgate/idemgate/keystore"
+)
+
+// capture keeps what a keyed write's answer will be stored as: the status,
+// the end-to-end headers and at most max bytes of the body. The body is
+// teed as ReverseProxy reads it, so the client gets it as it streams; an
+// answer over max is recorded as too large, never cut for the client and
+// never stored in part.
+type capture struct {
+	max      int64
+	status   int
+	header   http.Header
+	body     []byte
+	tooLarge bool
+	complete bool  // the body was read to its end
+	err      error // the body read failed
+}
+
+func newCapture(max int64) *capture { return &capture{max: max} }
+
+// start records the answer's head and wraps its body. drop names headers
+// never stored.
+func (c *capture) start(res *http.Response, drop map[string]bool) {
+	c.status = res.StatusCode
+	h := make(http.Header, len(res.Header))
+	for k, v := range res.Header {
+		// Date and Content-Length are fresh on every replay.
+		if drop[k] || k == "Date" || k == "Content-Length" {
+			continue
+		}
+		h[k] = append([]string(nil), v...)
+	}
+	c.header = h
+	if res.ContentLength > c.max {
+		c.tooLarge = true
+	} else if res.ContentLength > 0 {
+		c.body = make([]byte, 0, res.ContentLength)
+	}
+	res.Body = &teeBody{ReadCloser: res.Body, c: c}
+}
+
+type teeBody struct {
+	io.ReadCloser
+	c *capture
+}
+
+func (t *teeBody) Read(p []byte) (int, error) {
+	n, err := t.ReadCloser.Read(p)
+	c := t.c
+	if n > 0 && !c.tooLarge {
+		if int64(len(c.body)+n) > c.max {
+			c.tooLarge = true
+			c.body = nil
+		} else {
+			c.body = append(c.body, p[:n]...)
+		}
+	}
+	switch {
+	case err == io.EOF:
+		c.complete = true
+	case err != nil:
+		c.err = err
+	}
+	return n, err
+}
+
+// response returns the answer to store, or nil when the body was not read
+// to its end (the answer is unknown and must not be stored).
+func (c *capture) response() *keystore.Response {
+	if !c.complete || c.err != nil {
+		return nil
+	}
+	if c.tooLarge {
+		return &keystore.Response{Status: c.status, TooLarge: true}
+	}
+	return &keystore.Response{Status: c.status, Header: c.header, Body: c.body}
+}

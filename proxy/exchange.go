@@ -1,0 +1,140 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"net/netip"
+	"time"
+)
+
+// exchange is the state of one request as it moves through the chain. The
+// outermost stage allocates it and puts it in the request's context; inner
+// stages fill it in, and the access log reads it at the end. It also wraps
+// the client's ResponseWriter to see the status and bytes written.
+type exchange struct {
+	http.ResponseWriter
+
+	start  time.Time
+	id     string     // request ID
+	client netip.Addr // client address (after trusted proxies)
+
+	route   *route // nil: no route matched
+	params  string // the request's escaped path, for path parameters
+	outcome string
+	code    string // problem code, "" when the upstream answered
+
+	keyed   bool      // a keyed write under a claim
+	sent    sendState // how far the request got to the upstream
+	capture *capture  // keyed writes: the answer kept for storage
+
+	status      int   // status written to the client
+	written     int64 // body bytes written to the client
+	wroteHeader bool
+	clientGone  bool // a write to the client failed
+	swallow     bool // keep accepting writes after the client is gone
+}
+
+// sendState says how far a request got towards the upstream: it decides
+// whether a claimed key may be released.
+type sendState uint8
+
+const (
+	notSent   sendState = iota // nothing reached the upstream: release
+	maybeSent                  // the upstream may have run it: keep the claim
+	answered                   // the upstream answered with a status
+)
+
+type exchangeKey struct{}
+
+func exchangeOf(r *http.Request) *exchange {
+	ex, _ := r.Context().Value(exchangeKey{}).(*exchange)
+	return ex
+}
+
+func withExchange(r *http.Request, ex *exchange) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
+}
+
+// ClientAddr returns the client address the proxy decided for r (the TCP
+// peer, or the X-Forwarded-For entry from a trusted proxy). It is for the
+// limiter stages; the zero Addr when r did not pass the outermost stage.
+func ClientAddr(r *http.Request) netip.Addr {
+	if ex := exchangeOf(r); ex != nil {
+		return ex.client
+	}
+	return netip.Addr{}
+}
+
+// RouteName returns the name of the route r matched, or "".
+func RouteName(r *http.Request) string {
+	if ex := exchangeOf(r); ex != nil && ex.route != nil {
+		return ex.route.Name
+	}
+	return ""
+}
+
+func (ex *exchange) WriteHeader(code int) {
+	if ex.wroteHeader {
+		return
+	}
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		ex.ResponseWriter.WriteHeader(code)
+		return
+	}
+	ex.wroteHeader = true
+	ex.status = code
+	ex.ResponseWriter.WriteHeader(code)
+}
+
+func (ex *exchange) Write(p []byte) (int, error) {
+	if !ex.wroteHeader {
+		ex.WriteHeader(http.StatusOK)
+	}
+	if ex.clientGone {
+		return len(p), nil
+	}
+	n, err := ex.ResponseWriter.Write(p)
+	ex.written += int64(n)
+	if err != nil {
+		ex.clientGone = true
+		if ex.swallow {
+			// A keyed write runs to its end whatever the client does, so
+			// that its whole answer is stored for the retry (DESIGN.md
+			// step 7). Pretend the bytes went out.
+			return len(p), nil
+		}
+	}
+	return n, err
+}
+
+// Flush implements http.Flusher for streaming answers.
+func (ex *exchange) Flush() {
+	if ex.clientGone {
+		return
+	}
+	if err := http.NewResponseController(ex.ResponseWriter).Flush(); err != nil && ex.swallow {
+		ex.clientGone = true
+	}
+}
+
+// FlushError implements the interface http.ResponseController prefers.
+func (ex *exchange) FlushError() error {
+	if ex.clientGone {
+		if ex.swallow {
+			return nil
+		}
+		return http.ErrAbortHandler
+	}
+	err := http.NewResponseController(ex.ResponseWriter).Flush()
+	if err != nil {
+		ex.clientGone = true
+		if ex.swallow {
+			return nil
+		}
+	}
+	return err
+}
+
+// Unwrap lets http.ResponseController reach the connection (deadlines,
+// hijacking for upgrades).
+func (ex *exchange) Unwrap() http.ResponseWriter { return ex.ResponseWriter }

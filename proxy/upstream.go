@@ -1,0 +1,253 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/http/httputil"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// NewTransport returns the Transport idemgate uses upstream: explicit
+// timeouts, enough idle connections per host for a sidecar's traffic, and
+// no transparent compression (keyed answers are stored as sent).
+func NewTransport() *http.Transport {
+	return &http.Transport{
+		Proxy: nil, // a sidecar talks to its upstream directly
+		DialContext: (&net.Dialer{
+			Timeout:   5 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		ForceAttemptHTTP2:      false,
+		MaxIdleConns:           1024,
+		MaxIdleConnsPerHost:    512,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    10 * time.Second,
+		ExpectContinueTimeout:  1 * time.Second,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: 1 << 20,
+	}
+}
+
+// errHeaderTimeout is the cause of a pass-through request's cancellation
+// when the upstream sent no headers within the timeout.
+var errHeaderTimeout = errors.New("upstream sent no response headers in time")
+
+// bufferPool recycles ReverseProxy's copy buffers.
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if v, ok := b.p.Get().(*[]byte); ok {
+		return *v
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
+
+// upstreamCall is the per-request state of the upstream stage, kept in the
+// outbound request's context.
+type upstreamCall struct {
+	ex           *exchange
+	wroteHeaders atomic.Bool // the request's headers reached the wire
+	capture      *capture    // keyed writes: what is kept for storage
+	headerTimer  *time.Timer // pass-through: the response-header deadline
+}
+
+type callKey struct{}
+
+func (p *Proxy) newUpstream() http.Handler {
+	rp := &httputil.ReverseProxy{
+		Rewrite:        p.rewrite,
+		Transport:      p.opts.Transport,
+		FlushInterval:  -1, // stream as received: a sidecar adds no buffering delay
+		BufferPool:     &bufferPool{},
+		ModifyResponse: p.modifyResponse,
+		ErrorHandler:   p.upstreamError,
+		ErrorLog:       slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ex := exchangeOf(r)
+		call := &upstreamCall{ex: ex}
+		ctx := r.Context()
+		timeout := p.opts.Timeout
+		if ex.route != nil {
+			timeout = ex.route.timeout
+		}
+		if ex.keyed {
+			// The whole answer of a keyed write is bounded by the timeout and
+			// survives the client hanging up (DESIGN.md step 7).
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), timeout)
+			defer cancel()
+			call.capture = newCapture(p.opts.Idempotency.MaxResponseBytes)
+			ex.capture = call.capture
+			ex.swallow = true
+		} else {
+			// Only the wait for response headers is bounded: streams and
+			// upgrades run on.
+			var cancel context.CancelCauseFunc
+			ctx, cancel = context.WithCancelCause(ctx)
+			defer cancel(nil)
+			call.headerTimer = time.AfterFunc(timeout, func() { cancel(errHeaderTimeout) })
+			defer call.headerTimer.Stop()
+		}
+		ctx = context.WithValue(ctx, callKey{}, call)
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			WroteHeaders: func() { call.wroteHeaders.Store(true) },
+		})
+		if ex.sent == notSent {
+			ex.sent = maybeSent
+		}
+		rp.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+func callOf(r *http.Request) *upstreamCall {
+	c, _ := r.Context().Value(callKey{}).(*upstreamCall)
+	return c
+}
+
+// rewrite forwards the request as received (DESIGN.md step 7).
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
+	in := pr.In
+	target := p.opts.Upstream
+	pr.SetURL(target)
+	// The raw query is never re-encoded (ReverseProxy "cleans" queries with
+	// ';' or bad escapes before Rewrite runs).
+	switch {
+	case target.RawQuery == "" || in.URL.RawQuery == "":
+		pr.Out.URL.RawQuery = target.RawQuery + in.URL.RawQuery
+	default:
+		pr.Out.URL.RawQuery = target.RawQuery + "&" + in.URL.RawQuery
+	}
+	if !p.opts.UpstreamHost {
+		pr.Out.Host = in.Host
+	}
+	p.setForwarded(pr)
+
+	call := callOf(in)
+	if call != nil && call.ex.keyed {
+		// idemgate never resends a keyed write: Go's Transport replays a
+		// request that carries Idempotency-Key or X-Idempotency-Key after a
+		// failure on a reused connection when its body is nil, NoBody or has
+		// GetBody (net/http Request.isReplayable). Bodies here are plain
+		// readers without GetBody; an empty body is nil (ReverseProxy sets
+		// it so), so the key headers travel under their lower-case names,
+		// which the Transport's check does not see. Header names are
+		// case-insensitive (RFC 9110 §5.1): the upstream reads the same
+		// header.
+		pr.Out.GetBody = nil
+		if pr.Out.Body == nil || pr.Out.Body == http.NoBody {
+			hideFromRetry(pr.Out.Header, "Idempotency-Key")
+			hideFromRetry(pr.Out.Header, "X-Idempotency-Key")
+		}
+		// Stored answers must be plain.
+		pr.Out.Header.Del("Accept-Encoding")
+	}
+}
+
+func hideFromRetry(h http.Header, name string) {
+	if v, ok := h[name]; ok {
+		delete(h, name)
+		h[strings.ToLower(name)] = v
+	}
+}
+
+// setForwarded sets X-Forwarded-For, -Host and -Proto: appended to a trusted
+// peer's values, replaced for anyone else.
+func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
+	in := pr.In
+	peer := remoteAddr(in)
+	trusted := false
+	for _, pfx := range p.opts.TrustedProxies {
+		if pfx.Contains(peer) {
+			trusted = true
+			break
+		}
+	}
+	out := pr.Out.Header
+	proto := "http"
+	if in.TLS != nil {
+		proto = "https"
+	}
+	if !peer.IsValid() {
+		return
+	}
+	if trusted {
+		if prior := in.Header.Values("X-Forwarded-For"); len(prior) > 0 {
+			out.Set("X-Forwarded-For", strings.Join(prior, ", ")+", "+peer.String())
+		} else {
+			out.Set("X-Forwarded-For", peer.String())
+		}
+		if v := in.Header.Get("X-Forwarded-Host"); v != "" {
+			out.Set("X-Forwarded-Host", v)
+		} else {
+			out.Set("X-Forwarded-Host", in.Host)
+		}
+		if v := in.Header.Get("X-Forwarded-Proto"); v != "" {
+			out.Set("X-Forwarded-Proto", v)
+		} else {
+			out.Set("X-Forwarded-Proto", proto)
+		}
+		if v := in.Header.Values("Forwarded"); len(v) > 0 {
+			out["Forwarded"] = v
+		}
+		return
+	}
+	out.Set("X-Forwarded-For", peer.String())
+	out.Set("X-Forwarded-Host", in.Host)
+	out.Set("X-Forwarded-Proto", proto)
+}
+
+// modifyResponse runs when the upstream's headers arrived.
+func (p *Proxy) modifyResponse(res *http.Response) error {
+	call := callOf(res.Request)
+	if call == nil {
+		return nil
+	}
+	if call.headerTimer != nil {
+		call.headerTimer.Stop()
+	}
+	call.ex.sent = answered
+	// The response carries this request's ID, set by the outermost stage.
+	res.Header.Del(requestIDHeader)
+	if call.capture != nil {
+		call.capture.start(res, p.drop)
+	}
+	return nil
+}
+
+// upstreamError answers a request the upstream did not answer.
+func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	call := callOf(r)
+	ex := call.ex
+	ctx := r.Context()
+	switch {
+	case !call.wroteHeaders.Load() && ctx.Err() == nil:
+		// Refused, unreachable, or failed before a byte of the request was
+		// sent: nothing ran.
+		ex.sent = notSent
+		p.log.Warn("upstream unreachable", "error", err, logRequestID, ex.id)
+		WriteProblem(w, r, ProblemUpstreamDown)
+	case errors.Is(context.Cause(ctx), errHeaderTimeout) || errors.Is(ctx.Err(), context.DeadlineExceeded):
+		if !call.wroteHeaders.Load() {
+			ex.sent = notSent
+		}
+		p.log.Warn("upstream timeout", "error", err, logRequestID, ex.id)
+		WriteProblem(w, r, ProblemUpstreamTimeout)
+	case ctx.Err() != nil:
+		// The client hung up on a pass-through request.
+		ex.outcome = OutcomePassthrough
+		ex.code = ""
+	default:
+		p.log.Warn("upstream connection broken", "error", err, logRequestID, ex.id)
+		WriteProblem(w, r, ProblemUpstreamBroken)
+	}
+}
