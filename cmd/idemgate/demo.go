@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	_ "embed"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/idemgate/idemgate/config"
+	"github.com/idemgate/idemgate/internal/demo"
+)
+
+// demoConfig is the embedded default configuration of `idemgate demo`: the
+// memory store and routes for the demo API. The upstream URL is filled in
+// at start.
+//
+//go:embed demo.yaml
+var demoConfig []byte
+
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("listen", "127.0.0.1:8080", "the proxy's address")
+	adminAddr := fs.String("admin-listen", "127.0.0.1:9090", "the admin listener's address")
+	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	log, err := newLogger(stderr, *level)
+	if err != nil {
+		return err
+	}
+
+	// The demo upstream: a legacy carts/orders API that counts its writes.
+	upLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("demo upstream: %w", err)
+	}
+	api := demo.New(demo.Options{})
+	upSrv := newServer(api, log)
+	go upSrv.Serve(upLn)
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		upSrv.Shutdown(sctx)
+	}()
+
+	cfg, err := config.Parse(demoConfig)
+	if err != nil {
+		return fmt.Errorf("demo config: %w", err)
+	}
+	cfg.Upstream.URL = "http://" + upLn.Addr().String()
+	cfg.Listen, cfg.AdminListen = *addr, *adminAddr
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("demo config: %w", err)
+	}
+	lns, err := listen(cfg.Listen, cfg.AdminListen)
+	if err != nil {
+		return err
+	}
+	a, err := newApp(cfg, log, nil)
+	if err != nil {
+		lns.public.Close()
+		lns.admin.Close()
+		return err
+	}
+	printDemo(stdout, "http://"+lns.public.Addr().String(), "http://"+upLn.Addr().String(), "http://"+lns.admin.Addr().String())
+	return a.serve(ctx, 5*time.Second, lns)
+}
+
+// demoCommands are the lines `idemgate demo` prints; its test runs them.
+func demoCommands(proxy, upstream string) []string {
+	return []string{
+		`curl -si -X POST ` + proxy + `/ucp/v1/carts -H 'Content-Type: application/json' -H 'Idempotency-Key: demo-1' -d '{"items":[{"sku":"tea","qty":2}]}'`,
+		`curl -si -X POST ` + proxy + `/ucp/v1/carts -H 'Content-Type: application/json' -H 'Idempotency-Key: demo-1' -d '{ "items": [ {"qty":2, "sku":"tea"} ] }'`,
+		`curl -si -X POST ` + proxy + `/ucp/v1/carts -H 'Content-Type: application/json' -H 'Idempotency-Key: demo-1' -d '{"items":[{"sku":"coffee","qty":1}]}'`,
+		`curl -si -X POST ` + proxy + `/ucp/v1/carts -H 'Content-Type: application/json' -d '{"items":[]}'`,
+		`curl -si -X POST ` + proxy + `/ucp/v1/checkout-sessions/cart_1/complete -H 'Idempotency-Key: pay-1'`,
+		`curl -si -X POST ` + proxy + `/ucp/v1/checkout-sessions/cart_1/complete -H 'Idempotency-Key: pay-1'`,
+		`curl -s ` + upstream + `/demo/stats`,
+	}
+}
+
+func printDemo(w io.Writer, proxy, upstream, admin string) {
+	fmt.Fprintf(w, `idemgate demo
+  proxy     %s   (memory store)
+  upstream  %s   (a demo carts/orders API that counts its writes)
+  admin     %s/healthz
+
+Try:
+`, proxy, upstream, admin)
+	notes := []string{
+		"# 1. a first write: runs upstream, 201",
+		"# 2. its retry, formatted differently: replayed (Idempotent-Replayed: true), not run again",
+		"# 3. the same key with another body: 409 idempotency_key_reused",
+		"# 4. a write without a key: runs unprotected",
+		"# 5. a checkout: creates order_1",
+		"# 6. its retry: the same order, not a second checkout",
+		"# 7. what the upstream ran: 3 writes (2 carts, 1 checkout)",
+	}
+	for i, c := range demoCommands(proxy, upstream) {
+		fmt.Fprintf(w, "  %s\n  %s\n\n", notes[i], c)
+	}
+	fmt.Fprintln(w, "Ctrl-C stops the demo.")
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+}

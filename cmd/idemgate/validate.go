@@ -1,0 +1,68 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/idemgate/idemgate/config"
+)
+
+func runValidate(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "config file (YAML)")
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	if *path == "" {
+		fmt.Fprintln(stderr, "idemgate validate: --config FILE is required")
+		return errUsage
+	}
+	cfg, err := loadConfig(*path)
+	if err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintln(stderr, line)
+		}
+		return fmt.Errorf("%s: invalid config", *path)
+	}
+	fmt.Fprintf(stdout, "%s: valid; upstream %s, store %s, %d routes\n", *path, cfg.Upstream.URL, cfg.Store.Backend, len(cfg.Routes))
+	for _, r := range cfg.Routes {
+		var flags []string
+		if r.Idempotent {
+			flags = append(flags, "idempotent")
+		}
+		if r.RequireKey {
+			flags = append(flags, "require_key")
+		}
+		if r.Session != nil {
+			if r.Session.Param != "" {
+				flags = append(flags, "session={"+r.Session.Param+"}")
+			} else {
+				flags = append(flags, "session=header:"+r.Session.Header)
+			}
+		}
+		if r.RateLimit != nil {
+			flags = append(flags, fmt.Sprintf("rate_limit=%d/%s(%s)", r.RateLimit.Requests, r.RateLimit.Per, r.RateLimit.Algorithm))
+		}
+		if r.Protocol != "" {
+			flags = append(flags, "protocol="+r.Protocol)
+		}
+		fmt.Fprintf(stdout, "  %-24s %-7s %-40s %s\n", r.Name, r.Method, r.Path, strings.Join(flags, " "))
+	}
+	return nil
+}
+
+// loadConfig loads, validates and checks that every feature the config asks
+// for is one this build has.
+func loadConfig(path string) (*config.Config, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, checkConfig(cfg)
+}
