@@ -84,7 +84,9 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 // with a guarantee silently missing.
 func checkConfig(cfg *config.Config) error {
 	var errs []error
-	no := func(key, what string) { errs = append(errs, fmt.Errorf("%s: %s is not supported by this build", key, what)) }
+	no := func(key, what string) {
+		errs = append(errs, fmt.Errorf("%s: %s is not supported by this build", key, what))
+	}
 	if cfg.TLS.Mode != "" && cfg.TLS.Mode != config.TLSNone {
 		no("tls.mode", fmt.Sprintf("%q (terminate TLS in front of idemgate for now)", cfg.TLS.Mode))
 	}
