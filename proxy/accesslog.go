@@ -150,9 +150,3 @@ func remoteAddr(r *http.Request) netip.Addr {
 	a, _ := netip.ParseAddr(host)
 	return a.Unmap()
 }
-
-// peerAddr is the default client address: the TCP peer, or, when the peer
-// is a trusted proxy, the rightmost X-Forwarded-For entry that is not.
-func peerAddr(peer netip.Addr, xff []string, trusted []netip.Prefix) netip.Addr {
-	return peer
-}

@@ -13,6 +13,7 @@ import (
 	"github.com/idemgate/idemgate/internal/canonjson"
 	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"github.com/idemgate/idemgate/keystore"
+	"github.com/idemgate/idemgate/limiter"
 )
 
 // Middleware is one stage of the pipeline.
@@ -83,9 +84,9 @@ type Options struct {
 
 	// TrustedProxies are the peers whose X-Forwarded-For is believed.
 	TrustedProxies []netip.Prefix
-	// ClientAddr decides the client address of a request; default: the TCP
-	// peer, or the rightmost untrusted X-Forwarded-For entry when the peer
-	// is trusted.
+	// ClientAddr decides the client address of a request. Default:
+	// [limiter.ClientAddr] (the TCP peer, or the rightmost untrusted
+	// X-Forwarded-For entry when the peer is a trusted proxy).
 	ClientAddr func(peer netip.Addr, xff []string, trusted []netip.Prefix) netip.Addr
 	// MaxBufferedBytes bounds the keyed request bodies held at once.
 	// Default 256 MiB.
@@ -151,7 +152,7 @@ func New(opts Options) (*Proxy, error) {
 		opts.MaxBufferedBytes = 256 << 20
 	}
 	if opts.ClientAddr == nil {
-		opts.ClientAddr = peerAddr
+		opts.ClientAddr = limiter.ClientAddr
 	}
 	id := &opts.Idempotency
 	if id.Header == "" {

@@ -30,8 +30,9 @@ type exchange struct {
 	status      int   // status written to the client
 	written     int64 // body bytes written to the client
 	wroteHeader bool
-	clientGone  bool // a write to the client failed
-	swallow     bool // keep accepting writes after the client is gone
+	clientGone  bool  // a write to the client failed
+	clientErr   error // the first failed write's error
+	swallow     bool  // keep accepting writes after the client is gone
 }
 
 // sendState says how far a request got towards the upstream: it decides
@@ -91,12 +92,15 @@ func (ex *exchange) Write(p []byte) (int, error) {
 		ex.WriteHeader(http.StatusOK)
 	}
 	if ex.clientGone {
-		return len(p), nil
+		if ex.swallow {
+			return len(p), nil
+		}
+		return 0, ex.clientErr
 	}
 	n, err := ex.ResponseWriter.Write(p)
 	ex.written += int64(n)
 	if err != nil {
-		ex.clientGone = true
+		ex.clientGone, ex.clientErr = true, err
 		if ex.swallow {
 			// A keyed write runs to its end whatever the client does, so
 			// that its whole answer is stored for the retry (DESIGN.md
