@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -114,6 +115,36 @@ func TestSentinelFailover(t *testing.T) {
 	if err != nil || got.Response == nil || string(got.Response.Body) != "before" {
 		t.Errorf("replay of the record written before the failover = %+v, %v; want it", got, err)
 	}
+	// Leave a settled topology for the tests that run next: every sentinel
+	// names the new master, and the old master has become a replica (until
+	// then a client that asked a lagging sentinel writes to the old master).
+	after, err := sentinel.GetMasterAddrByName(ctx, o.MasterName).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "every sentinel names the new master, the old one is a replica", func() error {
+		for _, addr := range o.Addrs {
+			sc := redis.NewSentinelClient(&redis.Options{Addr: addr, DialTimeout: time.Second, ReadTimeout: time.Second})
+			got, err := sc.GetMasterAddrByName(ctx, o.MasterName).Result()
+			sc.Close()
+			if err != nil {
+				return err
+			}
+			if strings.Join(got, ":") != strings.Join(after, ":") {
+				return fmt.Errorf("sentinel %s names %v", addr, got)
+			}
+		}
+		old := redis.NewClient(&redis.Options{Addr: strings.Join(before, ":"), DialTimeout: time.Second, ReadTimeout: time.Second, Password: o.Password})
+		defer old.Close()
+		role, err := old.Do(ctx, "ROLE").Slice()
+		if err != nil {
+			return err
+		}
+		if len(role) == 0 || role[0] != "slave" {
+			return fmt.Errorf("old master's role is %v", role)
+		}
+		return nil
+	})
 }
 
 // waitFor polls cond every 50ms until it returns nil, failing the test
