@@ -1,0 +1,252 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/idemgate/idemgate/internal/canonjson"
+	"github.com/idemgate/idemgate/keystore/memstore"
+)
+
+// benchReqBody is the small JSON body every proxied benchmark request sends.
+var benchReqBody = []byte(`{"currency":"EUR","items":[{"sku":"SKU-1001","quantity":2},{"sku":"SKU-2002","quantity":1}]}`)
+
+// benchRespBody is the upstream's answer (~100 bytes of JSON, 201).
+var benchRespBody = []byte(`{"id":"cart_01HZX3Q4V7K2N8M5P6R9T0W1Y2","status":"created","currency":"EUR","total":106.46,"items":3}`)
+
+const benchReplayHeader = "Idempotent-Replayed"
+
+// benchUpstream is the loopback API behind every proxy in the benchmarks: it
+// drains the request, counts it and answers 201 with benchRespBody.
+type benchUpstream struct {
+	*httptest.Server
+	hits atomic.Int64
+}
+
+func newBenchUpstream(b *testing.B) *benchUpstream {
+	b.Helper()
+	u := &benchUpstream{}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		u.hits.Add(1)
+		h := w.Header()
+		h["Content-Type"] = []string{"application/json"}
+		w.WriteHeader(http.StatusCreated)
+		w.Write(benchRespBody)
+	}))
+	b.Cleanup(u.Close)
+	return u
+}
+
+// newBenchClient returns the client every case shares: enough idle
+// connections that parallel requests never redial.
+func newBenchClient(b *testing.B) *http.Client {
+	b.Helper()
+	tr := &http.Transport{
+		Proxy:               nil,
+		MaxIdleConns:        256,
+		MaxIdleConnsPerHost: 256,
+		DisableCompression:  true,
+	}
+	b.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+// newBenchIdemgate serves idemgate (memory store, no edge limit) in front of
+// upstream. Each call gets a fresh store sized for any b.N.
+func newBenchIdemgate(b *testing.B, upstream string) *httptest.Server {
+	b.Helper()
+	u, err := url.Parse(upstream)
+	if err != nil {
+		b.Fatal(err)
+	}
+	st := memstore.New(memstore.Options{MaxEntries: 1 << 30, MaxBytes: 1 << 40})
+	tr := NewTransport()
+	p, err := New(Options{
+		Upstream:  u,
+		Transport: tr,
+		Routes: []Route{
+			{Name: "create_cart", Method: http.MethodPost, Path: "/ucp/v1/carts", Idempotent: true},
+			{Name: "get_cart", Method: http.MethodGet, Path: "/ucp/v1/carts/{id}"},
+		},
+		Store:       st,
+		Idempotency: Idempotency{ReplayHeader: benchReplayHeader},
+	})
+	if err != nil {
+		b.Fatalf("New = %v", err)
+	}
+	srv := httptest.NewServer(p)
+	b.Cleanup(func() {
+		srv.Close()
+		p.Close()
+		st.Close()
+		tr.CloseIdleConnections()
+	})
+	return srv
+}
+
+// benchPost sends one POST of benchReqBody and checks the answer: want
+// status, the whole upstream body, and whether it was a replay.
+func benchPost(b *testing.B, c *http.Client, target, key string, wantReplay bool) {
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, target, bytes.NewReader(benchReqBody))
+	if err != nil {
+		b.Error(err) // called from RunParallel goroutines: no Fatal
+		return
+	}
+	req.Header["Content-Type"] = []string{"application/json"}
+	if key != "" {
+		req.Header["Idempotency-Key"] = []string{key}
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		b.Error(err)
+		return
+	}
+	n, err := io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if err != nil {
+		b.Errorf("reading the body: %v", err)
+	}
+	if res.StatusCode != http.StatusCreated {
+		b.Errorf("status %d; want %d", res.StatusCode, http.StatusCreated)
+		return
+	}
+	if n != int64(len(benchRespBody)) {
+		b.Errorf("body %d bytes; want %d", n, len(benchRespBody))
+	}
+	if got := res.Header.Get(benchReplayHeader) == "true"; got != wantReplay {
+		b.Errorf("replayed = %v; want %v", got, wantReplay)
+	}
+}
+
+// BenchmarkProxy measures a request through idemgate against a bare
+// httputil.ReverseProxy, all against the same loopback upstream and through
+// the same client, in one process.
+func BenchmarkProxy(b *testing.B) {
+	up := newBenchUpstream(b)
+	client := newBenchClient(b)
+	upURL, err := url.Parse(up.URL)
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	b.Run("bare", func(b *testing.B) {
+		tr := NewTransport()
+		rp := &httputil.ReverseProxy{
+			Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(upURL) },
+			Transport: tr,
+		}
+		srv := httptest.NewServer(rp)
+		b.Cleanup(func() {
+			srv.Close()
+			tr.CloseIdleConnections()
+		})
+		target := srv.URL + "/ucp/v1/carts"
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				benchPost(b, client, target, "", false)
+			}
+		})
+	})
+
+	b.Run("passthrough", func(b *testing.B) {
+		target := newBenchIdemgate(b, up.URL).URL + "/ucp/v1/orders"
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				benchPost(b, client, target, "", false)
+			}
+		})
+	})
+
+	b.Run("first_write", func(b *testing.B) {
+		target := newBenchIdemgate(b, up.URL).URL + "/ucp/v1/carts"
+		var seq atomic.Uint64
+		before := up.hits.Load()
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			buf := make([]byte, 0, 32)
+			for pb.Next() {
+				buf = strconv.AppendUint(append(buf[:0], "bench-"...), seq.Add(1), 36)
+				benchPost(b, client, target, string(buf), false)
+			}
+		})
+		b.StopTimer()
+		if got := up.hits.Load() - before; got != int64(b.N) {
+			b.Errorf("upstream ran %d requests; want b.N = %d", got, b.N)
+		}
+	})
+
+	b.Run("replay", func(b *testing.B) {
+		target := newBenchIdemgate(b, up.URL).URL + "/ucp/v1/carts"
+		const key = "bench-replay"
+		benchPost(b, client, target, key, false)
+		before := up.hits.Load()
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				benchPost(b, client, target, key, true)
+			}
+		})
+		b.StopTimer()
+		if got := up.hits.Load() - before; got != 0 {
+			b.Errorf("upstream ran %d replayed requests; want 0", got)
+		}
+	})
+}
+
+// benchFingerprintBody is a realistic ~1 KiB keyed write: a checkout,
+// pretty-printed, keys unsorted, a few escapes.
+var benchFingerprintBody = []byte(`{
+  "order_id": "ord_01HZX3Q4V7K2N8M5P6R9T0W1Y2",
+  "currency": "EUR",
+  "customer": {
+    "name": "Zo\u00e9 M\u00fcller",
+    "email": "zoe.mueller@example.com",
+    "address": {"street": "Hauptstra\u00dfe 12", "city": "Berlin", "postal_code": "10115", "country": "DE"}
+  },
+  "items": [
+    {"sku": "SKU-1001", "name": "Espresso beans 1kg", "quantity": 2, "unit_price": 24.90, "added_at": "2024-05-01T10:00:00Z"},
+    {"sku": "SKU-2002", "name": "Milk frother", "quantity": 1, "unit_price": 39.00, "added_at": "2024-05-01T10:02:13Z"},
+    {"sku": "SKU-3003", "name": "Cup \"Barista\" 6-pack", "quantity": 1, "unit_price": 18.5, "added_at": "2024-05-01T10:05:42Z"}
+  ],
+  "shipping": {"method": "express", "price": 7.95, "notes": "Leave at the door\/reception.\nRing twice."},
+  "payment": {"method": "card", "token": "tok_4f9a2b7c1d8e3f60", "three_ds": true, "installments": null},
+  "discounts": [{"code": "SPRING10", "amount": 8.79}],
+  "total": 106.46,
+  "meta": {"sent_at": "2024-05-01T10:06:00.123Z", "client": "ucp-agent/1.4.2", "retries": 0, "trace": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+}`)
+
+// BenchmarkFingerprint is the per-request fingerprint of a 1 KiB JSON body
+// with one ignored member.
+func BenchmarkFingerprint(b *testing.B) {
+	ptr, err := canonjson.ParsePointer("/meta/sent_at")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ignore := []canonjson.Pointer{ptr}
+	want := Fingerprint("update_cart", "PUT", "/ucp/v1/carts/c1", "", "application/json", benchFingerprintBody, ignore)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(benchFingerprintBody)))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if got := Fingerprint("update_cart", "PUT", "/ucp/v1/carts/c1", "", "application/json", benchFingerprintBody, ignore); got != want {
+				b.Errorf("fingerprint %x; want %x", got, want)
+			}
+		}
+	})
+}
