@@ -1,0 +1,728 @@
+package main
+
+// End-to-end tests of two idemgate replicas sharing one real Redis (issue 3,
+// Proof). They need IDEMGATE_TEST_REDIS_ADDR (scripts/redis-test.sh) and
+// are skipped without it, unless IDEMGATE_REQUIRE_REDIS=1.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/config"
+)
+
+// e2eRedisAddr returns the test Redis, skipping (or failing, with
+// IDEMGATE_REQUIRE_REDIS=1) when there is none.
+func e2eRedisAddr(t *testing.T) string {
+	t.Helper()
+	addr := os.Getenv("IDEMGATE_TEST_REDIS_ADDR")
+	if addr == "" {
+		if os.Getenv("IDEMGATE_REQUIRE_REDIS") == "1" {
+			t.Fatal("IDEMGATE_REQUIRE_REDIS=1 but IDEMGATE_TEST_REDIS_ADDR is not set")
+		}
+		t.Skip("IDEMGATE_TEST_REDIS_ADDR not set (scripts/redis-test.sh)")
+	}
+	return addr
+}
+
+// e2ePrefix is a Redis key prefix no other test (or run) shares.
+func e2ePrefix(t *testing.T) string {
+	return fmt.Sprintf("idemgate-e2e:%s:%d:%d:", t.Name(), os.Getpid(), time.Now().UnixNano())
+}
+
+// e2eYAML is a replica's config: one idempotent route POST /pay in front
+// of upstream, the Redis store at redisAddr, no edge limit. extra is
+// appended (e.g. an idempotency section).
+func e2eYAML(upstream, redisAddr, prefix, extra string) string {
+	return `
+upstream: {url: "` + upstream + `"}
+edge_limit: {rate: 0}
+store:
+  backend: redis
+  redis: {addrs: ["` + redisAddr + `"], key_prefix: "` + prefix + `"}
+routes:
+  - {name: pay, method: POST, path: /pay, idempotent: true}
+` + extra
+}
+
+func e2eConfig(t *testing.T, yaml string) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// startReplica runs an app for cfg on loopback listeners and returns its
+// public base URL. Cleanup cancels it and waits for serve to return.
+func startReplica(t *testing.T, cfg *config.Config) string {
+	t.Helper()
+	a, err := newApp(cfg, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lns, err := listen("127.0.0.1:0", "127.0.0.1:0")
+	if err != nil {
+		a.closeAll()
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- a.serve(ctx, 5*time.Second, lns) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-served:
+			if err != nil {
+				t.Errorf("serve = %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Errorf("replica did not stop within 15s")
+		}
+	})
+	return "http://" + lns.public.Addr().String()
+}
+
+// e2eClient is an HTTP client with room for many concurrent connections.
+func e2eClient(t *testing.T) *http.Client {
+	tr := &http.Transport{MaxIdleConns: 1000, MaxIdleConnsPerHost: 1000, IdleConnTimeout: 30 * time.Second}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 20 * time.Second}
+}
+
+type e2eAnswer struct {
+	status int
+	header http.Header
+	body   string
+	err    error
+}
+
+func (a e2eAnswer) String() string {
+	if a.err != nil {
+		return "error: " + a.err.Error()
+	}
+	return fmt.Sprintf("%d %s", a.status, a.body)
+}
+
+func (a e2eAnswer) inProgress() bool {
+	return a.err == nil && a.status == http.StatusConflict && strings.Contains(a.body, `"idempotency_in_progress"`)
+}
+
+// post sends one POST /pay with key (none when "") and body.
+func post(c *http.Client, base, key, body string) e2eAnswer {
+	req, err := http.NewRequest(http.MethodPost, base+"/pay", strings.NewReader(body))
+	if err != nil {
+		return e2eAnswer{err: err}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		return e2eAnswer{err: err}
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return e2eAnswer{status: res.StatusCode, header: res.Header, body: string(b), err: err}
+}
+
+// execCounter counts upstream executions per Idempotency-Key.
+type execCounter struct {
+	mu    sync.Mutex
+	n     map[string]int
+	total int
+}
+
+func (c *execCounter) add(key string) (perKey, total int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[key]++
+	c.total++
+	return c.n[key], c.total
+}
+
+func (c *execCounter) get(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[key]
+}
+
+func (c *execCounter) snapshot() (map[string]int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := make(map[string]int, len(c.n))
+	for k, v := range c.n {
+		m[k] = v
+	}
+	return m, c.total
+}
+
+// TestRedisE2EConcurrentDuplicates: 200 keys × 20 concurrent duplicates
+// spread over two replicas → exactly 200 upstream executions and one
+// answer per key.
+func TestRedisE2EConcurrentDuplicates(t *testing.T) {
+	t.Parallel()
+	addr := e2eRedisAddr(t)
+	var execs execCounter
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("Idempotency-Key")
+		n, total := execs.add(key)
+		body, _ := io.ReadAll(r.Body)
+		time.Sleep(2 * time.Millisecond) // let duplicates overlap
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"key":%q,"exec":%d,"serial":%d,"echo":%q}`, key, n, total, body)
+	}))
+	defer up.Close()
+	yaml := e2eYAML(up.URL, addr, e2ePrefix(t), "")
+	bases := []string{startReplica(t, e2eConfig(t, yaml)), startReplica(t, e2eConfig(t, yaml))}
+	c := e2eClient(t)
+
+	const keys, dups = 200, 20
+	const maxAttempts = 400
+	deadline := time.Now().Add(60 * time.Second)
+	// send retries a 409 in progress (Retry-After: 2) after a 1–5 ms pause,
+	// at most maxAttempts times and never past the deadline.
+	send := func(base, key, body string) (e2eAnswer, int) {
+		var a e2eAnswer
+		for i := 1; ; i++ {
+			a = post(c, base, key, body)
+			if !a.inProgress() || i >= maxAttempts || time.Now().After(deadline) {
+				return a, i
+			}
+			if ra := a.header.Get("Retry-After"); ra != "2" {
+				return e2eAnswer{err: fmt.Errorf("409 in progress with Retry-After %q; want 2", ra)}, i
+			}
+			time.Sleep(time.Duration(1+rand.IntN(5)) * time.Millisecond)
+		}
+	}
+	answers := make([][dups]e2eAnswer, keys)
+	var conflicts atomic.Int64
+	sem := make(chan struct{}, 40) // keys in flight at once
+	var wg sync.WaitGroup
+	start := time.Now()
+	for k := range keys {
+		sem <- struct{}{}
+		key := fmt.Sprintf("dup-%03d", k)
+		body := fmt.Sprintf(`{"order":%d}`, k)
+		gate := make(chan struct{})
+		var kwg sync.WaitGroup
+		for d := range dups {
+			kwg.Add(1)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer kwg.Done()
+				<-gate
+				a, n := send(bases[d%2], key, body)
+				conflicts.Add(int64(n - 1))
+				answers[k][d] = a
+			}()
+		}
+		close(gate)
+		go func() {
+			kwg.Wait()
+			<-sem
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d requests in %v (%d retries after 409 in progress)", keys*dups, time.Since(start).Round(time.Millisecond), conflicts.Load())
+
+	perKey, total := execs.snapshot()
+	if total != keys || len(perKey) != keys {
+		t.Errorf("upstream executions = %d over %d keys; want %d, one per key", total, len(perKey), keys)
+	}
+	bad := 0
+	for k := range keys {
+		key := fmt.Sprintf("dup-%03d", k)
+		if n := perKey[key]; n != 1 && bad < 10 {
+			bad++
+			t.Errorf("key %s executed %d times; want 1", key, n)
+		}
+		first := answers[k][0]
+		for d, a := range answers[k] {
+			if (a.err != nil || a.status != http.StatusCreated || a.body != first.body) && bad < 10 {
+				bad++
+				t.Errorf("key %s duplicate %d (replica %d) = %v; want 201 %s", key, d, d%2, a, first.body)
+			}
+		}
+		if !strings.Contains(first.body, fmt.Sprintf(`"key":%q,"exec":1,`, key)) && bad < 10 {
+			bad++
+			t.Errorf("key %s answer = %s; want the first execution's", key, first.body)
+		}
+	}
+}
+
+// e2eHangingUpstream answers POST /pay: the first execution of each key
+// hangs until release is closed (or its client goes away); later ones
+// answer at once. arrived receives the key of every first execution.
+func e2eHangingUpstream(t *testing.T, execs *execCounter) (up *httptest.Server, arrived chan string, release chan struct{}) {
+	arrived = make(chan string, 16)
+	release = make(chan struct{})
+	up = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("Idempotency-Key")
+		n, _ := execs.add(key)
+		io.Copy(io.Discard, r.Body)
+		if n == 1 {
+			arrived <- key
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"key":%q,"exec":%d,"at":%d}`, key, n, time.Now().UnixNano())
+	}))
+	var once sync.Once
+	t.Cleanup(func() {
+		once.Do(func() {
+			select {
+			case <-release:
+			default:
+				close(release)
+			}
+		})
+		up.Close()
+	})
+	return up, arrived, release
+}
+
+func waitArrived(t *testing.T, arrived <-chan string, want string) {
+	t.Helper()
+	select {
+	case k := <-arrived:
+		if k != want {
+			t.Fatalf("upstream got key %q; want %q", k, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("request with key %q did not reach the upstream within 10s", want)
+	}
+}
+
+// takeOver retries key through base until it is no longer 409 in progress
+// (bounded: 50 ms pauses, 10 s). It reports how many 409s it saw.
+func takeOver(t *testing.T, c *http.Client, base, key, body string) (e2eAnswer, int, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	conflicts := 0
+	for i := 0; i < 200 && time.Since(start) < 10*time.Second; i++ {
+		a := post(c, base, key, body)
+		if !a.inProgress() {
+			return a, conflicts, time.Since(start)
+		}
+		if ra := a.header.Get("Retry-After"); ra != "2" {
+			t.Errorf("409 in progress with Retry-After %q; want 2", ra)
+		}
+		conflicts++
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("key %q still in progress after %v (%d tries)", key, time.Since(start), conflicts)
+	return e2eAnswer{}, conflicts, 0
+}
+
+// replayed retries key through base while it is 409 in progress (bounded:
+// 20 ms pauses, 5 s): the proxy stores an answer just after sending it, so
+// a retry right after an answer may still find the key in progress.
+func replayed(c *http.Client, base, key, body string) e2eAnswer {
+	start := time.Now()
+	a := post(c, base, key, body)
+	for i := 0; i < 250 && a.inProgress() && time.Since(start) < 5*time.Second; i++ {
+		time.Sleep(20 * time.Millisecond)
+		a = post(c, base, key, body)
+	}
+	return a
+}
+
+// freeAddr returns a loopback address nobody listens on right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// TestRedisE2ECrashTakeover: an idemgate process is killed with SIGKILL
+// while its keyed request hangs at the upstream; a retry through a second
+// replica gets 409 in progress while the lease lives, then takes over and
+// runs the request once more, and its answer is replayed afterwards.
+func TestRedisE2ECrashTakeover(t *testing.T) {
+	t.Parallel()
+	addr := e2eRedisAddr(t)
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go tool to build the binary: %v", err)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "idemgate")
+	bctx, bcancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer bcancel()
+	if out, err := exec.CommandContext(bctx, goTool, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	var execs execCounter
+	up, arrived, _ := e2eHangingUpstream(t, &execs)
+	prefix := e2ePrefix(t)
+	const lease = time.Second
+	extra := "idempotency: {lease: 1s}\n"
+	pubA, adminA := freeAddr(t), freeAddr(t)
+	cfgPath := filepath.Join(dir, "a.yaml")
+	yamlA := e2eYAML(up.URL, addr, prefix, extra) + "listen: " + pubA + "\nadmin_listen: " + adminA + "\n"
+	if err := os.WriteFile(cfgPath, []byte(yamlA), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logA syncBuffer
+	cmd := exec.Command(bin, "--config", cfgPath, "--log-level", "warn")
+	cmd.Stdout, cmd.Stderr = &logA, &logA
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	killed := false
+	t.Cleanup(func() {
+		if !killed {
+			cmd.Process.Kill()
+			<-waited
+		}
+	})
+	c := e2eClient(t)
+	ready := false
+	for i := 0; i < 200 && !ready; i++ {
+		if res, err := c.Get("http://" + adminA + "/readyz"); err == nil {
+			ready = res.StatusCode == http.StatusOK
+			res.Body.Close()
+		}
+		if !ready {
+			time.Sleep(25 * time.Millisecond)
+		}
+	}
+	if !ready {
+		t.Fatalf("idemgate process A not ready within 5s:\n%s", logA.String())
+	}
+	baseA := "http://" + pubA
+	baseB := startReplica(t, e2eConfig(t, e2eYAML(up.URL, addr, prefix, extra)))
+
+	const key, body = "crash-1", `{"amount":100}`
+	resA := make(chan e2eAnswer, 1)
+	go func() { resA <- post(c, baseA, key, body) }()
+	waitArrived(t, arrived, key)
+
+	// kill -9 A while its request hangs at the upstream.
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed = true
+	select {
+	case <-waited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("process A did not exit after SIGKILL")
+	}
+	killedAt := time.Now()
+	if a := <-resA; a.err == nil {
+		t.Errorf("request through the killed process = %v; want a broken connection", a)
+	}
+
+	first := post(c, baseB, key, body)
+	if !first.inProgress() {
+		t.Fatalf("retry through B right after the crash = %v; want 409 idempotency_in_progress", first)
+	}
+	a, conflicts, waitedFor := takeOver(t, c, baseB, key, body)
+	sinceKill := time.Since(killedAt)
+	t.Logf("B took over %v after the kill, after %d more 409s", sinceKill.Round(time.Millisecond), conflicts)
+	if a.err != nil || a.status != http.StatusCreated || !strings.Contains(a.body, `"exec":2,`) {
+		t.Fatalf("takeover through B = %v; want 201 from the second execution", a)
+	}
+	if a.header.Get("Idempotent-Replayed") == "true" {
+		t.Errorf("takeover answer marked as a replay")
+	}
+	if waitedFor > lease+3*time.Second || sinceKill > lease+3*time.Second {
+		t.Errorf("takeover took %v after the kill; want about the lease (%v)", sinceKill, lease)
+	}
+	if n := execs.get(key); n != 2 {
+		t.Errorf("upstream executions for %s = %d; want 2 (A's, then B's takeover)", key, n)
+	}
+	again := replayed(c, baseB, key, body)
+	if again.err != nil || again.status != http.StatusCreated || again.body != a.body || again.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("retry after the takeover = %v (replayed %q); want a replay of %s", again, again.header.Get("Idempotent-Replayed"), a.body)
+	}
+	if n := execs.get(key); n != 2 {
+		t.Errorf("upstream executions for %s after the replay = %d; want 2", key, n)
+	}
+}
+
+// TestRedisE2ELateCompletionFenced: replica A's request outlives its lease
+// (max_lease = lease = 1s, as if A were frozen); B takes over and runs it
+// again; when A's upstream call finally returns, A's completion carries a
+// stale fencing token and must not replace B's stored answer.
+func TestRedisE2ELateCompletionFenced(t *testing.T) {
+	t.Parallel()
+	addr := e2eRedisAddr(t)
+	var execs execCounter
+	up, arrived, release := e2eHangingUpstream(t, &execs)
+	yaml := e2eYAML(up.URL, addr, e2ePrefix(t), "idempotency: {lease: 1s, max_lease: 1s}\n")
+	baseA := startReplica(t, e2eConfig(t, yaml))
+	baseB := startReplica(t, e2eConfig(t, yaml))
+	c := e2eClient(t)
+
+	const key, body = "late-1", `{"amount":7}`
+	resA := make(chan e2eAnswer, 1)
+	go func() { resA <- post(c, baseA, key, body) }()
+	waitArrived(t, arrived, key)
+
+	first := post(c, baseB, key, body)
+	if !first.inProgress() {
+		t.Fatalf("retry through B while A holds the lease = %v; want 409 idempotency_in_progress", first)
+	}
+	b, conflicts, took := takeOver(t, c, baseB, key, body)
+	t.Logf("B took over after %v (%d more 409s)", took.Round(time.Millisecond), conflicts)
+	if b.err != nil || b.status != http.StatusCreated || !strings.Contains(b.body, `"exec":2,`) {
+		t.Fatalf("takeover through B = %v; want 201 from the second execution", b)
+	}
+
+	// A's upstream call returns now; its completion must be refused.
+	close(release)
+	var a e2eAnswer
+	select {
+	case a = <-resA:
+	case <-time.After(15 * time.Second):
+		t.Fatal("A's request did not finish within 15s of its upstream answering")
+	}
+	t.Logf("A's late answer to its own client: %v", a)
+
+	for _, base := range []string{baseA, baseB} {
+		r := replayed(c, base, key, body)
+		if r.err != nil || r.status != http.StatusCreated || r.body != b.body || r.header.Get("Idempotent-Replayed") != "true" {
+			t.Errorf("retry through %s after A's late completion = %v (replayed %q); want a replay of B's answer %s",
+				base, r, r.header.Get("Idempotent-Replayed"), b.body)
+		}
+	}
+	if n := execs.get(key); n != 2 {
+		t.Errorf("upstream executions for %s = %d; want 2", key, n)
+	}
+}
+
+// TestRedisE2EOutage: with a Redis that refuses connections a keyed write
+// gets 503 idempotency_unavailable quickly and is not forwarded; an
+// unkeyed write to the same route passes. Needs no real Redis.
+func TestRedisE2EOutage(t *testing.T) {
+	t.Parallel()
+	var execs execCounter
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		execs.add(r.Header.Get("Idempotency-Key"))
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"ok":true}`)
+	}))
+	defer up.Close()
+	dead := freeAddr(t) // listened on, then closed: connections are refused
+	yaml := e2eYAML(up.URL, dead, e2ePrefix(t), "")
+	bases := []string{startReplica(t, e2eConfig(t, yaml)), startReplica(t, e2eConfig(t, yaml))}
+	c := e2eClient(t)
+	for i, base := range bases {
+		start := time.Now()
+		a := post(c, base, fmt.Sprint("outage-", i), `{}`)
+		took := time.Since(start)
+		if a.err != nil || a.status != http.StatusServiceUnavailable || !strings.Contains(a.body, `"idempotency_unavailable"`) {
+			t.Errorf("replica %d: keyed write with Redis down = %v; want 503 idempotency_unavailable", i, a)
+		} else if ra := a.header.Get("Retry-After"); ra != "1" {
+			t.Errorf("replica %d: 503 Retry-After = %q; want 1", i, ra)
+		}
+		if took > 2*time.Second {
+			t.Errorf("replica %d: keyed write with Redis down took %v; want well within 2s", i, took)
+		}
+		t.Logf("replica %d: 503 after %v", i, took.Round(time.Millisecond))
+		u := post(c, base, "", `{}`)
+		if u.err != nil || u.status != http.StatusCreated || u.body != `{"ok":true}` {
+			t.Errorf("replica %d: unkeyed write with Redis down = %v; want 201 from the upstream", i, u)
+		}
+	}
+	perKey, total := execs.snapshot()
+	if total != len(bases) || perKey[""] != len(bases) {
+		t.Errorf("upstream executions = %v (total %d); want only the %d unkeyed writes", perKey, total, len(bases))
+	}
+}
+
+// tcpGate forwards loopback TCP connections to a real Redis and can be
+// shut (listener and every connection closed) and reopened on the same
+// address: Redis stopping and starting, as idemgate sees it.
+type tcpGate struct {
+	target string
+	addr   string
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  map[net.Conn]struct{}
+	wg     sync.WaitGroup
+}
+
+func (g *tcpGate) open() error {
+	ln, err := net.Listen("tcp", g.addr)
+	if err != nil {
+		return err
+	}
+	g.mu.Lock()
+	g.ln = ln
+	g.addr = ln.Addr().String()
+	if g.conns == nil {
+		g.conns = map[net.Conn]struct{}{}
+	}
+	g.mu.Unlock()
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			g.wg.Add(1)
+			go func() {
+				defer g.wg.Done()
+				g.pipe(c)
+			}()
+		}
+	}()
+	return nil
+}
+
+func (g *tcpGate) pipe(c net.Conn) {
+	r, err := net.DialTimeout("tcp", g.target, 2*time.Second)
+	if err != nil {
+		c.Close()
+		return
+	}
+	g.mu.Lock()
+	if g.ln == nil { // shut meanwhile
+		g.mu.Unlock()
+		c.Close()
+		r.Close()
+		return
+	}
+	g.conns[c], g.conns[r] = struct{}{}, struct{}{}
+	g.mu.Unlock()
+	done := make(chan struct{}, 2)
+	go func() { io.Copy(r, c); done <- struct{}{} }()
+	go func() { io.Copy(c, r); done <- struct{}{} }()
+	<-done
+	c.Close()
+	r.Close()
+	<-done
+	g.mu.Lock()
+	delete(g.conns, c)
+	delete(g.conns, r)
+	g.mu.Unlock()
+}
+
+// shut closes the listener and every forwarded connection.
+func (g *tcpGate) shut() {
+	g.mu.Lock()
+	if g.ln != nil {
+		g.ln.Close()
+		g.ln = nil
+	}
+	for c := range g.conns {
+		c.Close()
+	}
+	g.mu.Unlock()
+}
+
+// TestRedisE2EOutageRecovery: Redis goes away mid-run → keyed writes get
+// 503 idempotency_unavailable within the timeout and unkeyed ones pass;
+// it comes back → keyed writes work again on both replicas, no restart.
+func TestRedisE2EOutageRecovery(t *testing.T) {
+	t.Parallel()
+	addr := e2eRedisAddr(t)
+	g := &tcpGate{target: addr, addr: "127.0.0.1:0"}
+	if err := g.open(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.shut(); g.wg.Wait() })
+	var execs execCounter
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := execs.add(r.Header.Get("Idempotency-Key"))
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"exec":%d}`, n)
+	}))
+	defer up.Close()
+	yaml := e2eYAML(up.URL, g.addr, e2ePrefix(t), "")
+	bases := []string{startReplica(t, e2eConfig(t, yaml)), startReplica(t, e2eConfig(t, yaml))}
+	c := e2eClient(t)
+
+	for i, base := range bases {
+		if a := post(c, base, fmt.Sprint("before-", i), `{}`); a.err != nil || a.status != http.StatusCreated {
+			t.Fatalf("replica %d: keyed write with Redis up = %v; want 201", i, a)
+		}
+		// Its answer is stored (just after it was sent) before Redis goes.
+		if r := replayed(c, bases[1-i], fmt.Sprint("before-", i), `{}`); r.err != nil || r.header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("replica %d: replay with Redis up = %v; want a replay", 1-i, r)
+		}
+	}
+	g.shut()
+	for i, base := range bases {
+		start := time.Now()
+		a := post(c, base, fmt.Sprint("during-", i), `{}`)
+		took := time.Since(start)
+		if a.err != nil || a.status != http.StatusServiceUnavailable || !strings.Contains(a.body, `"idempotency_unavailable"`) {
+			t.Errorf("replica %d: keyed write with Redis down = %v; want 503 idempotency_unavailable", i, a)
+		}
+		if took > 2*time.Second {
+			t.Errorf("replica %d: keyed write with Redis down took %v; want well within 2s", i, took)
+		}
+		if u := post(c, base, "", `{}`); u.err != nil || u.status != http.StatusCreated {
+			t.Errorf("replica %d: unkeyed write with Redis down = %v; want 201", i, u)
+		}
+	}
+	if err := g.open(); err != nil {
+		t.Fatal(err)
+	}
+	for i, base := range bases {
+		var a e2eAnswer
+		start := time.Now()
+		for try := 0; try < 50 && time.Since(start) < 10*time.Second; try++ {
+			if a = post(c, base, fmt.Sprint("after-", i), `{}`); a.err == nil && a.status == http.StatusCreated {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if a.err != nil || a.status != http.StatusCreated {
+			t.Errorf("replica %d: keyed write after Redis came back = %v; want 201", i, a)
+			continue
+		}
+		t.Logf("replica %d recovered after %v", i, time.Since(start).Round(time.Millisecond))
+		if r := replayed(c, bases[1-i], fmt.Sprint("after-", i), `{}`); r.err != nil || r.status != http.StatusCreated || r.body != a.body {
+			t.Errorf("replay through the other replica = %v; want %s", r, a.body)
+		}
+	}
+	if n := execs.get("during-0") + execs.get("during-1"); n != 0 {
+		t.Errorf("%d keyed writes reached the upstream while Redis was down; want 0", n)
+	}
+}
