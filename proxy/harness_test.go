@@ -19,6 +19,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore/memstore"
 )
 
@@ -29,22 +30,7 @@ func TestMain(m *testing.M) {
 }
 
 // fakeClock is the memory store's clock in tests.
-type fakeClock struct {
-	mu  sync.Mutex // protects now
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+type fakeClock = testutil.Clock
 
 // upstream is a real loopback API that counts executions per
 // method+path+key and answers with what it saw.
@@ -106,22 +92,7 @@ type testProxy struct {
 	logs  *syncBuffer
 }
 
-type syncBuffer struct {
-	mu sync.Mutex // protects b
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testutil.SyncBuffer
 
 var defaultRoutes = []Route{
 	{Name: "create_cart", Method: "POST", Path: "/ucp/v1/carts", Idempotent: true},
@@ -133,7 +104,7 @@ var defaultRoutes = []Route{
 
 func newTestProxy(t *testing.T, up string, mod func(*Options, *memstore.Options)) *testProxy {
 	t.Helper()
-	clk := &fakeClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	clk := testutil.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	mopts := memstore.Options{Clock: clk}
 	u, err := url.Parse(up)
 	if err != nil {

@@ -84,69 +84,40 @@ func NewClient(opts ClientOptions) (redis.UniversalClient, error) {
 	if cluster && opts.DB != 0 {
 		return nil, fmt.Errorf("redisstore: db %d: Redis Cluster has only db 0", opts.DB)
 	}
+	// One set of options for every topology, so the three cannot drift
+	// apart; go-redis converts it with Failover, Cluster and Simple.
 	t := opts.Timeout
+	u := &redis.UniversalOptions{
+		Addrs:                    opts.Addrs,
+		MasterName:               opts.MasterName,
+		SentinelUsername:         opts.SentinelUsername,
+		SentinelPassword:         opts.SentinelPassword,
+		Username:                 opts.Username,
+		Password:                 opts.Password,
+		DB:                       opts.DB,
+		TLSConfig:                opts.TLS,
+		Protocol:                 2,
+		DisableIdentity:          true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+		DialTimeout:              t,
+		ReadTimeout:              t,
+		WriteTimeout:             t,
+		PoolTimeout:              t,
+		ContextTimeoutEnabled:    true,
+		MaxRetries:               -1,
+		MaxRedirects:             1,
+		DialerRetries:            1,
+		PoolSize:                 opts.PoolSize,
+		ConnMaxIdleTime:          5 * time.Minute,
+	}
 	switch {
 	case opts.MasterName != "":
-		return redis.NewFailoverClient(&redis.FailoverOptions{
-			MasterName:            opts.MasterName,
-			SentinelAddrs:         opts.Addrs,
-			SentinelUsername:      opts.SentinelUsername,
-			SentinelPassword:      opts.SentinelPassword,
-			Username:              opts.Username,
-			Password:              opts.Password,
-			DB:                    opts.DB,
-			TLSConfig:             opts.TLS,
-			Protocol:              2,
-			DisableIdentity:       true,
-			DialTimeout:           t,
-			ReadTimeout:           t,
-			WriteTimeout:          t,
-			PoolTimeout:           t,
-			ContextTimeoutEnabled: true,
-			MaxRetries:            -1,
-			DialerRetries:         1,
-			PoolSize:              opts.PoolSize,
-			ConnMaxIdleTime:       5 * time.Minute,
-		}), nil
+		return redis.NewFailoverClient(u.Failover()), nil
 	case cluster:
-		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:                    opts.Addrs,
-			Username:                 opts.Username,
-			Password:                 opts.Password,
-			TLSConfig:                opts.TLS,
-			Protocol:                 2,
-			DisableIdentity:          true,
-			MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-			DialTimeout:              t,
-			ReadTimeout:              t,
-			WriteTimeout:             t,
-			PoolTimeout:              t,
-			ContextTimeoutEnabled:    true,
-			MaxRetries:               -1,
-			MaxRedirects:             1,
-			DialerRetries:            1,
-			PoolSize:                 opts.PoolSize,
-			ConnMaxIdleTime:          5 * time.Minute,
-		}), nil
+		return redis.NewClusterClient(u.Cluster()), nil
 	default:
-		return redis.NewClient(&redis.Options{
-			Addr:                     opts.Addrs[0],
-			Username:                 opts.Username,
-			Password:                 opts.Password,
-			DB:                       opts.DB,
-			TLSConfig:                opts.TLS,
-			Protocol:                 2,
-			DisableIdentity:          true,
-			MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-			DialTimeout:              t,
-			ReadTimeout:              t,
-			WriteTimeout:             t,
-			PoolTimeout:              t,
-			ContextTimeoutEnabled:    true,
-			MaxRetries:               -1,
-			DialerRetries:            1,
-			PoolSize:                 opts.PoolSize,
-			ConnMaxIdleTime:          5 * time.Minute,
-		}), nil
+		o := u.Simple()
+		o.MaintNotificationsConfig = u.MaintNotificationsConfig
+		return redis.NewClient(o), nil
 	}
 }

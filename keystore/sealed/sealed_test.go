@@ -9,12 +9,12 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/memstore"
 	"github.com/idemgate/idemgate/keystore/storetest"
@@ -22,25 +22,10 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-type fakeClock struct {
-	mu  sync.Mutex // protects now
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+type fakeClock = testutil.Clock
 
 func newMem(t testing.TB) (*memstore.Store, *fakeClock) {
-	clk := &fakeClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	clk := testutil.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	m := memstore.New(memstore.Options{Clock: clk})
 	t.Cleanup(func() { m.Close() })
 	return m, clk
