@@ -15,11 +15,12 @@ import (
 // fingerprintState holds the reusable buffers of one fingerprint.
 type fingerprintState struct {
 	h     hash.Hash
+	head  []byte
 	canon []byte
 }
 
 var fingerprintPool = sync.Pool{New: func() any {
-	return &fingerprintState{h: sha256.New(), canon: make([]byte, 0, 4096)}
+	return &fingerprintState{h: sha256.New(), head: make([]byte, 0, 256), canon: make([]byte, 0, 4096)}
 }}
 
 // Fingerprint returns the SHA-256 of what makes two requests the same
@@ -32,16 +33,13 @@ func Fingerprint(routeName, method, escapedPath, rawQuery, contentType string, b
 	defer fingerprintPool.Put(st)
 	h := st.h
 	h.Reset()
-	var n [8]byte
-	part := func(s string) {
-		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
-		h.Write(n[:])
-		h.Write([]byte(s))
+	// The head parts go through one buffer and one Write: a Write per part
+	// on the hash.Hash interface allocates.
+	head := st.head[:0]
+	for _, s := range [...]string{routeName, method, escapedPath, rawQuery} {
+		head = binary.BigEndian.AppendUint64(head, uint64(len(s)))
+		head = append(head, s...)
 	}
-	part(routeName)
-	part(method)
-	part(escapedPath)
-	part(rawQuery)
 	payload := body
 	if isJSON(contentType) {
 		if c, ok := canonjson.Append(st.canon[:0], body, ignore); ok {
@@ -51,9 +49,12 @@ func Fingerprint(routeName, method, escapedPath, rawQuery, contentType string, b
 			}
 		}
 	}
-	binary.BigEndian.PutUint64(n[:], uint64(len(payload)))
-	h.Write(n[:])
+	head = binary.BigEndian.AppendUint64(head, uint64(len(payload)))
+	h.Write(head)
 	h.Write(payload)
+	if cap(head) <= 64<<10 {
+		st.head = head[:0]
+	}
 	var fp keystore.Fingerprint
 	h.Sum(fp[:0])
 	return fp

@@ -177,15 +177,14 @@ func (p *Proxy) serveKeyed(w http.ResponseWriter, r *http.Request, next http.Han
 	sk := p.scope(r, key)
 	fp := Fingerprint(rt.Name, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Header.Get("Content-Type"), body, rt.ignore)
 
-	// 5. Claim.
-	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
-	res, err := p.opts.Store.Reserve(ctx, sk, keystore.ReserveOptions{
+	// 5. Claim. Stores bound their own calls (the Redis client's timeout);
+	// a client that hangs up cancels the claim.
+	res, err := p.opts.Store.Reserve(r.Context(), sk, keystore.ReserveOptions{
 		Fingerprint: fp,
 		Route:       rt.Name,
 		Lease:       opts.Lease,
 		Retention:   opts.Retention,
 	})
-	cancel()
 	switch {
 	case err == nil:
 	case errors.Is(err, keystore.ErrInFlight):

@@ -10,67 +10,92 @@ import (
 	"github.com/idemgate/idemgate/keystore"
 )
 
-// renewer renews the leases of the claims of requests still running. Each
-// claim has one goroutine, owned by the renewer, which Close waits for.
+// renewer renews the leases of the claims of requests still running. A
+// claim costs one timer, re-armed after each renewal, not a goroutine; the
+// renewer tracks every claim so that Close can wait for them.
 type renewer struct {
 	store keystore.Store
 	log   *slog.Logger
-	wg    sync.WaitGroup
+	wg    sync.WaitGroup // one per claim not yet stopped
 }
 
 func (rn *renewer) init(s keystore.Store, log *slog.Logger) {
 	rn.store, rn.log = s, log
 }
 
-// leaseHandle stops one claim's renewals.
+// leaseHandle is one claim's renewals.
 type leaseHandle struct {
-	stopc chan struct{}
-	done  chan struct{}
+	rn              *renewer
+	key             keystore.Key
+	token           uint64
+	lease, maxLease time.Duration
+	every           time.Duration
+	claimed         time.Time
+	mu              sync.Mutex // protects stopped, timer and the renewing count
+	stopped         bool
+	timer           *time.Timer
+	renewing        sync.WaitGroup
 }
 
 // start renews (key, token)'s lease every lease/3 until stop is called or
 // maxLease has passed since the claim (DESIGN.md step 5).
 func (rn *renewer) start(key keystore.Key, token uint64, lease, maxLease time.Duration) *leaseHandle {
-	h := &leaseHandle{stopc: make(chan struct{}), done: make(chan struct{})}
+	h := &leaseHandle{
+		rn: rn, key: key, token: token, lease: lease, maxLease: maxLease,
+		every:   max(lease/3, time.Millisecond),
+		claimed: time.Now(),
+	}
 	rn.wg.Add(1)
-	go func() {
-		defer rn.wg.Done()
-		defer close(h.done)
-		claimed := time.Now()
-		t := time.NewTicker(max(lease/3, time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-h.stopc:
-				return
-			case now := <-t.C:
-				if now.Sub(claimed) >= maxLease {
-					rn.log.Warn("request outlived max_lease; its claim is no longer renewed")
-					return
-				}
-				// Never past max_lease from the claim.
-				l := min(lease, maxLease-now.Sub(claimed))
-				ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-				_, err := rn.store.Renew(ctx, key, token, l)
-				cancel()
-				if errors.Is(err, keystore.ErrLeaseLost) || errors.Is(err, keystore.ErrNotFound) {
-					rn.log.Warn("lease lost while the request ran", "error", err)
-					return
-				}
-				if err != nil {
-					rn.log.Warn("lease renewal failed", "error", err)
-				}
-			}
-		}
-	}()
+	h.mu.Lock()
+	h.timer = time.AfterFunc(h.every, h.renew)
+	h.mu.Unlock()
 	return h
 }
 
-// stop ends the renewals and waits for an in-progress renewal to finish, so
-// that no renewal races the record's completion.
-func (h *leaseHandle) stop() {
-	close(h.stopc)
-	<-h.done
+func (h *leaseHandle) renew() {
+	h.mu.Lock()
+	if h.stopped {
+		h.mu.Unlock()
+		return
+	}
+	h.renewing.Add(1)
+	h.mu.Unlock()
+	defer h.renewing.Done()
+
+	elapsed := time.Since(h.claimed)
+	if elapsed >= h.maxLease {
+		h.rn.log.Warn("request outlived max_lease; its claim is no longer renewed")
+		return
+	}
+	// Never past max_lease from the claim.
+	l := min(h.lease, h.maxLease-elapsed)
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	_, err := h.rn.store.Renew(ctx, h.key, h.token, l)
+	cancel()
+	switch {
+	case errors.Is(err, keystore.ErrLeaseLost), errors.Is(err, keystore.ErrNotFound):
+		h.rn.log.Warn("lease lost while the request ran", "error", err)
+		return
+	case err != nil:
+		h.rn.log.Warn("lease renewal failed", "error", err)
+	}
+	h.mu.Lock()
+	if !h.stopped {
+		h.timer.Reset(h.every)
+	}
+	h.mu.Unlock()
 }
 
+// stop ends the renewals and waits for a renewal in progress, so that no
+// renewal races the record's completion.
+func (h *leaseHandle) stop() {
+	h.mu.Lock()
+	h.stopped = true
+	h.timer.Stop()
+	h.mu.Unlock()
+	h.renewing.Wait()
+	h.rn.wg.Done()
+}
+
+// close waits until every claim's renewals have stopped.
 func (rn *renewer) close() { rn.wg.Wait() }
