@@ -1,0 +1,390 @@
+// Command driver runs idemgate's end-to-end benchmark: it starts the
+// upstream, a bare ReverseProxy, nginx and idemgate (memory and Redis
+// stores), runs every scenario in interleaved rounds with loadgen, checks
+// each run's statuses and the upstream's execution counts, and prints a
+// Markdown table of medians, min–max and ratios against the direct upstream
+// and the bare proxy from the same run.
+//
+// It is started by bench/run.sh, which builds the binaries and installs
+// nginx when missing. Servers are pinned to CPU 1 and the load generator to
+// CPU 0 with taskset when the machine has two or more CPUs.
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+type scenario struct {
+	name    string
+	url     string
+	method  string
+	body    string
+	key     string // none | unique | fixed
+	expect  int
+	execs   string // all | none | any: what the upstream must have executed
+	replays bool   // every answer must be a replay
+	base    string // "GET" or "POST": which baselines to compare with
+}
+
+type run struct {
+	RPS        float64          `json:"rps"`
+	Requests   int64            `json:"requests"`
+	P50        float64          `json:"p50_ms"`
+	P99        float64          `json:"p99_ms"`
+	P999       float64          `json:"p999_ms"`
+	Unexpected int64            `json:"unexpected"`
+	Errors     int64            `json:"errors"`
+	Replayed   int64            `json:"replayed"`
+	Statuses   map[string]int64 `json:"statuses"`
+}
+
+var (
+	bin      = flag.String("bin", "bench/.bin", "directory of the built binaries")
+	rounds   = flag.Int("rounds", 3, "interleaved rounds")
+	dur      = flag.Duration("d", 5*time.Second, "measured duration of one run")
+	conns    = flag.Int("c", 64, "connections")
+	rate     = flag.Float64("rate", 2000, "fixed rate for the latency runs (0 skips them)")
+	redis    = flag.String("redis", "", "Redis address for the Redis-store scenarios (empty skips them)")
+	only     = flag.String("only", "", "comma-separated scenario names to run (default all)")
+	workdir  = flag.String("work", "", "scratch directory (default a temp dir)")
+	pinCPUs  = flag.Bool("pin", true, "pin servers to CPU 1 and the load generator to CPU 0")
+	nginxBin = flag.String("nginx", "nginx", "nginx binary (empty skips nginx)")
+)
+
+const (
+	upAddr    = "127.0.0.1:18081"
+	bareAddr  = "127.0.0.1:18082"
+	nginxAddr = "127.0.0.1:18083"
+	memAddr   = "127.0.0.1:18084"
+	redisAddr = "127.0.0.1:18085"
+	body      = `{"items":[{"sku":"tea","qty":2},{"sku":"coffee","qty":1}],"note":"benchmark"}`
+)
+
+func main() {
+	flag.Parse()
+	log.SetFlags(0)
+	dir := *workdir
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "idemgate-bench-"); err != nil {
+			log.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+	}
+	var procs []*exec.Cmd
+	defer func() {
+		for _, p := range procs {
+			p.Process.Kill()
+			p.Wait()
+		}
+	}()
+	start := func(name string, args ...string) {
+		cmd := server(name, args...)
+		cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
+		if strings.HasSuffix(name, "idemgate") {
+			cmd.Stderr = io.Discard // access logs
+		}
+		if err := cmd.Start(); err != nil {
+			log.Fatalf("start %s: %v", name, err)
+		}
+		procs = append(procs, cmd)
+	}
+	start(filepath.Join(*bin, "upstream"), "-listen", upAddr)
+	start(filepath.Join(*bin, "bareproxy"), "-listen", bareAddr, "-upstream", "http://"+upAddr)
+	haveNginx := *nginxBin != ""
+	if haveNginx {
+		conf := filepath.Join(dir, "nginx.conf")
+		os.WriteFile(conf, []byte(nginxConf(dir)), 0o644)
+		start(*nginxBin, "-c", conf, "-p", dir, "-g", "daemon off;")
+	}
+	start(filepath.Join(*bin, "idemgate"), "--config", writeConfig(dir, "mem.yaml", memAddr, "127.0.0.1:18094", "memory"))
+	if *redis != "" {
+		start(filepath.Join(*bin, "idemgate"), "--config", writeConfig(dir, "redis.yaml", redisAddr, "127.0.0.1:18095", "redis"))
+	}
+	for _, a := range []string{upAddr, bareAddr, memAddr} {
+		waitListening(a)
+	}
+	if haveNginx {
+		waitListening(nginxAddr)
+	}
+	if *redis != "" {
+		waitListening(redisAddr)
+	}
+
+	get := "/ucp/v1/carts/cart_1"
+	scenarios := []scenario{
+		{name: "direct GET", url: "http://" + upAddr + get, method: "GET", execs: "any", base: "GET"},
+		{name: "bare GET", url: "http://" + bareAddr + get, method: "GET", execs: "any", base: "GET"},
+		{name: "nginx GET", url: "http://" + nginxAddr + get, method: "GET", execs: "any", base: "GET"},
+		{name: "idemgate pass-through GET", url: "http://" + memAddr + "/other" + get, method: "GET", execs: "any", base: "GET"},
+		{name: "direct POST", url: "http://" + upAddr + "/ucp/v1/carts", method: "POST", body: body, expect: 201, execs: "all", base: "POST"},
+		{name: "bare POST", url: "http://" + bareAddr + "/ucp/v1/carts", method: "POST", body: body, expect: 201, execs: "all", base: "POST"},
+		{name: "nginx POST", url: "http://" + nginxAddr + "/ucp/v1/carts", method: "POST", body: body, expect: 201, execs: "all", base: "POST"},
+		{name: "idemgate unkeyed POST", url: "http://" + memAddr + "/ucp/v1/carts", method: "POST", body: body, expect: 201, execs: "all", base: "POST"},
+		{name: "idemgate keyed first write (memory)", url: "http://" + memAddr + "/ucp/v1/carts", method: "POST", body: body, key: "unique", expect: 201, execs: "all", base: "POST"},
+		{name: "idemgate replay (memory)", url: "http://" + memAddr + "/ucp/v1/carts", method: "POST", body: body, key: "fixed", expect: 201, execs: "none", replays: true, base: "POST"},
+	}
+	if *redis != "" {
+		scenarios = append(scenarios,
+			scenario{name: "idemgate keyed first write (Redis)", url: "http://" + redisAddr + "/ucp/v1/carts", method: "POST", body: body, key: "unique", expect: 201, execs: "all", base: "POST"},
+			scenario{name: "idemgate replay (Redis)", url: "http://" + redisAddr + "/ucp/v1/carts", method: "POST", body: body, key: "fixed", expect: 201, execs: "none", replays: true, base: "POST"},
+		)
+	}
+	if !haveNginx {
+		scenarios = slices.DeleteFunc(scenarios, func(s scenario) bool { return strings.HasPrefix(s.name, "nginx") })
+	}
+	if *only != "" {
+		keep := strings.Split(*only, ",")
+		scenarios = slices.DeleteFunc(scenarios, func(s scenario) bool { return !slices.Contains(keep, s.name) })
+	}
+
+	results := map[string][]run{}
+	failed := false
+	for round := 1; round <= *rounds; round++ {
+		for i, s := range scenarios {
+			r, err := runOne(s, fmt.Sprintf("r%d-%d-%d", round, i, time.Now().UnixNano()), 0)
+			if err != nil {
+				log.Printf("round %d, %s: FAILED: %v", round, s.name, err)
+				failed = true
+				continue
+			}
+			log.Printf("round %d, %-40s %9.0f req/s  p50 %.2f ms  p99 %.2f ms", round, s.name, r.RPS, r.P50, r.P99)
+			results[s.name] = append(results[s.name], r)
+		}
+	}
+	printTable(scenarios, results)
+	if *rate > 0 {
+		printLatency(scenarios)
+	}
+	if failed {
+		os.Exit(1)
+	}
+}
+
+func server(name string, args ...string) *exec.Cmd {
+	if *pinCPUs {
+		return exec.Command("taskset", append([]string{"-c", "1", name}, args...)...)
+	}
+	return exec.Command(name, args...)
+}
+
+func waitListening(addr string) {
+	for i := 0; i < 200; i++ {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	log.Fatalf("%s did not start listening within 10s", addr)
+}
+
+func executions() int64 {
+	res, err := http.Get("http://" + upAddr + "/__stats")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer res.Body.Close()
+	var s struct{ Executions int64 }
+	json.NewDecoder(res.Body).Decode(&s)
+	return s.Executions
+}
+
+// runOne runs loadgen once for s (closed loop when fixedRate is 0) and
+// checks its answers and the upstream's executions.
+func runOne(s scenario, prefix string, fixedRate float64) (run, error) {
+	if s.key == "fixed" {
+		// The first write of the key; the run then replays it.
+		req, _ := http.NewRequest(s.method, s.url, strings.NewReader(s.body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", prefix)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return run{}, err
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+	}
+	before := executions()
+	args := []string{"-url", s.url, "-method", s.method, "-c", fmt.Sprint(*conns), "-d", dur.String(),
+		"-warmup", "1s", "-key", keyMode(s.key), "-key-prefix", prefix, "-expect", fmt.Sprint(s.expect)}
+	if s.body != "" {
+		args = append(args, "-body", s.body)
+	}
+	if fixedRate > 0 {
+		args = append(args, "-rate", fmt.Sprint(fixedRate), "-c", "256")
+	}
+	loadgen := filepath.Join(*bin, "loadgen")
+	var cmd *exec.Cmd
+	if *pinCPUs {
+		cmd = exec.Command("taskset", append([]string{"-c", "0", loadgen}, args...)...)
+	} else {
+		cmd = exec.Command(loadgen, args...)
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return run{}, fmt.Errorf("loadgen: %v", err)
+	}
+	var r run
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		return run{}, fmt.Errorf("loadgen output %q: %v", out.String(), err)
+	}
+	delta := executions() - before
+	switch {
+	case r.Unexpected > 0 || r.Errors > 0:
+		return r, fmt.Errorf("%d unexpected statuses %v, %d errors", r.Unexpected, r.Statuses, r.Errors)
+	case s.replays && r.Replayed != r.Requests:
+		return r, fmt.Errorf("%d of %d answers were replays; want all", r.Replayed, r.Requests)
+	case s.execs == "none" && delta != 0:
+		return r, fmt.Errorf("the upstream executed %d requests; want none", delta)
+	case s.execs == "all" && s.key == "unique" && r.Replayed != 0:
+		return r, fmt.Errorf("%d replays in a first-write run", r.Replayed)
+	case s.execs == "all" && delta < r.Requests:
+		// Warm-up requests run too, so delta ≥ measured requests.
+		return r, fmt.Errorf("the upstream executed %d requests for %d answers; want every one", delta, r.Requests)
+	}
+	return r, nil
+}
+
+func keyMode(k string) string {
+	if k == "" {
+		return "none"
+	}
+	return k
+}
+
+func median(rs []run, f func(run) float64) (med, lo, hi float64) {
+	vs := make([]float64, len(rs))
+	for i, r := range rs {
+		vs[i] = f(r)
+	}
+	slices.Sort(vs)
+	return vs[len(vs)/2], vs[0], vs[len(vs)-1]
+}
+
+func printTable(scenarios []scenario, results map[string][]run) {
+	rps := func(r run) float64 { return r.RPS }
+	baseline := func(name string) float64 {
+		if rs := results[name]; len(rs) > 0 {
+			m, _, _ := median(rs, rps)
+			return m
+		}
+		return 0
+	}
+	fmt.Printf("\nClosed loop, %d connections, %s per run, %d interleaved rounds (median, min–max):\n\n", *conns, *dur, *rounds)
+	fmt.Println("| scenario | req/s | min–max | × direct | × bare | p50 ms | p99 ms |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
+	for _, s := range scenarios {
+		rs := results[s.name]
+		if len(rs) == 0 {
+			fmt.Printf("| %s | failed | | | | | |\n", s.name)
+			continue
+		}
+		m, lo, hi := median(rs, rps)
+		p50, _, _ := median(rs, func(r run) float64 { return r.P50 })
+		p99, _, _ := median(rs, func(r run) float64 { return r.P99 })
+		d, b := baseline("direct "+s.base), baseline("bare "+s.base)
+		fmt.Printf("| %s | %.0f | %.0f–%.0f | %.2f | %.2f | %.2f | %.2f |\n", s.name, m, lo, hi, ratio(m, d), ratio(m, b), p50, p99)
+	}
+}
+
+func printLatency(scenarios []scenario) {
+	fmt.Printf("\nFixed rate %.0f req/s, %s, latency from each request's due time (coordinated omission corrected):\n\n", *rate, *dur)
+	fmt.Println("| scenario | p50 ms | p99 ms | p99.9 ms | + p50 over bare | + p99 over bare |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|")
+	var bare run
+	for _, s := range scenarios {
+		if s.base != "POST" || s.name == "direct POST" || strings.HasPrefix(s.name, "nginx") {
+			continue
+		}
+		r, err := runOne(s, fmt.Sprintf("lat-%d", time.Now().UnixNano()), *rate)
+		if err != nil {
+			fmt.Printf("| %s | failed: %v | | | | |\n", s.name, err)
+			continue
+		}
+		if s.name == "bare POST" {
+			bare = r
+		}
+		fmt.Printf("| %s | %.3f | %.3f | %.3f | %+.3f | %+.3f |\n", s.name, r.P50, r.P99, r.P999, r.P50-bare.P50, r.P99-bare.P99)
+	}
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+func writeConfig(dir, name, listen, admin, backend string) string {
+	cfg := fmt.Sprintf(`listen: %q
+admin_listen: %q
+upstream:
+  url: "http://%s"
+  timeout: 30s
+edge_limit:
+  rate: 0
+store:
+  backend: %s
+  memory:
+    max_entries: 50000000
+    max_bytes: 17179869184
+  redis:
+    addrs: [%q]
+    key_prefix: "bench-%d:"
+routes:
+  - name: create_cart
+    method: POST
+    path: /ucp/v1/carts
+    idempotent: true
+  - name: get_cart
+    method: GET
+    path: /ucp/v1/carts/{id}
+`, listen, admin, upAddr, backend, *redis, time.Now().UnixNano())
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(cfg), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	return p
+}
+
+func nginxConf(dir string) string {
+	return fmt.Sprintf(`worker_processes 1;
+error_log %[1]s/nginx-error.log warn;
+pid %[1]s/nginx.pid;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path %[1]s/body;
+  proxy_temp_path %[1]s/proxy;
+  fastcgi_temp_path %[1]s/fastcgi;
+  uwsgi_temp_path %[1]s/uwsgi;
+  scgi_temp_path %[1]s/scgi;
+  upstream api { server %[2]s; keepalive 256; }
+  server {
+    listen %[3]s;
+    location / {
+      proxy_pass http://api;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Host $host;
+      proxy_set_header X-Forwarded-For $remote_addr;
+    }
+  }
+}
+`, dir, upAddr, nginxAddr)
+}
