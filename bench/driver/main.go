@@ -93,9 +93,9 @@ func main() {
 	}()
 	start := func(name string, args ...string) {
 		cmd := server(name, args...)
-		cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
+		cmd.Stderr = os.Stderr
 		if strings.HasSuffix(name, "idemgate") {
-			cmd.Stderr = io.Discard // access logs
+			cmd.Stderr = nil // access logs go to /dev/null: written, not kept
 		}
 		if err := cmd.Start(); err != nil {
 			log.Fatalf("start %s: %v", name, err)
