@@ -46,8 +46,8 @@ type Options struct {
 	Clock Clock
 }
 
-// entryOverhead is the bytes accounted to a record beside its answer: the
-// map slot, the entry struct and the key.
+// entryOverhead is the bytes accounted to a record beside its encoded
+// answer: the map slot with the key, and the entry struct.
 const entryOverhead = 192
 
 const numShards = 64
@@ -58,6 +58,7 @@ type Store struct {
 	maxEntries int64
 	maxBytes   int64
 	clock      Clock
+	base       time.Time // entries keep times as offsets from base
 
 	entries atomic.Int64 // records held
 	bytes   atomic.Int64 // bytes accounted
@@ -76,16 +77,20 @@ type shard struct {
 	m  map[keystore.Key]*entry
 }
 
+// entry is one record, kept small: a completed record costs its encoded
+// answer plus about 200 bytes (BenchmarkMemoryPerRecord). Times are offsets
+// from the store's base time, so that comparisons use the monotonic clock
+// when the clock provides one.
 type entry struct {
-	state    keystore.State
 	fp       keystore.Fingerprint
 	route    string
 	token    uint64
-	claimed  time.Time
-	leaseEnd time.Time
-	expires  time.Time
-	resp     *keystore.Response
+	claimed  time.Duration
+	leaseEnd time.Duration
+	expires  time.Duration
+	answer   []byte // completed: keystore.EncodeResponse of the answer
 	size     int64
+	state    keystore.State
 }
 
 var (
@@ -112,6 +117,7 @@ func New(opts Options) *Store {
 		maxBytes:   opts.MaxBytes,
 		clock:      opts.Clock,
 	}
+	s.base = s.clock.Now()
 	for i := range s.shards {
 		s.shards[i].m = make(map[keystore.Key]*entry)
 	}
@@ -121,6 +127,12 @@ func New(opts Options) *Store {
 	go s.sweepLoop(ctx, opts.SweepInterval)
 	return s
 }
+
+// now returns the store clock's time as an offset from base.
+func (s *Store) now() time.Duration { return s.clock.Now().Sub(s.base) }
+
+// at returns the time of an offset from base.
+func (s *Store) at(d time.Duration) time.Time { return s.base.Add(d) }
 
 func (s *Store) shard(k keystore.Key) *shard {
 	return &s.shards[k[0]%numShards]
@@ -137,12 +149,12 @@ func (s *Store) check(ctx context.Context) error {
 }
 
 // live returns the unexpired entry for k. The caller holds sh.mu.
-func (s *Store) live(sh *shard, k keystore.Key, now time.Time) *entry {
+func (s *Store) live(sh *shard, k keystore.Key, now time.Duration) *entry {
 	e := sh.m[k]
 	if e == nil {
 		return nil
 	}
-	if !now.Before(e.expires) {
+	if now >= e.expires {
 		s.drop(sh, k, e)
 		return nil
 	}
@@ -161,29 +173,37 @@ func (s *Store) Reserve(ctx context.Context, k keystore.Key, opts keystore.Reser
 	if err := s.check(ctx); err != nil {
 		return keystore.Reservation{}, err
 	}
-	now := s.clock.Now()
+	now := s.now()
 	sh := s.shard(k)
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
-
 	e := s.live(sh, k, now)
 	if e != nil {
 		if e.fp != opts.Fingerprint {
+			sh.mu.Unlock()
 			return keystore.Reservation{}, keystore.ErrFingerprintMismatch
 		}
 		switch e.state {
 		case keystore.StateCompleted:
-			return keystore.Reservation{Response: e.resp}, nil
+			answer := e.answer
+			sh.mu.Unlock()
+			// Decoded outside the lock; answer is never modified.
+			resp, err := keystore.DecodeResponse(answer)
+			if err != nil {
+				return keystore.Reservation{}, err
+			}
+			return keystore.Reservation{Response: resp}, nil
 		case keystore.StateInFlight:
-			if now.Before(e.leaseEnd) {
+			defer sh.mu.Unlock()
+			if now < e.leaseEnd {
 				return keystore.Reservation{}, keystore.ErrInFlight
 			}
 			e.token = s.tokens.Add(1)
 			e.claimed = now
-			e.leaseEnd = now.Add(opts.Lease)
-			return keystore.Reservation{Token: e.token, LeaseEnd: e.leaseEnd, Takeover: true}, nil
+			e.leaseEnd = now + opts.Lease
+			return keystore.Reservation{Token: e.token, LeaseEnd: s.at(e.leaseEnd), Takeover: true}, nil
 		}
 	}
+	defer sh.mu.Unlock()
 	size := int64(entryOverhead + len(opts.Route))
 	if s.entries.Load() >= s.maxEntries || s.bytes.Load()+size > s.maxBytes {
 		return keystore.Reservation{}, keystore.ErrFull
@@ -194,18 +214,18 @@ func (s *Store) Reserve(ctx context.Context, k keystore.Key, opts keystore.Reser
 		route:    opts.Route,
 		token:    s.tokens.Add(1),
 		claimed:  now,
-		leaseEnd: now.Add(opts.Lease),
-		expires:  now.Add(opts.Retention),
+		leaseEnd: now + opts.Lease,
+		expires:  now + opts.Retention,
 		size:     size,
 	}
 	sh.m[k] = e
 	s.entries.Add(1)
 	s.bytes.Add(size)
-	return keystore.Reservation{Token: e.token, LeaseEnd: e.leaseEnd}, nil
+	return keystore.Reservation{Token: e.token, LeaseEnd: s.at(e.leaseEnd)}, nil
 }
 
 // holder returns k's in-flight entry under token. The caller holds sh.mu.
-func (s *Store) holder(sh *shard, k keystore.Key, token uint64, now time.Time) (*entry, error) {
+func (s *Store) holder(sh *shard, k keystore.Key, token uint64, now time.Duration) (*entry, error) {
 	e := s.live(sh, k, now)
 	if e == nil {
 		return nil, keystore.ErrNotFound
@@ -224,7 +244,7 @@ func (s *Store) Complete(ctx context.Context, k keystore.Key, token uint64, resp
 	sh := s.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e, err := s.holder(sh, k, token, s.clock.Now())
+	e, err := s.holder(sh, k, token, s.now())
 	if err != nil {
 		return err
 	}
@@ -234,11 +254,14 @@ func (s *Store) Complete(ctx context.Context, k keystore.Key, token uint64, resp
 
 // complete stores resp in e. The caller holds e's shard lock.
 func (s *Store) complete(e *entry, resp *keystore.Response) {
-	c := cloneResponse(resp)
-	grow := int64(c.Size())
+	// EncodeResponse sizes its buffer for the worst case; keep an exact copy.
+	enc := keystore.EncodeResponse(resp)
+	answer := make([]byte, len(enc))
+	copy(answer, enc)
+	grow := int64(len(answer))
 	e.state = keystore.StateCompleted
-	e.resp = c
-	e.leaseEnd = time.Time{}
+	e.answer = answer
+	e.leaseEnd = 0
 	e.size += grow
 	s.bytes.Add(grow)
 }
@@ -253,7 +276,7 @@ func (s *Store) Release(ctx context.Context, k keystore.Key, token uint64) error
 	sh := s.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e, err := s.holder(sh, k, token, s.clock.Now())
+	e, err := s.holder(sh, k, token, s.now())
 	if err != nil {
 		return err
 	}
@@ -266,7 +289,7 @@ func (s *Store) Renew(ctx context.Context, k keystore.Key, token uint64, lease t
 	if err := s.check(ctx); err != nil {
 		return time.Time{}, err
 	}
-	now := s.clock.Now()
+	now := s.now()
 	sh := s.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -274,14 +297,9 @@ func (s *Store) Renew(ctx context.Context, k keystore.Key, token uint64, lease t
 	if err != nil {
 		return time.Time{}, err
 	}
-	end := now.Add(lease)
-	if end.After(e.expires) {
-		end = e.expires
-	}
-	if end.After(e.leaseEnd) {
-		e.leaseEnd = end
-	}
-	return e.leaseEnd, nil
+	end := min(now+lease, e.expires)
+	e.leaseEnd = max(e.leaseEnd, end)
+	return s.at(e.leaseEnd), nil
 }
 
 // Get implements [keystore.Store].
@@ -292,25 +310,35 @@ func (s *Store) Get(ctx context.Context, k keystore.Key) (keystore.Record, error
 	sh := s.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := s.live(sh, k, s.clock.Now())
+	e := s.live(sh, k, s.now())
 	if e == nil {
 		return keystore.Record{}, keystore.ErrNotFound
 	}
-	return e.record(k), nil
+	return s.record(k, e)
 }
 
-func (e *entry) record(k keystore.Key) keystore.Record {
-	return keystore.Record{
+// record snapshots e. The caller holds e's shard lock.
+func (s *Store) record(k keystore.Key, e *entry) (keystore.Record, error) {
+	rec := keystore.Record{
 		Key:         k,
 		State:       e.state,
 		Fingerprint: e.fp,
 		Route:       e.route,
 		Token:       e.token,
-		Claimed:     e.claimed,
-		LeaseEnd:    e.leaseEnd,
-		Expires:     e.expires,
-		Response:    e.resp,
+		Claimed:     s.at(e.claimed),
+		Expires:     s.at(e.expires),
 	}
+	if e.state == keystore.StateInFlight {
+		rec.LeaseEnd = s.at(e.leaseEnd)
+	}
+	if e.answer != nil {
+		resp, err := keystore.DecodeResponse(e.answer)
+		if err != nil {
+			return keystore.Record{}, err
+		}
+		rec.Response = resp
+	}
+	return rec, nil
 }
 
 // InFlight implements [keystore.Admin].
@@ -318,15 +346,16 @@ func (s *Store) InFlight(ctx context.Context, olderThan time.Duration, limit int
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
-	now := s.clock.Now()
-	cutoff := now.Add(-olderThan)
+	now := s.now()
+	cutoff := now - olderThan
 	var out []keystore.Record
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		for k, e := range sh.m {
-			if e.state == keystore.StateInFlight && now.Before(e.expires) && !e.claimed.After(cutoff) {
-				out = append(out, e.record(k))
+			if e.state == keystore.StateInFlight && now < e.expires && e.claimed <= cutoff {
+				rec, _ := s.record(k, e) // in flight: no answer to decode
+				out = append(out, rec)
 			}
 		}
 		sh.mu.Unlock()
@@ -341,7 +370,7 @@ func (s *Store) InFlight(ctx context.Context, olderThan time.Duration, limit int
 // inFlight returns k's in-flight entry whatever its token. The caller holds
 // sh.mu.
 func (s *Store) inFlight(sh *shard, k keystore.Key) (*entry, error) {
-	e := s.live(sh, k, s.clock.Now())
+	e := s.live(sh, k, s.now())
 	if e == nil {
 		return nil, keystore.ErrNotFound
 	}
@@ -417,30 +446,15 @@ func (s *Store) sweepLoop(ctx context.Context, every time.Duration) {
 // sweep drops every expired record, one shard at a time so that requests
 // are never blocked for long.
 func (s *Store) sweep() {
-	now := s.clock.Now()
+	now := s.now()
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		for k, e := range sh.m {
-			if !now.Before(e.expires) {
+			if now >= e.expires {
 				s.drop(sh, k, e)
 			}
 		}
 		sh.mu.Unlock()
 	}
-}
-
-// cloneResponse copies resp so that the caller may reuse its buffers.
-func cloneResponse(r *keystore.Response) *keystore.Response {
-	if r == nil {
-		return &keystore.Response{}
-	}
-	c := &keystore.Response{Status: r.Status, TooLarge: r.TooLarge}
-	if r.Header != nil {
-		c.Header = r.Header.Clone()
-	}
-	if r.Body != nil {
-		c.Body = append([]byte(nil), r.Body...)
-	}
-	return c
 }

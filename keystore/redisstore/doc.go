@@ -20,7 +20,7 @@
 //	ex   expires at, Unix ms: claimed + retention
 //	op   nonce of the last transition (makes a resent script harmless)
 //	tko  1 if the current claim was a takeover
-//	ans  the stored answer (completed only), binary: see encodeAnswer
+//	ans  the stored answer (completed only), binary: see keystore.EncodeResponse
 //
 // # Transitions and clock
 //

@@ -171,7 +171,7 @@ func (s *Store) Reserve(ctx context.Context, k keystore.Key, opts keystore.Reser
 		}
 		return keystore.Reservation{Token: uint64(tok), LeaseEnd: time.UnixMilli(le), Takeover: to == 1}, nil
 	case codeReplay:
-		resp, err := decodeAnswer([]byte(str(rest, 0)))
+		resp, err := keystore.DecodeResponse([]byte(str(rest, 0)))
 		if err != nil {
 			return keystore.Reservation{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}
@@ -189,7 +189,7 @@ func (s *Store) Complete(ctx context.Context, k keystore.Key, token uint64, resp
 }
 
 func (s *Store) complete(ctx context.Context, name string, k keystore.Key, token string, resp *keystore.Response, force string) error {
-	code, _, err := s.run(ctx, name, completeScript, k, token, encodeAnswer(resp), op(), force)
+	code, _, err := s.run(ctx, name, completeScript, k, token, keystore.EncodeResponse(resp), op(), force)
 	if err != nil {
 		return err
 	}
@@ -263,7 +263,7 @@ func (s *Store) Get(ctx context.Context, k keystore.Key) (keystore.Record, error
 		rec.LeaseEnd = time.UnixMilli(integer(rest, 5))
 	}
 	if rec.State == keystore.StateCompleted {
-		resp, err := decodeAnswer([]byte(str(rest, 7)))
+		resp, err := keystore.DecodeResponse([]byte(str(rest, 7)))
 		if err != nil {
 			return keystore.Record{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}

@@ -391,7 +391,7 @@ func TestScriptsSafeToResend(t *testing.T) {
 	}
 	tok := r[0][1].(int64)
 	tokS := strconv.FormatInt(tok, 10)
-	cmp := twice(completeScript, tokS, encodeAnswer(&keystore.Response{Status: 200}), "op-2", "0")
+	cmp := twice(completeScript, tokS, keystore.EncodeResponse(&keystore.Response{Status: 200}), "op-2", "0")
 	if cmp[0][0] != int64(codeOK) || cmp[1][0] != int64(codeOK) {
 		t.Errorf("complete twice = %v; want OK twice", cmp)
 	}

@@ -1,15 +1,15 @@
-package redisstore
+package keystore
 
 import (
 	"encoding/binary"
 	"errors"
 	"net/http"
 	"slices"
-
-	"github.com/idemgate/idemgate/keystore"
 )
 
-// The stored answer (hash field "ans") is one binary value:
+// EncodeResponse and DecodeResponse are the compact binary form of a
+// [Response] that backends store (the Redis store's "ans" field, the memory
+// store's records):
 //
 //	version   byte   answerVersion
 //	flags     byte   flagTooLarge | flagHeader | flagBody
@@ -27,13 +27,15 @@ const (
 	flagBody     = 1 << 2
 )
 
-var errBadAnswer = errors.New("malformed stored answer")
+// ErrMalformedResponse is returned by [DecodeResponse] for bytes that are
+// not an encoded Response.
+var ErrMalformedResponse = errors.New("keystore: malformed stored answer")
 
-// encodeAnswer encodes r in the format above. A nil r encodes as the zero
+// EncodeResponse encodes r in the format above. A nil r encodes as the zero
 // Response.
-func encodeAnswer(r *keystore.Response) []byte {
+func EncodeResponse(r *Response) []byte {
 	if r == nil {
-		r = &keystore.Response{}
+		r = &Response{}
 	}
 	n := 2 + binary.MaxVarintLen64*2 + len(r.Body)
 	for k, vs := range r.Header {
@@ -77,28 +79,29 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// decodeAnswer decodes what encodeAnswer made. It never panics: any
-// malformed input returns errBadAnswer.
-func decodeAnswer(b []byte) (*keystore.Response, error) {
+// DecodeResponse decodes what EncodeResponse made. The Response's Body
+// shares b's memory, so b must not change afterwards. It never panics: any
+// malformed input returns ErrMalformedResponse.
+func DecodeResponse(b []byte) (*Response, error) {
 	d := decoder{b: b}
 	if d.byte() != answerVersion {
-		return nil, errBadAnswer
+		return nil, ErrMalformedResponse
 	}
 	flags := d.byte()
 	if flags&^(flagTooLarge|flagHeader|flagBody) != 0 {
-		return nil, errBadAnswer
+		return nil, ErrMalformedResponse
 	}
-	r := &keystore.Response{TooLarge: flags&flagTooLarge != 0}
+	r := &Response{TooLarge: flags&flagTooLarge != 0}
 	status := d.varint()
 	if status < 0 || status > 999 {
-		return nil, errBadAnswer
+		return nil, ErrMalformedResponse
 	}
 	r.Status = int(status)
 	names := d.count()
 	if flags&flagHeader != 0 {
 		r.Header = make(http.Header, names)
 	} else if names != 0 {
-		return nil, errBadAnswer
+		return nil, ErrMalformedResponse
 	}
 	for range names {
 		k := d.string()
@@ -113,12 +116,12 @@ func decodeAnswer(b []byte) (*keystore.Response, error) {
 		r.Header[k] = vs
 	}
 	if d.err {
-		return nil, errBadAnswer
+		return nil, ErrMalformedResponse
 	}
 	if flags&flagBody != 0 {
-		r.Body = append([]byte{}, d.b...)
+		r.Body = d.b[:len(d.b):len(d.b)]
 	} else if len(d.b) != 0 {
-		return nil, errBadAnswer
+		return nil, ErrMalformedResponse
 	}
 	return r, nil
 }

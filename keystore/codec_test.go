@@ -1,12 +1,10 @@
-package redisstore
+package keystore
 
 import (
 	"bytes"
 	"net/http"
 	"reflect"
 	"testing"
-
-	"github.com/idemgate/idemgate/keystore"
 )
 
 func TestAnswerRoundTrip(t *testing.T) {
@@ -17,13 +15,13 @@ func TestAnswerRoundTrip(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		resp *keystore.Response
+		resp *Response
 	}{
-		{"zero", &keystore.Response{}},
-		{"nil header and body", &keystore.Response{Status: 204}},
-		{"empty header and body", &keystore.Response{Status: 200, Header: http.Header{}, Body: []byte{}}},
-		{"too large", &keystore.Response{Status: 200, TooLarge: true}},
-		{"full", &keystore.Response{
+		{"zero", &Response{}},
+		{"nil header and body", &Response{Status: 204}},
+		{"empty header and body", &Response{Status: 200, Header: http.Header{}, Body: []byte{}}},
+		{"too large", &Response{Status: 200, TooLarge: true}},
+		{"full", &Response{
 			Status: 201,
 			Header: http.Header{"Set-Cookie": {"b=2", "a=1"}, "X-Empty": {""}, "X-None": {}, "Content-Type": {"application/json"}},
 			Body:   body,
@@ -31,7 +29,7 @@ func TestAnswerRoundTrip(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := decodeAnswer(encodeAnswer(tc.resp))
+			got, err := DecodeResponse(EncodeResponse(tc.resp))
 			if err != nil {
 				t.Fatalf("decode = %v", err)
 			}
@@ -40,14 +38,14 @@ func TestAnswerRoundTrip(t *testing.T) {
 			}
 		})
 	}
-	if got, err := decodeAnswer(encodeAnswer(nil)); err != nil || !reflect.DeepEqual(got, &keystore.Response{}) {
+	if got, err := DecodeResponse(EncodeResponse(nil)); err != nil || !reflect.DeepEqual(got, &Response{}) {
 		t.Errorf("round trip of nil = %#v, %v; want the zero Response", got, err)
 	}
 }
 
 func TestAnswerMalformed(t *testing.T) {
 	t.Parallel()
-	good := encodeAnswer(&keystore.Response{Status: 200, Header: http.Header{"A": {"b"}}, Body: []byte("x")})
+	good := EncodeResponse(&Response{Status: 200, Header: http.Header{"A": {"b"}}, Body: []byte("x")})
 	for _, b := range [][]byte{
 		nil,
 		{},
@@ -60,24 +58,24 @@ func TestAnswerMalformed(t *testing.T) {
 		good[:len(good)-3],                   // truncated header value
 		append([]byte{1, 2, 2, 1, 200}, 'A'), // name length beyond the input
 	} {
-		if r, err := decodeAnswer(b); err == nil {
-			t.Errorf("decodeAnswer(%v) = %+v; want an error", b, r)
+		if r, err := DecodeResponse(b); err == nil {
+			t.Errorf("DecodeResponse(%v) = %+v; want an error", b, r)
 		}
 	}
 }
 
 func FuzzDecodeAnswer(f *testing.F) {
-	f.Add(encodeAnswer(&keystore.Response{Status: 200, Header: http.Header{"A": {"b", ""}}, Body: []byte("x")}))
+	f.Add(EncodeResponse(&Response{Status: 200, Header: http.Header{"A": {"b", ""}}, Body: []byte("x")}))
 	f.Add([]byte{1, 6, 2, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := decodeAnswer(b)
+		r, err := DecodeResponse(b)
 		if err != nil {
 			return
 		}
 		// What decodes re-encodes to the same bytes (the encoding is canonical
-		// up to header order, which encodeAnswer sorts).
-		if again := encodeAnswer(r); !bytes.Equal(again, b) {
-			if r2, err := decodeAnswer(again); err != nil || !reflect.DeepEqual(r, r2) {
+		// up to header order, which EncodeResponse sorts).
+		if again := EncodeResponse(r); !bytes.Equal(again, b) {
+			if r2, err := DecodeResponse(again); err != nil || !reflect.DeepEqual(r, r2) {
 				t.Fatalf("re-encoding %v changed the answer: %+v vs %+v (%v)", b, r, r2, err)
 			}
 		}
