@@ -33,3 +33,18 @@ type Decision struct {
 	// can pass again (for a blocked window client, until the block ends).
 	RetryAfter time.Duration
 }
+
+// Policy is a limiter's budget as the IETF draft's RateLimit-Policy header
+// states it (draft-ietf-httpapi-ratelimit-headers-10): Quota requests per
+// Window. The zero Policy belongs to a disabled limiter.
+//
+// For a route limiter it is Requests per Per, for both algorithms. For an
+// edge limiter it is Burst+1 requests per the time an emptied bucket takes to
+// fill again ((Burst+1)/Rate), which is rarely a whole number of seconds.
+type Policy struct {
+	// Quota is the number of requests in the budget (the Decision's Limit).
+	Quota int
+
+	// Window is the period of the budget.
+	Window time.Duration
+}

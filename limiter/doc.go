@@ -39,6 +39,15 @@
 // Every decision takes the current time as a parameter; tests pass a fake
 // one. Only differences between times matter.
 //
+// # Shared state
+//
+// Package limiter/redislimiter runs the same decisions in Redis, so that all
+// replicas share one budget per client. Both kinds of limiter have
+// AllowContext and Policy, so that the proxy can hold either behind one
+// interface; [DenyCache] is the Redis limiter's local memory of the clients
+// Redis refused, and [Policy] is a budget as the IETF RateLimit-Policy header
+// states it.
+//
 // # Memory
 //
 // A limiter tracks at most MaxClients clients, and drops a client's state

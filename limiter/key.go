@@ -43,6 +43,12 @@ func (k Key) Prefix() netip.Prefix {
 	return netip.PrefixFrom(a, 64)
 }
 
+// As16 returns k's 16 bytes: the block's first address in 16-byte form (an
+// IPv4 block as ::ffff:a.b.c.d). Two keys are equal exactly when their bytes
+// are; a backend that stores state elsewhere (Redis) hashes them into its
+// key names.
+func (k Key) As16() [16]byte { return k.b }
+
 // String returns the block in CIDR notation, such as "192.0.2.1/32" or
 // "2001:db8::/64".
 func (k Key) String() string { return k.Prefix().String() }

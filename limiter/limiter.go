@@ -1,8 +1,10 @@
 package limiter
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -41,9 +43,14 @@ const (
 // EdgeOptions configures an edge limiter: nginx's
 // "limit_req rate=Rate r/s burst=Burst nodelay", per client key.
 type EdgeOptions struct {
-	// Rate is the sustained rate in requests per second per client. 0
+	// Rate is the sustained rate in requests per Per per client. 0
 	// disables the limiter: every request passes and nothing is tracked.
 	Rate int
+
+	// Per is the period of Rate; 0 means one second. A rate that is not a
+	// whole number per second is written as a whole number per a longer
+	// period: 0.5 r/s as Rate 1, Per 2s (nginx's "30r/m" as Rate 30, Per 1m).
+	Per time.Duration
 
 	// Burst is how many requests above the rate a client may send at once,
 	// as nginx's burst: an idle client may send Burst+1 requests at once,
@@ -125,6 +132,7 @@ type Limiter struct {
 	window *window   // non-nil for window limiters
 	tab    tableOps  // bucket's or window's table; nil when disabled
 	epoch  time.Time // origin of the time base, see nanos
+	policy Policy
 }
 
 // tableOps is what a Limiter needs of a table beyond decisions.
@@ -150,14 +158,20 @@ func NewEdge(o EdgeOptions) (*Limiter, error) {
 		return nil, errOptions("max clients %d is negative", o.MaxClients)
 	case o.SweepInterval < 0:
 		return nil, errOptions("sweep interval %v is negative", o.SweepInterval)
+	case o.Per < 0 || o.Per > maxSpan:
+		return nil, errOptions("per %v is not in [0, %v]", o.Per, maxSpan)
 	case o.Rate == 0:
 		return &Limiter{}, nil
 	}
-	g, err := newGCRA(o.Rate, time.Second, o.Burst+1, maxClients(o.MaxClients))
+	per := o.Per
+	if per == 0 {
+		per = time.Second
+	}
+	g, err := newGCRA(o.Rate, per, o.Burst+1, maxClients(o.MaxClients))
 	if err != nil {
 		return nil, err
 	}
-	l := &Limiter{bucket: g, tab: g.tab, epoch: time.Now()}
+	l := &Limiter{bucket: g, tab: g.tab, epoch: time.Now(), policy: EdgePolicy(o)}
 	l.startSweeper(o.SweepInterval)
 	return l, nil
 }
@@ -179,7 +193,7 @@ func NewRoute(o RouteOptions) (*Limiter, error) {
 	case o.SweepInterval < 0:
 		return nil, errOptions("sweep interval %v is negative", o.SweepInterval)
 	}
-	l := &Limiter{epoch: time.Now()}
+	l := &Limiter{epoch: time.Now(), policy: Policy{Quota: o.Requests, Window: o.Per}}
 	if o.Algorithm == Window {
 		block := o.Block
 		if block == 0 {
@@ -221,6 +235,36 @@ func (l *Limiter) Allow(k Key, now time.Time) Decision {
 		return l.window.allow(k, l.nanos(now))
 	}
 	return Decision{OK: true}
+}
+
+// AllowContext is [Limiter.Allow] with the signature of a limiter whose
+// state lives elsewhere (the Redis limiter), so that callers can hold either
+// behind one interface. ctx is unused: a local decision does no I/O.
+func (l *Limiter) AllowContext(_ context.Context, k Key, now time.Time) Decision {
+	return l.Allow(k, now)
+}
+
+// Policy returns the limiter's budget: Requests per Per for a route
+// limiter, Burst+1 per (Burst+1)/Rate for an edge limiter, and the zero
+// Policy for a disabled one.
+func (l *Limiter) Policy() Policy { return l.policy }
+
+// EdgePolicy returns the [Policy] of an edge limiter with options o: Burst+1
+// requests per the time an emptied bucket takes to fill again. It is the
+// zero Policy when o.Rate is 0.
+func EdgePolicy(o EdgeOptions) Policy {
+	if o.Rate <= 0 {
+		return Policy{}
+	}
+	per := o.Per
+	if per == 0 {
+		per = time.Second
+	}
+	capacity := o.Burst + 1
+	// Informational only (no decision depends on it), so float arithmetic
+	// is fine; it is capped rather than overflowing.
+	w := math.Ceil(float64(per) / float64(o.Rate) * float64(capacity))
+	return Policy{Quota: capacity, Window: time.Duration(min(w, float64(maxSpan)))}
 }
 
 // nanos converts now into the limiter's time base: nanoseconds since the

@@ -1,22 +1,150 @@
 package proxy
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
+	"net/netip"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemgate/idemgate/limiter"
 )
 
-// EdgeLimit returns DESIGN.md step 1: every request, matched or not, is
-// counted against its client address's bucket in l. A refused request gets
-// 429 rate_limited with Retry-After and never reaches a later stage. now is
-// the clock (time.Now in production).
-func EdgeLimit(l *limiter.Limiter, now func() time.Time) Middleware {
+// Limiter is what the limit stages ask about each request. Both
+// *limiter.Limiter (state in this process) and *redislimiter.Limiter (state
+// in Redis, shared by every replica) satisfy it.
+type Limiter interface {
+	// AllowContext decides whether a request from the client k at now
+	// passes, and counts it when it does. It never fails: a limiter that
+	// cannot decide (its Redis is down) lets the request pass with Limit 0,
+	// and the stages then send no limit headers. ctx carries the request's
+	// values; any wait is bounded by the limiter itself.
+	AllowContext(ctx context.Context, k limiter.Key, now time.Time) limiter.Decision
+
+	// Policy is the limiter's budget, for the IETF RateLimit-Policy header.
+	Policy() limiter.Policy
+}
+
+var _ Limiter = (*limiter.Limiter)(nil)
+
+// LimitOptions configure the limit stages of DESIGN.md steps 1 and 3. Every
+// field is optional.
+type LimitOptions struct {
+	// Edge counts every request, matched or not, per client address.
+	// Nil: no edge limit.
+	Edge Limiter
+
+	// Routes count the requests of a route per client address, by route
+	// name. A route without an entry is not limited.
+	Routes map[string]Limiter
+
+	// Now is the clock passed to the limiters. Default time.Now.
+	Now func() time.Time
+
+	// IETFHeaders adds the IETF draft's RateLimit-Policy and RateLimit
+	// headers (draft-ietf-httpapi-ratelimit-headers-10, Structured Fields
+	// with the route's name as the policy name) to route-limited answers,
+	// 429s included, next to X-RateLimit-*.
+	IETFHeaders bool
+
+	// TrustedProxies are the proxies whose X-Forwarded-For is believed
+	// (Options.TrustedProxies). When there are none and a request comes from
+	// a loopback or private address, the stages log a warning once: behind a
+	// proxy or a mesh, every client then has the same address and shares one
+	// budget.
+	TrustedProxies []netip.Prefix
+
+	// Logger receives that warning. Default: discard.
+	Logger *slog.Logger
+
+	// OnReject, when set, is called once for every request a limiter
+	// refused, with limiter [LimiterEdge] and route "" (the edge limit runs
+	// before route matching), or [LimiterRoute] and the route's name, on the
+	// request's goroutine: a hook for counting rejections without
+	// Prometheus. It must be fast and safe for concurrent use. ([Metrics]
+	// counts rejections by itself, from the requests' outcomes.)
+	OnReject func(limiter, route string)
+}
+
+// Limits holds the edge and route limit stages, built by [NewLimits]. Put
+// [Limits.Edge] and [Limits.Route] into [Options.EdgeLimit] and
+// [Options.RouteLimit].
+type Limits struct {
+	edge     Limiter
+	routes   map[string]*routeLimit
+	now      func() time.Time
+	log      *slog.Logger
+	onReject func(limiter, route string)
+	// warn is set while a request from a loopback or private peer would
+	// still deserve the shared-budget warning: no trusted proxies and no
+	// warning yet.
+	warn atomic.Bool
+}
+
+// routeLimit is one route's limiter and its header values that never change.
+type routeLimit struct {
+	l      Limiter
+	name   string
+	policy []string // the RateLimit-Policy value; nil without IETF headers
+	sfName string   // the route's name as a Structured Fields String
+}
+
+// NewLimits checks o and builds the limit stages.
+func NewLimits(o LimitOptions) (*Limits, error) {
+	l := &Limits{
+		edge:     o.Edge,
+		routes:   make(map[string]*routeLimit, len(o.Routes)),
+		now:      o.Now,
+		log:      o.Logger,
+		onReject: o.OnReject,
+	}
+	if l.now == nil {
+		l.now = time.Now
+	}
+	if l.log == nil {
+		l.log = slog.New(slog.DiscardHandler)
+	}
+	var errs []error
+	for name, rl := range o.Routes {
+		if rl == nil {
+			errs = append(errs, fmt.Errorf("proxy: route %q: nil limiter", name))
+			continue
+		}
+		r := &routeLimit{l: rl, name: name, sfName: sfString(name)}
+		if p := rl.Policy(); o.IETFHeaders && p.Quota > 0 {
+			r.policy = []string{r.sfName + ";q=" + strconv.Itoa(p.Quota) + ";w=" + strconv.Itoa(max(1, ceilSeconds(p.Window)))}
+		}
+		l.routes[name] = r
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	l.warn.Store(len(o.TrustedProxies) == 0)
+	return l, nil
+}
+
+// Edge returns DESIGN.md step 1: every request, matched or not, is counted
+// against its client address's budget. A refused request gets 429
+// rate_limited with Retry-After and never reaches a later stage. Edge
+// answers carry no limit headers. It returns nil without an edge limiter.
+func (l *Limits) Edge() Middleware {
+	if l.edge == nil {
+		return nil
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			d := l.Allow(limiter.Bucket(ClientAddr(r)), now())
+			client := ClientAddr(r)
+			l.checkShared(client)
+			d := l.edge.AllowContext(r.Context(), limiter.Bucket(client), l.now())
 			if !d.OK {
+				if l.onReject != nil {
+					l.onReject(LimiterEdge, "")
+				}
 				WriteProblem(w, r, ProblemRateLimited.WithRetryAfter(ceilSeconds(d.RetryAfter)))
 				return
 			}
@@ -25,31 +153,176 @@ func EdgeLimit(l *limiter.Limiter, now func() time.Time) Middleware {
 	}
 }
 
-// RouteLimit returns DESIGN.md step 3: requests on a route with a limiter in
-// limits (by route name) are counted per client address and route. Passed
-// answers, replays included, carry X-RateLimit-Limit, -Remaining and -Reset;
-// a refusal gets 429 rate_limited with Retry-After. A refusal happens before
-// the key check, so it never claims or releases a key.
-func RouteLimit(limits map[string]*limiter.Limiter, now func() time.Time) Middleware {
+// Route returns DESIGN.md step 3: requests on a route with a limiter are
+// counted per client address and route. Passed answers, replays and the
+// proxy's own answers included, carry X-RateLimit-Limit, -Remaining and
+// -Reset (and, with IETFHeaders, RateLimit-Policy and RateLimit); they are
+// this request's, replacing any the upstream or a stored answer had. A
+// refusal gets 429 rate_limited with Retry-After (and the IETF headers with
+// r=0), and happens before the key check, so it never claims or releases a
+// key. A decision with Limit 0 (a limiter that could not decide) adds no
+// headers. It returns nil without route limiters.
+func (l *Limits) Route() Middleware {
+	if len(l.routes) == 0 {
+		return nil
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			l := limits[RouteName(r)]
-			if l == nil {
+			rl := l.routes[RouteName(r)]
+			if rl == nil {
 				next.ServeHTTP(w, r)
 				return
 			}
-			d := l.Allow(limiter.Bucket(ClientAddr(r)), now())
+			client := ClientAddr(r)
+			l.checkShared(client)
+			d := rl.l.AllowContext(r.Context(), limiter.Bucket(client), l.now())
 			if !d.OK {
-				WriteProblem(w, r, ProblemRateLimited.WithRetryAfter(ceilSeconds(d.RetryAfter)))
+				if l.onReject != nil {
+					l.onReject(LimiterRoute, rl.name)
+				}
+				retry := ceilSeconds(d.RetryAfter)
+				if rl.policy != nil && d.Limit > 0 {
+					h := w.Header()
+					h["Ratelimit-Policy"] = rl.policy
+					h["Ratelimit"] = []string{rl.sfName + ";r=0;t=" + strconv.Itoa(retry)}
+				}
+				WriteProblem(w, r, ProblemRateLimited.WithRetryAfter(retry))
 				return
 			}
-			h := w.Header()
-			h.Set("X-RateLimit-Limit", strconv.Itoa(d.Limit))
-			h.Set("X-RateLimit-Remaining", strconv.Itoa(d.Remaining))
-			h.Set("X-RateLimit-Reset", strconv.Itoa(ceilSeconds(d.Reset)))
-			next.ServeHTTP(w, r)
+			if d.Limit == 0 {
+				next.ServeHTTP(w, r)
+				return
+			}
+			lw := &limitWriter{ResponseWriter: w}
+			lw.format(rl, d)
+			lw.setHeaders()
+			next.ServeHTTP(lw, r)
 		})
 	}
+}
+
+// checkShared logs, once, that every client shares one budget when requests
+// come from a loopback or private address and no proxy is trusted: behind a
+// proxy, a load balancer or a mesh sidecar, that address is the proxy's.
+func (l *Limits) checkShared(client netip.Addr) {
+	if !l.warn.Load() || !(client.IsLoopback() || client.IsPrivate()) {
+		return
+	}
+	if l.warn.CompareAndSwap(true, false) {
+		l.log.Warn("client_ip.trusted_proxies is empty and requests come from a loopback or private address: "+
+			"if idemgate runs behind a proxy, load balancer or mesh, every client shares that peer's rate-limit budget; "+
+			"list the proxies in client_ip.trusted_proxies (logged once)",
+			"peer", client.String())
+	}
+}
+
+// limitWriter sets a passed request's limit headers when the answer's
+// header is written, so that they are this request's whatever the upstream
+// or a stored answer carried (DESIGN.md, Replays).
+type limitWriter struct {
+	http.ResponseWriter
+	vals   [4]string // X-RateLimit-Limit, -Remaining, -Reset, RateLimit
+	policy []string  // RateLimit-Policy; nil: no IETF headers
+	done   bool
+}
+
+// format computes the header values of d once.
+func (lw *limitWriter) format(rl *routeLimit, d limiter.Decision) {
+	reset := strconv.Itoa(ceilSeconds(d.Reset))
+	lw.vals = [4]string{strconv.Itoa(d.Limit), strconv.Itoa(d.Remaining), reset}
+	if rl.policy != nil {
+		lw.policy = rl.policy
+		lw.vals[3] = rl.sfName + ";r=" + lw.vals[1] + ";t=" + reset
+	}
+}
+
+// setHeaders sets the limit headers, replacing any already set. Each value
+// is a one-element slice of lw.vals with no room to grow, so that a later
+// Header.Add elsewhere copies rather than overwrites it.
+func (lw *limitWriter) setHeaders() {
+	h := lw.ResponseWriter.Header()
+	h["X-Ratelimit-Limit"] = lw.vals[0:1:1]
+	h["X-Ratelimit-Remaining"] = lw.vals[1:2:2]
+	h["X-Ratelimit-Reset"] = lw.vals[2:3:3]
+	if lw.policy != nil {
+		h["Ratelimit-Policy"] = lw.policy
+		h["Ratelimit"] = lw.vals[3:4:4]
+	}
+}
+
+func (lw *limitWriter) WriteHeader(code int) {
+	if !lw.done && (code >= 200 || code == http.StatusSwitchingProtocols) {
+		lw.done = true
+		lw.setHeaders()
+	}
+	lw.ResponseWriter.WriteHeader(code)
+}
+
+func (lw *limitWriter) Write(p []byte) (int, error) {
+	if !lw.done {
+		lw.WriteHeader(http.StatusOK)
+	}
+	return lw.ResponseWriter.Write(p)
+}
+
+// FlushError flushes through http.ResponseController, writing the header
+// first if nothing has been written yet.
+func (lw *limitWriter) FlushError() error {
+	if !lw.done {
+		lw.WriteHeader(http.StatusOK)
+	}
+	return http.NewResponseController(lw.ResponseWriter).Flush()
+}
+
+// Flush implements http.Flusher.
+func (lw *limitWriter) Flush() { lw.FlushError() }
+
+// Unwrap lets http.ResponseController reach the connection (deadlines,
+// hijacking for upgrades).
+func (lw *limitWriter) Unwrap() http.ResponseWriter { return lw.ResponseWriter }
+
+// sfString returns s as a Structured Fields String (RFC 9651 §3.3.3):
+// quoted, with '"' and '\' escaped; other characters outside printable
+// ASCII become '_'.
+func sfString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c > 0x7e:
+			b.WriteByte('_')
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// EdgeLimit returns the edge limit stage of the non-nil l with the clock
+// now: a shorthand for [NewLimits] with only an edge limiter, no IETF
+// headers and no logger.
+func EdgeLimit(l Limiter, now func() time.Time) Middleware {
+	ls, _ := NewLimits(LimitOptions{Edge: l, Now: now}) // cannot fail
+	return ls.Edge()
+}
+
+// RouteLimit returns the route limit stage of limits (by route name; no
+// value may be nil) with the clock now: a shorthand for [NewLimits] with only
+// route limiters, no IETF headers and no logger.
+func RouteLimit[L Limiter](limits map[string]L, now func() time.Time) Middleware {
+	routes := make(map[string]Limiter, len(limits))
+	for name, l := range limits {
+		routes[name] = l
+	}
+	ls, err := NewLimits(LimitOptions{Routes: routes, Now: now})
+	if err != nil {
+		panic(err) // a nil limiter: a programming error
+	}
+	return ls.Route()
 }
 
 // ceilSeconds rounds d up to whole seconds, at least 1 for any wait.
