@@ -1,0 +1,55 @@
+package gql
+
+import "encoding/binary"
+
+// The forms of a request's normalized document, the first byte after the
+// fingerprint's version, so that no two forms share an encoding.
+const (
+	formOperation byte = 'o' // the selected operation and the fragments it uses
+	formDocument  byte = 'd' // the whole document: no operation is selected
+	formRaw       byte = 'r' // the query as sent: it does not parse, or is ""
+)
+
+// fingerprintVersion starts every fingerprint, so that a future change of
+// the encoding cannot collide with stored fingerprints.
+const fingerprintVersion = "gql1"
+
+// AppendFingerprint appends to dst the bytes that stand for the request's
+// body in the route's fingerprint (DESIGN.md, "Fingerprint"), and returns
+// the extended slice. The proxy hashes them in place of the raw body.
+//
+// They hold, each length-prefixed so that no two requests share an
+// encoding: the form of the document (normalized operation, normalized
+// whole document, or raw text), the operationName as sent ("" for absent or
+// null), the document (see [AppendNormalized]; the query as sent when it
+// does not parse), the canonical variables (absent, null and {} alike), the
+// persisted-query hash, and the canonical JSON of the body's other members
+// (extensions included). Two requests have equal fingerprints exactly when
+// these parts are equal.
+//
+// AppendFingerprint allocates nothing beyond the growth of dst.
+func (r Request) AppendFingerprint(dst []byte) []byte {
+	dst = append(dst, fingerprintVersion...)
+	form := r.form
+	if form == 0 {
+		form = formRaw // the zero Request
+	}
+	dst = append(dst, form)
+	dst = appendPart(dst, r.operationName)
+	if form == formRaw {
+		dst = appendPart(dst, r.query)
+	} else {
+		dst = appendPart(dst, r.normalized)
+	}
+	dst = appendPart(dst, r.variables)
+	dst = appendPart(dst, r.hash)
+	return appendPart(dst, r.rest)
+}
+
+// Fingerprint returns AppendFingerprint(nil).
+func (r Request) Fingerprint() []byte { return r.AppendFingerprint(nil) }
+
+func appendPart[S ~string | ~[]byte](dst []byte, s S) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
