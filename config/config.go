@@ -86,6 +86,35 @@ type TLS struct {
 	CARoot string `mapstructure:"ca_root"`
 	// OnDemand enables on-demand certificates for allowed names.
 	OnDemand OnDemand `mapstructure:"on_demand"`
+	// StorageDir is the directory where TLSACME keeps certificates, keys
+	// and the ACME account (certmagic's file storage) when store.backend is
+	// StoreMemory; with StoreRedis they are kept in Redis, shared by the
+	// replicas, and StorageDir must be empty. Empty means
+	// $XDG_DATA_HOME/idemgate/certmagic, else
+	// $HOME/.local/share/idemgate/certmagic, else
+	// /var/lib/idemgate/certmagic.
+	StorageDir string `mapstructure:"storage_dir"`
+	// HTTPListen is the plain-HTTP listener's address, host:port: it
+	// answers ACME HTTP-01 challenges and redirects every other request to
+	// https (308). Empty means ":80" with TLSACME and no HTTP listener with
+	// TLSFiles.
+	HTTPListen string `mapstructure:"http_listen"`
+}
+
+// DefaultACMEHTTPListen is the HTTP listener of TLSACME when
+// [TLS.HTTPListen] is empty: ACME CAs validate HTTP-01 on port 80.
+const DefaultACMEHTTPListen = ":80"
+
+// EffectiveHTTPListen is the HTTP listener's address, or "" for none: see
+// [TLS.HTTPListen].
+func (t TLS) EffectiveHTTPListen() string {
+	if t.HTTPListen == "" && t.Mode == TLSACME {
+		return DefaultACMEHTTPListen
+	}
+	if t.Mode == TLSNone || t.Mode == "" {
+		return ""
+	}
+	return t.HTTPListen
 }
 
 // Values of [TLS.Mode].
@@ -99,7 +128,9 @@ const (
 // disables on-demand issuance.
 type OnDemand struct {
 	// Allow lists host names ("shop.example.com") and suffix patterns
-	// ("*.example.com", matching any name that ends in ".example.com").
+	// ("*.example.com" or ".example.com", matching any name that ends in
+	// ".example.com", but not "example.com" itself). There is no pattern
+	// for "any name".
 	Allow []string `mapstructure:"allow"`
 }
 
@@ -176,6 +207,10 @@ type Limiter struct {
 	Backend string `mapstructure:"backend"`
 	// MaxClients caps the client states each limiter tracks. Default 1,000,000.
 	MaxClients int `mapstructure:"max_clients"`
+	// IETFHeaders adds the IETF draft's RateLimit-Policy and RateLimit
+	// headers (draft-ietf-httpapi-ratelimit-headers-10) to route-limited
+	// answers, next to X-RateLimit-*. Default false: the draft still changes.
+	IETFHeaders bool `mapstructure:"ietf_headers"`
 }
 
 // Values of [Limiter.Backend].
@@ -335,7 +370,7 @@ func Default() *Config {
 		},
 		ClientIP:  ClientIP{TrustedProxies: []string{}},
 		EdgeLimit: EdgeLimit{Rate: 100, Burst: 200},
-		Limiter:   Limiter{Backend: LimiterLocal, MaxClients: 1_000_000},
+		Limiter:   Limiter{Backend: LimiterLocal, MaxClients: 1_000_000, IETFHeaders: false},
 		Idempotency: Idempotency{
 			Header:           "Idempotency-Key",
 			IdentityHeaders:  []string{"Authorization"},

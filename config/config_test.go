@@ -68,6 +68,7 @@ func TestDefaultValues(t *testing.T) {
 		{"edge_limit.burst", c.EdgeLimit.Burst, 200},
 		{"limiter.backend", c.Limiter.Backend, "local"},
 		{"limiter.max_clients", c.Limiter.MaxClients, 1000000},
+		{"limiter.ietf_headers", c.Limiter.IETFHeaders, false},
 		{"idempotency.header", c.Idempotency.Header, "Idempotency-Key"},
 		{"idempotency.identity_headers", c.Idempotency.IdentityHeaders, []string{"Authorization"}},
 		{"idempotency.require_identity", c.Idempotency.RequireIdentity, false},

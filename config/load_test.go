@@ -30,6 +30,7 @@ func TestLoadFull(t *testing.T) {
 		{"listen", c.Listen, "127.0.0.1:8443"},
 		{"upstream.host", c.Upstream.Host, HostUpstream},
 		{"tls.key_file", c.TLS.KeyFile, "/etc/idemgate/tls/tls.key"},
+		{"tls.http_listen", c.TLS.HTTPListen, "127.0.0.1:8081"},
 		{"store.redis.addrs", c.Store.Redis.Addrs, []string{"10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"}},
 		{"store.redis.timeout", c.Store.Redis.Timeout, 250 * time.Millisecond},
 		{"edge_limit.rate", c.EdgeLimit.Rate, 50.5},

@@ -121,10 +121,10 @@ func (c *Config) validateUpstream(p *problems) {
 func (c *Config) validateTLS(p *problems) {
 	t := c.TLS
 	files := t.CertFile != "" || t.KeyFile != ""
-	acme := len(t.Domains) > 0 || t.Email != "" || t.CA != "" || t.CARoot != "" || len(t.OnDemand.Allow) > 0
+	acme := len(t.Domains) > 0 || t.Email != "" || t.CA != "" || t.CARoot != "" || len(t.OnDemand.Allow) > 0 || t.StorageDir != ""
 	switch t.Mode {
 	case TLSNone:
-		if files || acme {
+		if files || acme || t.HTTPListen != "" {
 			p.add("tls.mode", ErrConflict, "is %q, but other tls keys are set; set mode to %q or %q", t.Mode, TLSFiles, TLSACME)
 		}
 	case TLSFiles:
@@ -135,7 +135,7 @@ func (c *Config) validateTLS(p *problems) {
 			p.add("tls.key_file", ErrRequired, "is required with tls.mode files")
 		}
 		if acme {
-			p.add("tls.mode", ErrConflict, "is %q, but ACME keys (domains, email, ca, ca_root, on_demand) are set", t.Mode)
+			p.add("tls.mode", ErrConflict, "is %q, but ACME keys (domains, email, ca, ca_root, on_demand, storage_dir) are set", t.Mode)
 		}
 	case TLSACME:
 		if files {
@@ -150,8 +150,14 @@ func (c *Config) validateTLS(p *problems) {
 			}
 		}
 		for i, d := range t.OnDemand.Allow {
-			if !validHost(strings.ToLower(strings.TrimPrefix(d, "*."))) {
-				p.add(fmt.Sprintf("tls.on_demand.allow[%d]", i), ErrInvalid, "%q: want a host name or a pattern like \"*.example.com\"", d)
+			h := strings.ToLower(d)
+			if rest, ok := strings.CutPrefix(h, "*."); ok {
+				h = rest
+			} else {
+				h = strings.TrimPrefix(h, ".")
+			}
+			if !validHost(h) {
+				p.add(fmt.Sprintf("tls.on_demand.allow[%d]", i), ErrInvalid, "%q: want a host name or a suffix like \"*.example.com\" or \".example.com\"", d)
 			}
 		}
 		if t.Email != "" {
@@ -164,8 +170,21 @@ func (c *Config) validateTLS(p *problems) {
 				p.add("tls.ca", ErrInvalid, "%q: %v", t.CA, err)
 			}
 		}
+		if t.StorageDir != "" && c.Store.Backend == StoreRedis {
+			p.add("tls.storage_dir", ErrConflict, "is set, but with store.backend %q certificates are kept in Redis, shared by the replicas; remove storage_dir", StoreRedis)
+		}
 	default:
 		p.add("tls.mode", ErrInvalid, "%q: want %q, %q or %q", t.Mode, TLSNone, TLSFiles, TLSACME)
+	}
+	if t.HTTPListen != "" {
+		checkListen(p, "tls.http_listen", t.HTTPListen)
+	}
+	if h := t.EffectiveHTTPListen(); h != "" {
+		for _, other := range []struct{ key, addr string }{{"listen", c.Listen}, {"admin_listen", c.AdminListen}} {
+			if sameListener(h, other.addr) {
+				p.add("tls.http_listen", ErrConflict, "%q uses the same port as %s %q", h, other.key, other.addr)
+			}
+		}
 	}
 }
 

@@ -66,6 +66,33 @@ func TestValidateRules(t *testing.T) {
 		{"tls on_demand.allow", func(c *Config) {
 			c.TLS = TLS{Mode: TLSACME, OnDemand: OnDemand{Allow: []string{"*.ok.example", "bad host"}}}
 		}, "tls.on_demand.allow[1]", ErrInvalid, nil},
+		{"tls on_demand.allow any name", func(c *Config) {
+			c.TLS = TLS{Mode: TLSACME, OnDemand: OnDemand{Allow: []string{".ok.example", "*"}}}
+		}, "tls.on_demand.allow[1]", ErrInvalid, nil},
+		{"tls on_demand.allow bare dot", func(c *Config) {
+			c.TLS = TLS{Mode: TLSACME, OnDemand: OnDemand{Allow: []string{"."}}}
+		}, "tls.on_demand.allow[0]", ErrInvalid, nil},
+		{"tls on_demand.allow double dot", func(c *Config) {
+			c.TLS = TLS{Mode: TLSACME, OnDemand: OnDemand{Allow: []string{"*..ok.example"}}}
+		}, "tls.on_demand.allow[0]", ErrInvalid, nil},
+		{"tls files with storage_dir", func(c *Config) {
+			c.TLS = TLS{Mode: TLSFiles, CertFile: "c", KeyFile: "k", StorageDir: "/var/lib/x"}
+		}, "tls.mode", ErrConflict, []string{"storage_dir"}},
+		{"tls none with http_listen", func(c *Config) { c.TLS.HTTPListen = ":80" }, "tls.mode", ErrConflict, nil},
+		{"tls acme storage_dir with redis", func(c *Config) {
+			c.Store.Backend = StoreRedis
+			c.TLS = TLS{Mode: TLSACME, Domains: []string{"a.example"}, StorageDir: "/var/lib/idemgate"}
+		}, "tls.storage_dir", ErrConflict, []string{"Redis"}},
+		{"tls http_listen invalid", func(c *Config) {
+			c.TLS = TLS{Mode: TLSACME, Domains: []string{"a.example"}, HTTPListen: "80"}
+		}, "tls.http_listen", ErrInvalid, nil},
+		{"tls acme default http_listen on listen's port", func(c *Config) {
+			c.Listen = ":80"
+			c.TLS = TLS{Mode: TLSACME, Domains: []string{"a.example"}}
+		}, "tls.http_listen", ErrConflict, []string{`":80"`, "listen"}},
+		{"tls files http_listen on admin port", func(c *Config) {
+			c.TLS = TLS{Mode: TLSFiles, CertFile: "c", KeyFile: "k", HTTPListen: "127.0.0.1:9090"}
+		}, "tls.http_listen", ErrConflict, []string{"admin_listen"}},
 
 		// Store.
 		{"store.backend", func(c *Config) { c.Store.Backend = "etcd" }, "store.backend", ErrInvalid, nil},
@@ -203,7 +230,18 @@ func TestValidateAccepts(t *testing.T) {
 			c.TLS = TLS{Mode: TLSACME, Domains: []string{"Shop.Example.com"}, Email: "ops@example.com", CA: "https://ca.example/dir", CARoot: "root.pem"}
 		}},
 		{"tls acme on demand only", func(c *Config) {
-			c.TLS = TLS{Mode: TLSACME, OnDemand: OnDemand{Allow: []string{"*.shops.example", "one.example"}}}
+			c.TLS = TLS{Mode: TLSACME, OnDemand: OnDemand{Allow: []string{"*.shops.example", "one.example", ".tenants.example"}}}
+		}},
+		{"tls acme storage_dir and http_listen", func(c *Config) {
+			c.Listen = ":443"
+			c.TLS = TLS{Mode: TLSACME, Domains: []string{"a.example"}, StorageDir: "/var/lib/idemgate/certs", HTTPListen: ":8081"}
+		}},
+		{"tls acme on redis", func(c *Config) {
+			c.Store.Backend = StoreRedis
+			c.TLS = TLS{Mode: TLSACME, Domains: []string{"a.example"}}
+		}},
+		{"tls files with redirect listener", func(c *Config) {
+			c.TLS = TLS{Mode: TLSFiles, CertFile: "c.pem", KeyFile: "k.pem", HTTPListen: ":8081"}
 		}},
 		{"redis store", func(c *Config) {
 			c.Store.Backend = StoreRedis
@@ -337,5 +375,24 @@ func TestFieldError(t *testing.T) {
 	}
 	if got := (&FieldError{Msg: "whole"}).Error(); got != "whole" {
 		t.Errorf("Error() without key = %q; want %q", got, "whole")
+	}
+}
+
+func TestEffectiveHTTPListen(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		tls  TLS
+		want string
+	}{
+		{TLS{Mode: TLSNone}, ""},
+		{TLS{Mode: TLSFiles}, ""},
+		{TLS{Mode: TLSFiles, HTTPListen: ":8081"}, ":8081"},
+		{TLS{Mode: TLSACME}, ":80"},
+		{TLS{Mode: TLSACME, HTTPListen: "127.0.0.1:8081"}, "127.0.0.1:8081"},
+	}
+	for _, tt := range tests {
+		if got := tt.tls.EffectiveHTTPListen(); got != tt.want {
+			t.Errorf("%+v.EffectiveHTTPListen() = %q; want %q", tt.tls, got, tt.want)
+		}
 	}
 }

@@ -1,0 +1,563 @@
+package admin
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idemgate/idemgate/keystore"
+)
+
+// Store is what the admin API needs of the idempotency store: reading one
+// record and the operator repairs of [keystore.Admin].
+type Store interface {
+	keystore.Admin
+	Get(ctx context.Context, key keystore.Key) (keystore.Record, error)
+}
+
+// Options configure a [Handler].
+type Options struct {
+	// Store holds the records. Required.
+	Store Store
+	// Token is the bearer token every request must carry. "" disables the
+	// API: every request gets 404.
+	Token string
+	// ScopeKey computes a record's key from a tenant, the identity header
+	// values and the client's idempotency key, for POST /admin/keys (the
+	// proxy's (*proxy.Proxy).ScopeKey). Nil: that endpoint answers 404.
+	ScopeKey func(tenant string, identity http.Header, key string) keystore.Key
+	// TenantFor returns the tenant of a request's Host, for POST
+	// /admin/keys with "host" instead of "tenant". Nil: "host" is refused.
+	TenantFor func(host string) string
+	// MaxResponseBytes caps the body of an operator's answer, as
+	// idempotency.max_response_bytes caps stored answers. Default 64 KiB.
+	MaxResponseBytes int64
+	// Registerer, when set, gets idemgate_admin_requests_total.
+	Registerer prometheus.Registerer
+	// Logger receives one line per request. Default: discard.
+	Logger *slog.Logger
+	// Now is the clock for ages. Default time.Now.
+	Now func() time.Time
+	// Timeout bounds each store call. Default 5s.
+	Timeout time.Duration
+}
+
+// Handler serves the admin API. It is an http.Handler for the /admin/
+// prefix, safe for concurrent use. Build it with [New].
+type Handler struct {
+	o        Options
+	token    [sha256.Size]byte
+	mux      *http.ServeMux
+	requests *prometheus.CounterVec // action, code
+}
+
+// Limits of the list endpoint.
+const (
+	defaultListLimit = 100
+	maxListLimit     = 1000
+	maxReasonBytes   = 1024
+)
+
+// New checks o and builds the handler.
+func New(o Options) (*Handler, error) {
+	if o.Store == nil {
+		return nil, errors.New("admin: Store is required")
+	}
+	if o.MaxResponseBytes <= 0 {
+		o.MaxResponseBytes = 64 << 10
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 5 * time.Second
+	}
+	h := &Handler{o: o, token: sha256.Sum256([]byte(o.Token))}
+	if o.Registerer != nil {
+		cv := prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idemgate_admin_requests_total",
+			Help: "Requests to the admin API, by action (list, inspect, release, complete, key; auth for refused credentials, disabled without a token, other for unknown paths) and HTTP status code.",
+		}, []string{"action", "code"})
+		// Not promauto: a handler rebuilt on the same registry (a new
+		// token) keeps counting on the same series.
+		if err := o.Registerer.Register(cv); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return nil, fmt.Errorf("admin: %w", err)
+			}
+			existing, ok := are.ExistingCollector.(*prometheus.CounterVec)
+			if !ok {
+				return nil, fmt.Errorf("admin: %w", err)
+			}
+			cv = existing
+		}
+		h.requests = cv
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /admin/claims", h.list)
+	mux.HandleFunc("GET /admin/claims/{key}", h.inspect)
+	mux.HandleFunc("POST /admin/claims/{key}/release", h.release)
+	mux.HandleFunc("POST /admin/claims/{key}/complete", h.complete)
+	mux.HandleFunc("POST /admin/keys", h.computeKey)
+	mux.HandleFunc("/admin/", func(w http.ResponseWriter, r *http.Request) {
+		h.fail(w, r, "other", http.StatusNotFound, "not_found", "no such admin endpoint")
+	})
+	h.mux = mux
+	return h, nil
+}
+
+// Enabled reports whether a token is set.
+func (h *Handler) Enabled() bool { return h.o.Token != "" }
+
+// ServeHTTP implements http.Handler: it checks the token, then routes.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	if !h.Enabled() {
+		h.fail(w, r, "disabled", http.StatusNotFound, "admin_disabled", "the admin API is disabled: set IDEMGATE_ADMIN_TOKEN to enable it")
+		return
+	}
+	if !h.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="idemgate-admin"`)
+		h.fail(w, r, "auth", http.StatusUnauthorized, "unauthorized", "a valid Authorization: Bearer token is required")
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// authorized compares the bearer token in constant time: both sides are
+// hashed first, so neither the token's bytes nor its length leak through
+// timing.
+func (h *Handler) authorized(r *http.Request) bool {
+	vals := r.Header.Values("Authorization")
+	if len(vals) != 1 {
+		return false
+	}
+	scheme, tok, ok := strings.Cut(vals[0], " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	return subtle.ConstantTimeCompare(got[:], h.token[:]) == 1
+}
+
+// claim is a record as the API shows it.
+type claim struct {
+	Key          string     `json:"key"`
+	State        string     `json:"state"`
+	Route        string     `json:"route"`
+	Fingerprint  string     `json:"fingerprint"`
+	Token        uint64     `json:"token"`
+	ClaimedAt    time.Time  `json:"claimed_at"`
+	AgeSeconds   float64    `json:"age_seconds"`
+	LeaseEnd     *time.Time `json:"lease_end,omitempty"`
+	LeaseExpired *bool      `json:"lease_expired,omitempty"`
+	ExpiresAt    time.Time  `json:"expires_at"`
+	Response     *answer    `json:"response,omitempty"`
+}
+
+// answer is a stored answer. Headers and body appear only when asked for
+// (inspect with body=true).
+type answer struct {
+	Status     int         `json:"status"`
+	TooLarge   bool        `json:"too_large,omitempty"`
+	BodyBytes  int         `json:"body_bytes"`
+	Headers    http.Header `json:"headers,omitempty"`
+	Body       *string     `json:"body,omitempty"`        // when the body is UTF-8
+	BodyBase64 *string     `json:"body_base64,omitempty"` // otherwise
+}
+
+func (h *Handler) view(rec keystore.Record, withBody bool) claim {
+	now := h.o.Now()
+	c := claim{
+		Key:         rec.Key.String(),
+		State:       rec.State.String(),
+		Route:       rec.Route,
+		Fingerprint: rec.Fingerprint.String(),
+		Token:       rec.Token,
+		ClaimedAt:   rec.Claimed.UTC(),
+		AgeSeconds:  now.Sub(rec.Claimed).Seconds(),
+		ExpiresAt:   rec.Expires.UTC(),
+	}
+	if rec.State == keystore.StateInFlight {
+		end := rec.LeaseEnd.UTC()
+		expired := !now.Before(rec.LeaseEnd)
+		c.LeaseEnd, c.LeaseExpired = &end, &expired
+	}
+	if resp := rec.Response; resp != nil {
+		a := &answer{Status: resp.Status, TooLarge: resp.TooLarge, BodyBytes: len(resp.Body)}
+		if withBody && !resp.TooLarge {
+			a.Headers = resp.Header
+			if utf8.Valid(resp.Body) {
+				s := string(resp.Body)
+				a.Body = &s
+			} else {
+				s := base64.StdEncoding.EncodeToString(resp.Body)
+				a.BodyBase64 = &s
+			}
+		}
+		c.Response = a
+	}
+	return c
+}
+
+func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	older := time.Duration(0)
+	if s := q.Get("older_than"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			h.fail(w, r, "list", http.StatusBadRequest, "invalid_request", "older_than must be a duration like \"5m\"")
+			return
+		}
+		older = d
+	}
+	limit := defaultListLimit
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxListLimit {
+			h.fail(w, r, "list", http.StatusBadRequest, "invalid_request", fmt.Sprintf("limit must be a number from 1 to %d", maxListLimit))
+			return
+		}
+		limit = n
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
+	defer cancel()
+	recs, err := h.o.Store.InFlight(ctx, older, limit)
+	if err != nil {
+		h.storeFailed(w, r, "list", "", err)
+		return
+	}
+	out := make([]claim, len(recs))
+	for i, rec := range recs {
+		out[i] = h.view(rec, false)
+	}
+	h.log(r, "list", http.StatusOK, "", "", slog.String("older_than", older.String()), slog.Int("count", len(out)))
+	h.ok(w, r, "list", map[string]any{"claims": out, "older_than": older.String(), "limit": limit, "truncated": len(out) == limit})
+}
+
+// key parses the {key} path segment.
+func (h *Handler) key(w http.ResponseWriter, r *http.Request, action string) (keystore.Key, bool) {
+	k, err := keystore.ParseKey(strings.ToLower(r.PathValue("key")))
+	if err != nil {
+		h.fail(w, r, action, http.StatusBadRequest, "invalid_key", "the key must be the record's 64-digit hex store key (see POST /admin/keys)")
+		return k, false
+	}
+	return k, true
+}
+
+func (h *Handler) inspect(w http.ResponseWriter, r *http.Request) {
+	k, ok := h.key(w, r, "inspect")
+	if !ok {
+		return
+	}
+	withBody, _ := strconv.ParseBool(r.URL.Query().Get("body"))
+	ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
+	defer cancel()
+	rec, err := h.o.Store.Get(ctx, k)
+	if err != nil {
+		h.storeFailed(w, r, "inspect", k.String(), err)
+		return
+	}
+	h.log(r, "inspect", http.StatusOK, k.String(), "", slog.String("state", rec.State.String()), slog.String("route", rec.Route), slog.Bool("body", withBody))
+	h.ok(w, r, "inspect", h.view(rec, withBody))
+}
+
+// reasonOnly is the body of a release.
+type reasonOnly struct {
+	Reason string `json:"reason"`
+}
+
+func (h *Handler) release(w http.ResponseWriter, r *http.Request) {
+	k, ok := h.key(w, r, "release")
+	if !ok {
+		return
+	}
+	var req reasonOnly
+	if !h.decode(w, r, "release", &req) || !h.checkReason(w, r, "release", req.Reason) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
+	defer cancel()
+	route := h.routeOf(ctx, k)
+	if err := h.o.Store.ForceRelease(ctx, k); err != nil {
+		h.storeFailed(w, r, "release", k.String(), err, slog.String("reason", req.Reason), slog.String("route", route))
+		return
+	}
+	h.log(r, "release", http.StatusOK, k.String(), req.Reason, slog.String("route", route))
+	h.ok(w, r, "release", map[string]any{"key": k.String(), "action": "released", "route": route, "reason": req.Reason})
+}
+
+// completion is the body of a complete: the answer every retry will get.
+type completion struct {
+	Reason     string              `json:"reason"`
+	Status     int                 `json:"status"`
+	Headers    map[string][]string `json:"headers"`
+	Body       *string             `json:"body"`
+	BodyBase64 *string             `json:"body_base64"`
+}
+
+func (h *Handler) complete(w http.ResponseWriter, r *http.Request) {
+	k, ok := h.key(w, r, "complete")
+	if !ok {
+		return
+	}
+	var req completion
+	if !h.decode(w, r, "complete", &req) || !h.checkReason(w, r, "complete", req.Reason) {
+		return
+	}
+	resp, msg := h.answerOf(req)
+	if msg != "" {
+		h.fail(w, r, "complete", http.StatusBadRequest, "invalid_request", msg)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
+	defer cancel()
+	route := h.routeOf(ctx, k)
+	if err := h.o.Store.ForceComplete(ctx, k, resp); err != nil {
+		h.storeFailed(w, r, "complete", k.String(), err, slog.String("reason", req.Reason), slog.String("route", route))
+		return
+	}
+	h.log(r, "complete", http.StatusOK, k.String(), req.Reason, slog.String("route", route),
+		slog.Int("answer_status", resp.Status), slog.Int("answer_bytes", len(resp.Body)))
+	h.ok(w, r, "complete", map[string]any{"key": k.String(), "action": "completed", "route": route, "reason": req.Reason, "status": resp.Status})
+}
+
+// answerOf checks an operator's answer and converts it; msg says what is
+// wrong with it.
+func (h *Handler) answerOf(req completion) (resp *keystore.Response, msg string) {
+	if req.Status < 200 || req.Status > 599 {
+		return nil, "status must be a final HTTP status from 200 to 599"
+	}
+	var body []byte
+	switch {
+	case req.Body != nil && req.BodyBase64 != nil:
+		return nil, "set body or body_base64, not both"
+	case req.Body != nil:
+		body = []byte(*req.Body)
+	case req.BodyBase64 != nil:
+		b, err := base64.StdEncoding.DecodeString(*req.BodyBase64)
+		if err != nil {
+			return nil, "body_base64 is not standard base64"
+		}
+		body = b
+	}
+	if int64(len(body)) > h.o.MaxResponseBytes {
+		return nil, fmt.Sprintf("the body is %d bytes; stored answers are at most %d (idempotency.max_response_bytes)", len(body), h.o.MaxResponseBytes)
+	}
+	hdr := make(http.Header, len(req.Headers))
+	for name, vals := range req.Headers {
+		if !validToken(name) {
+			return nil, fmt.Sprintf("header name %q is not valid", name)
+		}
+		cname := textproto.CanonicalMIMEHeaderKey(name)
+		switch cname {
+		case "Content-Length", "Date", "Connection", "Transfer-Encoding", "Keep-Alive", "Upgrade", "Trailer", "Te", "Proxy-Connection":
+			return nil, fmt.Sprintf("header %q is set by idemgate on every replay (or is hop-by-hop); leave it out", cname)
+		}
+		for _, v := range vals {
+			if strings.ContainsAny(v, "\r\n\x00") {
+				return nil, fmt.Sprintf("header %q has a value with CR, LF or NUL", cname)
+			}
+		}
+		hdr[cname] = append(hdr[cname], vals...)
+	}
+	if len(hdr) == 0 {
+		hdr = nil
+	}
+	return &keystore.Response{Status: req.Status, Header: hdr, Body: body}, ""
+}
+
+// keyRequest is the body of POST /admin/keys.
+type keyRequest struct {
+	Tenant         *string             `json:"tenant"`
+	Host           string              `json:"host"`
+	Identity       map[string][]string `json:"identity"`
+	IdempotencyKey string              `json:"idempotency_key"`
+}
+
+func (h *Handler) computeKey(w http.ResponseWriter, r *http.Request) {
+	if h.o.ScopeKey == nil {
+		h.fail(w, r, "key", http.StatusNotFound, "not_found", "computing keys is not available")
+		return
+	}
+	var req keyRequest
+	if !h.decode(w, r, "key", &req) {
+		return
+	}
+	if req.IdempotencyKey == "" {
+		h.fail(w, r, "key", http.StatusBadRequest, "invalid_request", "idempotency_key is required")
+		return
+	}
+	tenant := ""
+	switch {
+	case req.Tenant != nil && req.Host != "":
+		h.fail(w, r, "key", http.StatusBadRequest, "invalid_request", "set tenant or host, not both")
+		return
+	case req.Tenant != nil:
+		tenant = *req.Tenant
+	case req.Host != "":
+		if h.o.TenantFor == nil {
+			h.fail(w, r, "key", http.StatusBadRequest, "invalid_request", "host is not supported; set tenant")
+			return
+		}
+		tenant = h.o.TenantFor(req.Host)
+	}
+	identity := make(http.Header, len(req.Identity))
+	for name, vals := range req.Identity {
+		identity[textproto.CanonicalMIMEHeaderKey(name)] = vals
+	}
+	k := h.o.ScopeKey(tenant, identity, req.IdempotencyKey)
+	// Never logged: the identity values and the client's key.
+	h.log(r, "key", http.StatusOK, k.String(), "")
+	h.ok(w, r, "key", map[string]any{"key": k.String(), "tenant": tenant})
+}
+
+// routeOf returns the record's route for the log, or "".
+func (h *Handler) routeOf(ctx context.Context, k keystore.Key) string {
+	rec, err := h.o.Store.Get(ctx, k)
+	if err != nil {
+		return ""
+	}
+	return rec.Route
+}
+
+func (h *Handler) checkReason(w http.ResponseWriter, r *http.Request, action, reason string) bool {
+	switch {
+	case strings.TrimSpace(reason) == "":
+		h.fail(w, r, action, http.StatusBadRequest, "reason_required", "a reason is required: say why this repair is safe (it is logged)")
+		return false
+	case len(reason) > maxReasonBytes || !utf8.ValidString(reason):
+		h.fail(w, r, action, http.StatusBadRequest, "invalid_request", fmt.Sprintf("the reason must be UTF-8, at most %d bytes", maxReasonBytes))
+		return false
+	}
+	return true
+}
+
+// decode reads a JSON body strictly: unknown fields are refused, so that a
+// typo never silently drops part of an operator's answer.
+func (h *Handler) decode(w http.ResponseWriter, r *http.Request, action string, v any) bool {
+	limit := 4*h.o.MaxResponseBytes/3 + 64<<10 // base64 of the largest body, plus headers
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			h.fail(w, r, action, http.StatusRequestEntityTooLarge, "request_too_large", "the request body is too large")
+			return false
+		}
+		h.fail(w, r, action, http.StatusBadRequest, "invalid_request", "the body must be one JSON object: "+err.Error())
+		return false
+	}
+	if dec.More() {
+		h.fail(w, r, action, http.StatusBadRequest, "invalid_request", "the body must be one JSON object")
+		return false
+	}
+	return true
+}
+
+// storeFailed answers a store error: not found, not in flight, or the store
+// unreachable.
+func (h *Handler) storeFailed(w http.ResponseWriter, r *http.Request, action, key string, err error, attrs ...slog.Attr) {
+	status, code, detail := http.StatusServiceUnavailable, "store_unavailable", "the store could not be reached; nothing was changed"
+	switch {
+	case errors.Is(err, keystore.ErrNotFound):
+		status, code, detail = http.StatusNotFound, "not_found", "no record has this key (never claimed, released, or expired)"
+	case errors.Is(err, keystore.ErrLeaseLost):
+		status, code, detail = http.StatusConflict, "not_in_flight", "the record is not in flight (it completed or was released meanwhile); nothing was changed"
+	default:
+		attrs = append(attrs, slog.String("error", err.Error()))
+	}
+	h.log(r, action, status, key, "", attrs...)
+	h.problem(w, r, action, status, code, detail)
+}
+
+// fail answers a refused request and logs it.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, action string, status int, code, detail string) {
+	h.log(r, action, status, "", "", slog.String("code", code))
+	h.problem(w, r, action, status, code, detail)
+}
+
+func (h *Handler) problem(w http.ResponseWriter, r *http.Request, action string, status int, code, detail string) {
+	h.count(action, status)
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]any{
+		"type":   "urn:idemgate:problem:" + code,
+		"title":  http.StatusText(status),
+		"status": status,
+		"code":   code,
+		"detail": detail,
+	})
+}
+
+func (h *Handler) ok(w http.ResponseWriter, r *http.Request, action string, v any) {
+	h.count(action, http.StatusOK)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func (h *Handler) count(action string, status int) {
+	if h.requests != nil {
+		h.requests.WithLabelValues(action, strconv.Itoa(status)).Inc()
+	}
+}
+
+// log writes the one line of an admin request: every action is logged,
+// with the operator's reason for repairs.
+func (h *Handler) log(r *http.Request, action string, status int, key, reason string, attrs ...slog.Attr) {
+	level := slog.LevelInfo
+	switch {
+	case status == http.StatusUnauthorized:
+		level = slog.LevelWarn
+	case status >= 500:
+		level = slog.LevelError
+	}
+	base := []slog.Attr{
+		slog.String("action", action),
+		slog.Int("status", status),
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.String("remote", r.RemoteAddr),
+	}
+	if key != "" {
+		base = append(base, slog.String("key", key))
+	}
+	if reason != "" {
+		base = append(base, slog.String("reason", reason))
+	}
+	h.o.Logger.LogAttrs(context.Background(), level, "admin request", append(base, attrs...)...)
+}
+
+// validToken reports whether s is an RFC 9110 token (a header name).
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0 {
+			continue
+		}
+		return false
+	}
+	return true
+}

@@ -1,0 +1,344 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	itestutil "github.com/idemgate/idemgate/internal/testutil"
+	"github.com/idemgate/idemgate/keystore"
+	"github.com/idemgate/idemgate/keystore/memstore"
+)
+
+const token = "s3cret-token-for-tests-0123456789"
+
+type fixture struct {
+	srv   *httptest.Server
+	store *memstore.Store
+	clock *itestutil.Clock
+	logs  *itestutil.SyncBuffer
+	reg   *prometheus.Registry
+}
+
+func newFixture(t *testing.T, tok string) *fixture {
+	t.Helper()
+	clk := itestutil.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	st := memstore.New(memstore.Options{Clock: clk})
+	logs := &itestutil.SyncBuffer{}
+	reg := prometheus.NewPedanticRegistry()
+	h, err := New(Options{
+		Store: st,
+		Token: tok,
+		ScopeKey: func(tenant string, id http.Header, key string) keystore.Key {
+			return keystore.NewKey(tenant, id.Get("Authorization"), key)
+		},
+		TenantFor:        func(host string) string { return "tenant-of-" + host },
+		MaxResponseBytes: 64,
+		Registerer:       reg,
+		Logger:           slog.New(slog.NewJSONHandler(logs, nil)),
+		Now:              clk.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { srv.Close(); st.Close() })
+	return &fixture{srv: srv, store: st, clock: clk, logs: logs, reg: reg}
+}
+
+type reply struct {
+	status int
+	header http.Header
+	body   map[string]any
+	raw    string
+}
+
+// call sends a request with the given Authorization values ("" for none).
+func (f *fixture) call(t *testing.T, method, path, body string, auth ...string) reply {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, f.srv.URL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range auth {
+		req.Header.Add("Authorization", a)
+	}
+	res, err := f.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	a := reply{status: res.StatusCode, header: res.Header, raw: string(raw)}
+	json.Unmarshal(raw, &a.body)
+	return a
+}
+
+func (f *fixture) admin(t *testing.T, method, path, body string) reply {
+	t.Helper()
+	return f.call(t, method, path, body, "Bearer "+token)
+}
+
+func (f *fixture) claim(t *testing.T, name, route string) (keystore.Key, uint64) {
+	t.Helper()
+	k := keystore.NewKey(name)
+	res, err := f.store.Reserve(context.Background(), k, keystore.ReserveOptions{
+		Fingerprint: keystore.Fingerprint{1, 2, 3}, Route: route, Lease: 2 * time.Minute, Retention: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, res.Token
+}
+
+func TestAuth(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, token)
+	for _, c := range []struct {
+		name string
+		auth []string
+		want int
+	}{
+		{"no header", nil, 401},
+		{"wrong token", []string{"Bearer nope"}, 401},
+		{"token prefix", []string{"Bearer " + token[:10]}, 401},
+		{"basic scheme", []string{"Basic " + token}, 401},
+		{"two headers", []string{"Bearer " + token, "Bearer " + token}, 401},
+		{"bare token", []string{token}, 401},
+		{"right token", []string{"Bearer " + token}, 200},
+		{"scheme case-insensitive", []string{"bearer " + token}, 200},
+	} {
+		// The test server is on loopback: loopback earns no trust.
+		a := f.call(t, "GET", "/admin/claims", "", c.auth...)
+		if a.status != c.want {
+			t.Errorf("%s: %d %s; want %d", c.name, a.status, a.raw, c.want)
+		}
+		if a.status == 401 && a.header.Get("WWW-Authenticate") == "" {
+			t.Errorf("%s: 401 without WWW-Authenticate", c.name)
+		}
+	}
+	// Unknown paths are refused before they are routed.
+	if a := f.call(t, "GET", "/admin/nothing", ""); a.status != 401 {
+		t.Errorf("unknown path without a token = %d; want 401", a.status)
+	}
+	if a := f.admin(t, "GET", "/admin/nothing", ""); a.status != 404 {
+		t.Errorf("unknown path = %d; want 404", a.status)
+	}
+	if strings.Contains(f.logs.String(), token) {
+		t.Errorf("the token reached the log")
+	}
+	if n := testutil.ToFloat64(mustCounter(t, f.reg, "idemgate_admin_requests_total", "auth", "401")); n != 7 {
+		t.Errorf("auth refusals counted = %v; want 7", n)
+	}
+	if problems, err := testutil.GatherAndLint(f.reg); err != nil || len(problems) > 0 {
+		t.Errorf("lint = %v, %v", problems, err)
+	}
+}
+
+func TestDisabled(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "")
+	for _, auth := range [][]string{nil, {"Bearer "}, {"Bearer x"}} {
+		a := f.call(t, "GET", "/admin/claims", "", auth...)
+		if a.status != 404 || a.body["code"] != "admin_disabled" {
+			t.Errorf("disabled API with %q = %d %s; want 404 admin_disabled", auth, a.status, a.raw)
+		}
+	}
+}
+
+func TestListAndInspect(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, token)
+	old, _ := f.claim(t, "old", "pay")
+	f.clock.Advance(10 * time.Minute)
+	young, _ := f.claim(t, "young", "cart")
+	done, tok := f.claim(t, "done", "cart")
+	if err := f.store.Complete(context.Background(), done, tok, &keystore.Response{
+		Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"secret":1}`),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(time.Minute)
+
+	a := f.admin(t, "GET", "/admin/claims?older_than=5m", "")
+	claims, _ := a.body["claims"].([]any)
+	if a.status != 200 || len(claims) != 1 {
+		t.Fatalf("list older_than=5m = %d %s; want the old claim only", a.status, a.raw)
+	}
+	c := claims[0].(map[string]any)
+	if c["key"] != old.String() || c["route"] != "pay" || c["state"] != "in_flight" || c["age_seconds"].(float64) != 660 ||
+		c["lease_expired"] != true || c["fingerprint"] == "" {
+		t.Errorf("listed claim = %v", c)
+	}
+	a = f.admin(t, "GET", "/admin/claims", "")
+	if claims, _ := a.body["claims"].([]any); len(claims) != 2 || claims[0].(map[string]any)["key"] != old.String() ||
+		claims[1].(map[string]any)["key"] != young.String() {
+		t.Errorf("list = %s; want both in-flight claims, oldest first", a.raw)
+	}
+	for _, q := range []string{"older_than=5", "older_than=-1m", "limit=0", "limit=1001", "limit=x"} {
+		if a := f.admin(t, "GET", "/admin/claims?"+q, ""); a.status != 400 {
+			t.Errorf("list ?%s = %d; want 400", q, a.status)
+		}
+	}
+	if a := f.admin(t, "GET", "/admin/claims?limit=1", ""); a.body["truncated"] != true {
+		t.Errorf("list limit=1 = %s; want truncated", a.raw)
+	}
+
+	// Inspect: the stored answer's body only when asked for.
+	a = f.admin(t, "GET", "/admin/claims/"+done.String(), "")
+	resp, _ := a.body["response"].(map[string]any)
+	if a.status != 200 || a.body["state"] != "completed" || resp["status"].(float64) != 201 || resp["body_bytes"].(float64) != 12 ||
+		strings.Contains(a.raw, "secret") || resp["headers"] != nil || a.body["lease_end"] != nil {
+		t.Errorf("inspect = %s; want completed, status 201, no body", a.raw)
+	}
+	a = f.admin(t, "GET", "/admin/claims/"+strings.ToUpper(done.String())+"?body=true", "")
+	resp, _ = a.body["response"].(map[string]any)
+	if resp["body"] != `{"secret":1}` || resp["headers"] == nil {
+		t.Errorf("inspect body=true = %s; want the body and headers", a.raw)
+	}
+	a = f.admin(t, "GET", "/admin/claims/"+young.String(), "")
+	if a.body["state"] != "in_flight" || a.body["lease_end"] == nil || a.body["lease_expired"] != false {
+		t.Errorf("inspect in flight = %s", a.raw)
+	}
+	if a := f.admin(t, "GET", "/admin/claims/"+keystore.NewKey("none").String(), ""); a.status != 404 {
+		t.Errorf("inspect unknown = %d; want 404", a.status)
+	}
+	if a := f.admin(t, "GET", "/admin/claims/xyz", ""); a.status != 400 || a.body["code"] != "invalid_key" {
+		t.Errorf("inspect bad key = %d %s; want 400 invalid_key", a.status, a.raw)
+	}
+}
+
+func TestReleaseAndComplete(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, token)
+	ctx := context.Background()
+	k, tok := f.claim(t, "stuck", "pay")
+	path := "/admin/claims/" + k.String()
+
+	for _, body := range []string{``, `{}`, `{"reason":"  "}`, `{"reason":"x","extra":1}`, `{"reason":"x"} {}`} {
+		if a := f.admin(t, "POST", path+"/release", body); a.status != 400 {
+			t.Errorf("release with %q = %d %s; want 400", body, a.status, a.raw)
+		}
+	}
+	if a := f.admin(t, "POST", path+"/release", `{}`); a.body["code"] != "reason_required" {
+		t.Errorf("release without a reason: code %v; want reason_required", a.body["code"])
+	}
+	if rec, err := f.store.Get(ctx, k); err != nil || rec.State != keystore.StateInFlight {
+		t.Fatalf("after refused releases: %+v, %v; want still in flight", rec, err)
+	}
+	a := f.admin(t, "POST", path+"/release", `{"reason":"INC-42: the payment provider has no such charge"}`)
+	if a.status != 200 || a.body["action"] != "released" || a.body["route"] != "pay" {
+		t.Fatalf("release = %d %s", a.status, a.raw)
+	}
+	if _, err := f.store.Get(ctx, k); err == nil {
+		t.Errorf("the record survived its release")
+	}
+	if err := f.store.Complete(ctx, k, tok, &keystore.Response{Status: 201}); err == nil {
+		t.Errorf("the old holder's late completion was accepted")
+	}
+	if a := f.admin(t, "POST", path+"/release", `{"reason":"again"}`); a.status != 404 {
+		t.Errorf("second release = %d; want 404", a.status)
+	}
+	logs := f.logs.String()
+	if !strings.Contains(logs, `"reason":"INC-42: the payment provider has no such charge"`) || !strings.Contains(logs, `"action":"release"`) {
+		t.Errorf("the release was not logged with its reason:\n%s", logs)
+	}
+
+	k2, _ := f.claim(t, "ran", "pay")
+	path2 := "/admin/claims/" + k2.String() + "/complete"
+	for _, c := range []struct{ name, body string }{
+		{"no reason", `{"status":201}`},
+		{"no status", `{"reason":"r"}`},
+		{"1xx", `{"reason":"r","status":101}`},
+		{"both bodies", `{"reason":"r","status":201,"body":"a","body_base64":"YQ=="}`},
+		{"bad base64", `{"reason":"r","status":201,"body_base64":"!!"}`},
+		{"over the cap", `{"reason":"r","status":201,"body":"` + strings.Repeat("x", 65) + `"}`},
+		{"hop-by-hop", `{"reason":"r","status":201,"headers":{"Connection":["close"]}}`},
+		{"bad name", `{"reason":"r","status":201,"headers":{"a b":["c"]}}`},
+		{"CRLF", `{"reason":"r","status":201,"headers":{"X":["a\r\nb"]}}`},
+	} {
+		if a := f.admin(t, "POST", path2, c.body); a.status != 400 {
+			t.Errorf("complete %s = %d %s; want 400", c.name, a.status, a.raw)
+		}
+	}
+	a = f.admin(t, "POST", path2, `{"reason":"INC-43: order 7 exists","status":201,"headers":{"content-type":["application/json"]},"body_base64":"eyJvcmRlciI6N30="}`)
+	if a.status != 200 || a.body["action"] != "completed" {
+		t.Fatalf("complete = %d %s", a.status, a.raw)
+	}
+	rec, err := f.store.Get(ctx, k2)
+	if err != nil || rec.State != keystore.StateCompleted || rec.Response.Status != 201 ||
+		!bytes.Equal(rec.Response.Body, []byte(`{"order":7}`)) || rec.Response.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("completed record = %+v, %v", rec, err)
+	}
+	if a := f.admin(t, "POST", path2, `{"reason":"again","status":200}`); a.status != 409 || a.body["code"] != "not_in_flight" {
+		t.Errorf("completing a completed record = %d %s; want 409 not_in_flight", a.status, a.raw)
+	}
+	if !strings.Contains(f.logs.String(), `"reason":"INC-43: order 7 exists"`) {
+		t.Errorf("the completion was not logged with its reason")
+	}
+	if strings.Contains(f.logs.String(), "eyJvcmRlciI6N30") || strings.Contains(f.logs.String(), `{\"order\":7}`) {
+		t.Errorf("a body reached the log")
+	}
+}
+
+func TestComputeKey(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, token)
+	want := keystore.NewKey("shop-1", "Bearer abc", "order-7").String()
+	a := f.admin(t, "POST", "/admin/keys", `{"tenant":"shop-1","identity":{"authorization":["Bearer abc"]},"idempotency_key":"order-7"}`)
+	if a.status != 200 || a.body["key"] != want {
+		t.Errorf("keys = %d %s; want key %s", a.status, a.raw, want)
+	}
+	a = f.admin(t, "POST", "/admin/keys", `{"host":"shop.example","idempotency_key":"k"}`)
+	if a.body["key"] != keystore.NewKey("tenant-of-shop.example", "", "k").String() || a.body["tenant"] != "tenant-of-shop.example" {
+		t.Errorf("keys by host = %s", a.raw)
+	}
+	for _, body := range []string{`{}`, `{"tenant":"a","host":"b","idempotency_key":"k"}`} {
+		if a := f.admin(t, "POST", "/admin/keys", body); a.status != 400 {
+			t.Errorf("keys %s = %d; want 400", body, a.status)
+		}
+	}
+	if strings.Contains(f.logs.String(), "Bearer abc") || strings.Contains(f.logs.String(), "order-7") {
+		t.Errorf("an identity value or a client key reached the log")
+	}
+}
+
+func mustCounter(t *testing.T, g prometheus.Gatherer, name string, labels ...string) prometheus.Collector {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "x"})
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			ok := true
+			for i, lp := range m.GetLabel() {
+				if i < len(labels) && lp.GetValue() != labels[i] {
+					ok = false
+				}
+			}
+			if ok {
+				c.Add(m.GetCounter().GetValue())
+			}
+		}
+	}
+	return c
+}

@@ -1,0 +1,382 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// reloadYAML is a config with the route pay, plus extra routes (YAML list
+// items) and extra top-level keys.
+func reloadYAML(upstream, routes, top string) string {
+	return `upstream: {url: "` + upstream + `"}
+edge_limit: {rate: 0}
+` + top + `
+routes:
+  - {name: pay, method: POST, path: /pay, idempotent: true}
+` + routes
+}
+
+const ordersRoute = "  - {name: orders, method: POST, path: /orders, idempotent: true}\n"
+
+// kubeMount is a directory laid out as the kubelet mounts a ConfigMap:
+// config.yaml -> ..data/config.yaml, ..data -> ..<timestamp>.
+type kubeMount struct {
+	dir string
+	gen int
+}
+
+func newKubeMount(t *testing.T, data string) *kubeMount {
+	t.Helper()
+	m := &kubeMount{dir: t.TempDir()}
+	m.update(t, data)
+	if err := os.Symlink(filepath.Join("..data", "config.yaml"), m.path()); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func (m *kubeMount) path() string { return filepath.Join(m.dir, "config.yaml") }
+
+// update is the kubelet's AtomicWriter: a new timestamped directory, a
+// ..data_tmp symlink to it renamed over ..data, the old directory removed.
+func (m *kubeMount) update(t *testing.T, data string) {
+	t.Helper()
+	m.gen++
+	ts := fmt.Sprintf("..2026_11_30_12_%02d_%02d.%09d", m.gen/60, m.gen%60, m.gen)
+	if err := os.Mkdir(filepath.Join(m.dir, ts), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(m.dir, ts, "config.yaml"), []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old, _ := os.Readlink(filepath.Join(m.dir, "..data"))
+	if err := os.Symlink(ts, filepath.Join(m.dir, "..data_tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(m.dir, "..data_tmp"), filepath.Join(m.dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if old != "" {
+		if err := os.RemoveAll(filepath.Join(m.dir, old)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// routeNames returns the names of the routes the proxy serves now.
+func (oa *opsApp) routeNames() []string {
+	var names []string
+	for _, r := range oa.proxy.Routing().Routes {
+		names = append(names, r.Name)
+	}
+	return names
+}
+
+// waitUntil polls cond (bounded).
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (oa *opsApp) waitRoutes(t *testing.T, want ...string) {
+	t.Helper()
+	waitUntil(t, fmt.Sprintf("routes %v (have %v)", want, oa.routeNames()), func() bool { return slices.Equal(oa.routeNames(), want) })
+}
+
+// gauge returns the value of the series of family name whose labels
+// include labels (name=value pairs), or -1.
+func gathered(t *testing.T, g prometheus.Gatherer, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				have[lp.GetName()] = lp.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if have[labels[i]] != labels[i+1] {
+					continue series
+				}
+			}
+			switch {
+			case m.GetCounter() != nil:
+				return m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
+}
+
+func (oa *opsApp) reloads(t *testing.T, result string) float64 {
+	return gathered(t, oa.reg, "idemgate_config_reloads_total", "result", result)
+}
+
+// TestReloadConfigMap: a ConfigMap update, reproduced exactly, applies the
+// new routes; keys then work on the new route.
+func TestReloadConfigMap(t *testing.T) {
+	t.Parallel()
+	up := newCountingUpstream(t)
+	v1 := reloadYAML(up.URL, "", "")
+	km := newKubeMount(t, v1)
+	oa := startOpsApp(t, v1, km.path(), nil)
+	c := e2eClient(t)
+	for range 2 {
+		if a := doHTTP(t, c, "POST", oa.base+"/orders", `{}`, "Idempotency-Key", "o1"); a.status != 201 {
+			t.Fatalf("/orders before = %v", a)
+		}
+	}
+	if n := up.count("/orders", "o1"); n != 2 {
+		t.Errorf("/orders ran %d times before the reload; want 2 (pass-through)", n)
+	}
+	km.update(t, reloadYAML(up.URL, ordersRoute, ""))
+	oa.waitRoutes(t, "pay", "orders")
+	for range 2 {
+		doHTTP(t, c, "POST", oa.base+"/orders", `{}`, "Idempotency-Key", "o2")
+	}
+	if n := up.count("/orders", "o2"); n != 1 {
+		t.Errorf("/orders ran %d times after the reload; want 1 (keyed)", n)
+	}
+	// A second update (the first timestamped directory is gone by now).
+	km.update(t, reloadYAML(up.URL, "", ""))
+	oa.waitRoutes(t, "pay")
+	if got := oa.reloads(t, "success"); got != 2 {
+		t.Errorf("reloads{success} = %v; want 2", got)
+	}
+	if !strings.Contains(oa.logs.String(), `"msg":"config reloaded"`) {
+		t.Errorf("no reload logged")
+	}
+}
+
+// TestReloadReplaceInPlaceInvalid: a rename over the file and a write in
+// place apply; an invalid file is refused with one log line and a metric
+// while the old routes keep serving; keys that need a restart are reported
+// and ignored; limits and modes reload.
+func TestReloadReplaceInPlaceInvalid(t *testing.T) {
+	t.Parallel()
+	up := newCountingUpstream(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "idemgate.yaml")
+	v1 := reloadYAML(up.URL, "", "")
+	if err := os.WriteFile(path, []byte(v1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	oa := startOpsApp(t, v1, path, nil)
+	c := e2eClient(t)
+	pay := func(key string) httpAnswer { return doHTTP(t, c, "POST", oa.base+"/pay", `{}`, "Idempotency-Key", key) }
+
+	// Rename-over (an editor's save, kubectl cp).
+	tmp := filepath.Join(dir, ".idemgate.yaml.swp")
+	if err := os.WriteFile(tmp, []byte(reloadYAML(up.URL, ordersRoute, "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	oa.waitRoutes(t, "pay", "orders")
+
+	// In place: pay in observe mode, a limit on orders.
+	inPlace := reloadYAML(up.URL, "  - {name: orders, method: POST, path: /orders, idempotent: true, rate_limit: {requests: 1, per: 1m}}\n", "mode: observe")
+	if err := os.WriteFile(path, []byte(inPlace), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "observe mode", func() bool { return len(oa.proxy.Routing().Routes) == 2 && oa.proxy.Routing().Routes[0].Observe })
+	pay("p1")
+	pay("p1")
+	if n := up.count("/pay", "p1"); n != 2 {
+		t.Errorf("pay in observe mode ran %d times; want 2", n)
+	}
+	if a := doHTTP(t, c, "POST", oa.base+"/orders", `{}`, "Idempotency-Key", "o1"); a.status != 201 {
+		t.Errorf("first /orders = %v", a)
+	}
+	if a := doHTTP(t, c, "POST", oa.base+"/orders", `{}`, "Idempotency-Key", "o2"); a.status != 429 {
+		t.Errorf("second /orders = %v; want 429 (the reloaded limit)", a)
+	}
+
+	// Invalid: refused, one log line, the metric; the old config serves.
+	// (Replaced by rename, so that no half-written file is read; a write
+	// in place read half-way would be refused the same way.)
+	for i, bad := range []struct{ yaml, problem string }{
+		{reloadYAML(up.URL, "  - {name: pay, method: GET, path: /x}\n", ""), "routes[1].name"}, // duplicate route name
+		{"upstream: {url: \"" + up.URL + "\"}\nroutez: []\n", "routez: unknown key"},           // unknown key
+		{"::: not yaml", "yaml"},
+	} {
+		before := oa.reloads(t, "failure")
+		if err := os.WriteFile(tmp, []byte(bad.yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, fmt.Sprintf("refusal %d", i+1), func() bool { return oa.reloads(t, "failure") > before })
+		if !strings.Contains(oa.logs.String(), bad.problem) {
+			t.Errorf("refusal %d does not name %q", i+1, bad.problem)
+		}
+	}
+	if got := gathered(t, oa.reg, "idemgate_config_last_reload_successful"); got != 0 {
+		t.Errorf("last_reload_successful = %v; want 0", got)
+	}
+	if n, want := strings.Count(oa.logs.String(), "config reload refused"), int(oa.reloads(t, "failure")); n != want {
+		t.Errorf("%d refusal lines for %d refusals; want one each", n, want)
+	}
+	if got := oa.routeNames(); !slices.Equal(got, []string{"pay", "orders"}) {
+		t.Errorf("routes after refusals = %v; want the old ones", got)
+	}
+	pay("p2")
+	pay("p2")
+	if n := up.count("/pay", "p2"); n != 2 {
+		t.Errorf("pay after refusals ran %d times; want 2 (still observe mode)", n)
+	}
+
+	// Keys that need a restart: reported, ignored; the rest applies.
+	restart := reloadYAML(up.URL, "", "listen: \"127.0.0.1:1\"\nstore: {memory: {max_entries: 5}}")
+	if err := os.WriteFile(path, []byte(restart), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	oa.waitRoutes(t, "pay")
+	waitUntil(t, "restart required", func() bool {
+		return gathered(t, oa.reg, "idemgate_config_restart_required") == 1
+	})
+	logs := oa.logs.String()
+	if !strings.Contains(logs, `"keys":["listen","store.memory.max_entries"]`) || !strings.Contains(logs, "need a restart") {
+		t.Errorf("the restart-only keys were not reported:\n%s", logs)
+	}
+	if got := gathered(t, oa.reg, "idemgate_config_last_reload_successful"); got != 1 {
+		t.Errorf("last_reload_successful = %v; want 1", got)
+	}
+	if a := pay("p3"); a.status != 201 {
+		t.Errorf("pay = %v", a)
+	}
+	if a := pay("p3"); a.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("pay retry = %v; want a replay (enforce mode again)", a)
+	}
+}
+
+// TestReloadUnderTraffic: 1,000 keyed writes sent while the config is
+// reloaded again and again (ConfigMap swaps, valid and invalid): none
+// fails, and each runs once.
+func TestReloadUnderTraffic(t *testing.T) {
+	t.Parallel()
+	up := newCountingUpstream(t)
+	v1 := reloadYAML(up.URL, "", "")
+	v2 := reloadYAML(up.URL, ordersRoute, "")
+	bad := reloadYAML(up.URL, ordersRoute+ordersRoute, "") // duplicate name
+	km := newKubeMount(t, v1)
+	oa := startOpsApp(t, v1, km.path(), nil)
+	c := e2eClient(t)
+
+	const workers, total = 8, 1000
+	var next atomic.Int64
+	var failures []string
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := next.Add(1)
+				if i > total {
+					return
+				}
+				a := doHTTP(t, c, "POST", oa.base+"/pay", `{"n":1}`, "Idempotency-Key", fmt.Sprint("t", i))
+				if a.status != 201 {
+					mu.Lock()
+					failures = append(failures, a.String())
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	go func() { wg.Wait(); close(done) }()
+
+	swaps, refusals := 0, 0
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+			continue
+		default:
+		}
+		switch swaps % 3 {
+		case 0:
+			km.update(t, v2)
+			oa.waitRoutes(t, "pay", "orders")
+		case 1:
+			km.update(t, bad)
+			refusals++
+			waitUntil(t, "refusal", func() bool { return oa.reloads(t, "failure") == float64(refusals) })
+		case 2:
+			km.update(t, v1)
+			oa.waitRoutes(t, "pay")
+		}
+		swaps++
+	}
+	<-done
+	if len(failures) > 0 {
+		t.Errorf("%d of %d requests failed during reloads; first: %s", len(failures), total, failures[0])
+	}
+	for i := 1; i <= total; i++ {
+		if n := up.count("/pay", fmt.Sprint("t", i)); n != 1 {
+			t.Errorf("key t%d ran %d times; want 1", i, n)
+			break
+		}
+	}
+	if swaps < 3 {
+		t.Errorf("only %d config changes during the traffic; want at least 3", swaps)
+	}
+	t.Logf("%d requests, %d config changes (%d refused)", total, swaps, refusals)
+}
+
+// TestReloadSIGHUP (not parallel: it signals the test process) forces a
+// read of the file.
+func TestReloadSIGHUP(t *testing.T) {
+	// Keep the process alive whatever happens to the app's handler.
+	guard := make(chan os.Signal, 1)
+	signal.Notify(guard, syscall.SIGHUP)
+	defer signal.Stop(guard)
+
+	up := newCountingUpstream(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.yaml")
+	v1 := reloadYAML(up.URL, "", "")
+	if err := os.WriteFile(path, []byte(v1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	oa := startOpsApp(t, v1, path, nil)
+	// Wait until the watcher made its first read (nothing to apply).
+	waitUntil(t, "watcher started", func() bool { oa.rl.mu.Lock(); defer oa.rl.mu.Unlock(); return oa.rl.started })
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "SIGHUP read", func() bool { return oa.reloads(t, "success") == 1 })
+	if !strings.Contains(oa.logs.String(), "SIGHUP") || !strings.Contains(oa.logs.String(), "nothing to apply") {
+		t.Errorf("SIGHUP not logged:\n%s", oa.logs.String())
+	}
+	oa.stop()
+}

@@ -1,0 +1,467 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	itestutil "github.com/idemgate/idemgate/internal/testutil"
+	"github.com/idemgate/idemgate/keystore"
+	"github.com/idemgate/idemgate/keystore/memstore"
+	"github.com/idemgate/idemgate/session"
+)
+
+// meteredProxy is a testProxy whose Proxy records Metrics on its own
+// pedantic registry, with the memory store wrapped by Metrics.Store.
+type meteredProxy struct {
+	*testProxy
+	reg *prometheus.Registry
+	m   *Metrics
+}
+
+func newMeteredProxy(t *testing.T, up string, routes []Route, mod func(*Options, *Metrics)) *meteredProxy {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	m := NewMetrics(reg, "v-test")
+	clk := itestutil.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	st := memstore.New(memstore.Options{Clock: clk})
+	u, err := url.Parse(up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	opts := Options{
+		Upstream: u,
+		Routes:   routes,
+		Store:    m.Store(st),
+		Idempotency: Idempotency{
+			IdentityHeaders: []string{"Authorization"},
+			ReplayHeader:    "Idempotent-Replayed",
+			ReleaseStatuses: []int{400, 404, 409, 422, 429, 503},
+		},
+		Logger:  slog.New(slog.NewJSONHandler(logs, nil)),
+		Metrics: m,
+	}
+	if mod != nil {
+		mod(&opts, m)
+	}
+	p, err := New(opts)
+	if err != nil {
+		t.Fatalf("New = %v", err)
+	}
+	srv := httptest.NewServer(p)
+	t.Cleanup(func() {
+		srv.Close()
+		p.Close()
+		st.Close()
+		p.opts.Transport.(*http.Transport).CloseIdleConnections()
+	})
+	return &meteredProxy{testProxy: &testProxy{Server: srv, p: p, store: st, clock: clk, logs: logs}, reg: reg, m: m}
+}
+
+// rejectIf is a limit stage that refuses the requests carrying header, as
+// a limiter would: 429 rate_limited.
+func rejectIf(header string) Middleware {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get(header) != "" {
+				WriteProblem(w, r, ProblemRateLimited.WithRetryAfter(1))
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// TestMetrics drives real requests through a proxy and checks every family
+// with testutil, then lints the whole registry.
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	arrived := make(chan string, 4)
+	release := make(chan struct{})
+	up.handler = func(w http.ResponseWriter, r *http.Request, n int) {
+		switch {
+		case r.Header.Get("X-Hold") != "":
+			arrived <- r.Header.Get("Idempotency-Key") + r.URL.Path
+			<-release
+		case r.Header.Get("X-Break") != "":
+			c, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				c.Close()
+			}
+			return
+		case r.Header.Get("X-Status") == "404":
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		w.Write([]byte(`{"ok":true}`))
+	}
+	routes := []Route{
+		{Name: "create_cart", Method: "POST", Path: "/ucp/v1/carts", Idempotent: true},
+		{Name: "hold", Method: "POST", Path: "/hold", Idempotent: true},
+		{Name: "get_cart", Method: "GET", Path: "/carts/{id}", Session: Session{Param: "id"}},
+	}
+	mp := newMeteredProxy(t, up.URL, routes, func(o *Options, m *Metrics) {
+		o.EdgeLimit = rejectIf("X-Edge-Reject")
+		o.RouteLimit = rejectIf("X-Route-Reject")
+		q, err := session.New(session.Options{QueueDepth: 1, QueueTimeout: time.Minute, Metrics: m.Session()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.SessionTurn, err = SessionTurn(q, o.Idempotency); err != nil {
+			t.Fatal(err)
+		}
+	})
+	m := mp.m
+	expect := func(what string, r result, status int) {
+		t.Helper()
+		if r.status != status {
+			t.Fatalf("%s = %v; want %d", what, r, status)
+		}
+	}
+	expect("first", mp.do(t, "POST", "/ucp/v1/carts", "k1", `{"a":1}`), 201)
+	expect("retry", mp.do(t, "POST", "/ucp/v1/carts", "k1", `{"a":1}`), 201)
+	expect("reuse", mp.do(t, "POST", "/ucp/v1/carts", "k1", `{"a":2}`), 409)
+	expect("no key", mp.do(t, "POST", "/ucp/v1/carts", "", `{}`), 201)
+	expect("bad key", mp.do(t, "POST", "/ucp/v1/carts", "bad key", `{}`), 400)
+	expect("released", mp.do(t, "POST", "/ucp/v1/carts", "k404", `{}`, "X-Status", "404"), 404)
+	expect("unmatched", mp.do(t, "GET", "/nowhere", "", ""), 201)
+	expect("edge", mp.do(t, "POST", "/ucp/v1/carts", "k2", `{}`, "X-Edge-Reject", "1"), 429)
+	expect("edge unmatched", mp.do(t, "GET", "/nowhere", "", "", "X-Edge-Reject", "1"), 429)
+	expect("route", mp.do(t, "POST", "/ucp/v1/carts", "k3", `{}`, "X-Route-Reject", "1"), 429)
+	expect("broken", mp.do(t, "POST", "/ucp/v1/carts", "kb", `{}`, "X-Break", "1"), 502)
+
+	// A claim in progress, a duplicate, a takeover and the first holder's
+	// late completion; requests in flight meanwhile.
+	first := make(chan result, 1)
+	go func() { first <- mp.do(t, "POST", "/hold", "h1", "", "X-Hold", "1") }()
+	if got := <-arrived; got != "h1/hold" {
+		t.Fatalf("arrived %q", got)
+	}
+	if n := testutil.ToFloat64(m.inFlight); n != 1 {
+		t.Errorf("in flight = %v; want 1", n)
+	}
+	expect("in progress", mp.do(t, "POST", "/hold", "h1", ""), 409)
+	mp.clock.Advance(time.Hour) // the first holder's lease ended (store clock)
+	second := make(chan result, 1)
+	go func() { second <- mp.do(t, "POST", "/hold", "h1", "", "X-Hold", "1") }()
+	<-arrived
+
+	// Session turns: one runs, one waits (the line holds one), one is
+	// refused.
+	sess := make(chan result, 1)
+	go func() { sess <- mp.do(t, "GET", "/carts/c1", "k-ignored", "", "X-Hold", "1") }()
+	<-arrived
+	waiter := make(chan result, 1)
+	go func() { waiter <- mp.do(t, "GET", "/carts/c1", "", "") }()
+	waitFor(t, func() bool { return testutil.ToFloat64(m.queueDepth) == 1 })
+	expect("session busy", mp.do(t, "GET", "/carts/c1", "", ""), 503)
+	if n := testutil.ToFloat64(m.inFlight); n != 4 {
+		t.Errorf("in flight = %v; want 4", n)
+	}
+	close(release)
+	expect("held", <-first, 201)
+	expect("takeover", <-second, 201)
+	expect("session", <-sess, 201)
+	expect("session waiter", <-waiter, 201)
+	m.Session().Fallback() // needs a shared lock that is down; counted by the queue
+	waitFor(t, func() bool { return testutil.ToFloat64(m.late) == 1 })
+	waitFor(t, func() bool { return testutil.ToFloat64(m.inFlight) == 0 })
+
+	// The store fails: closed.
+	mp.store.Close()
+	expect("store closed", mp.do(t, "POST", "/ucp/v1/carts", "k9", `{}`), 503)
+	m.ObserveConfigReload(false, false)
+
+	req := func(route, outcome, code string) float64 {
+		return testutil.ToFloat64(m.requests.WithLabelValues(route, outcome, code))
+	}
+	for _, c := range []struct {
+		route, outcome, code string
+		want                 float64
+	}{
+		{"create_cart", OutcomeExecuted, "201", 1},
+		{"create_cart", OutcomeReplayed, "201", 1},
+		{"create_cart", OutcomeKeyReused, "409", 1},
+		{"create_cart", OutcomeUnprotected, "201", 1},
+		{"create_cart", OutcomeRejected, "400", 1},
+		{"create_cart", OutcomeReleased, "404", 1},
+		{"", OutcomePassthrough, "201", 1},
+		{"", OutcomeRateLimited, "429", 2}, // edge: before the route match
+		{"create_cart", OutcomeRateLimited, "429", 1},
+		{"create_cart", OutcomeUpstreamError, "502", 1},
+		{"create_cart", OutcomeUnavailable, "503", 1},
+		{"hold", OutcomeExecuted, "201", 2},
+		{"hold", OutcomeInProgress, "409", 1},
+		{"get_cart", OutcomePassthrough, "201", 2},
+		{"get_cart", OutcomeSessionBusy, "503", 1},
+	} {
+		if got := req(c.route, c.outcome, c.code); got != c.want {
+			t.Errorf("idemgate_http_requests_total{route=%q,outcome=%q,code=%q} = %v; want %v", c.route, c.outcome, c.code, got, c.want)
+		}
+	}
+	if n := testutil.CollectAndCount(m.requests); n != 15 {
+		t.Errorf("idemgate_http_requests_total has %d series; want 15", n)
+	}
+	for _, c := range []struct {
+		limiter, route string
+		want           float64
+	}{
+		{LimiterEdge, "create_cart", 1}, // the route it would have matched
+		{LimiterEdge, "", 1},
+		{LimiterRoute, "create_cart", 1},
+	} {
+		if got := testutil.ToFloat64(m.limited.WithLabelValues(c.limiter, c.route)); got != c.want {
+			t.Errorf("idemgate_limiter_rejections_total{limiter=%q,route=%q} = %v; want %v", c.limiter, c.route, got, c.want)
+		}
+	}
+	if got := testutil.ToFloat64(m.takeovers.WithLabelValues("hold")); got != 1 {
+		t.Errorf("takeovers{hold} = %v; want 1", got)
+	}
+	if got := testutil.ToFloat64(m.storeErrs.WithLabelValues(opReserve, "closed")); got != 1 {
+		t.Errorf("store errors{reserve,closed} = %v; want 1", got)
+	}
+	if got := testutil.ToFloat64(m.queueReject.WithLabelValues(string(session.ResultFull))); got != 1 {
+		t.Errorf("session rejections{queue_full} = %v; want 1", got)
+	}
+	if got := testutil.ToFloat64(m.queueDepth); got != 0 {
+		t.Errorf("session queue depth = %v; want 0", got)
+	}
+	// Histograms: one observation per request, per upstream attempt, per
+	// store operation, per wait for a turn.
+	counts := histogramCounts(t, mp.reg, "idemgate_http_request_duration_seconds", "route")
+	if counts["create_cart"] != 9 || counts[""] != 3 || counts["hold"] != 3 || counts["get_cart"] != 3 {
+		t.Errorf("request duration counts = %v; want create_cart 9, \"\" 3, hold 3, get_cart 3", counts)
+	}
+	counts = histogramCounts(t, mp.reg, "idemgate_upstream_request_duration_seconds", "route")
+	if counts["create_cart"] != 4 || counts[""] != 1 || counts["hold"] != 2 || counts["get_cart"] != 2 {
+		t.Errorf("upstream duration counts = %v; want create_cart 4, \"\" 1, hold 2, get_cart 2", counts)
+	}
+	counts = histogramCounts(t, mp.reg, "idemgate_session_wait_seconds", "result")
+	if counts[string(session.ResultTurn)] != 1 {
+		t.Errorf("session wait counts = %v; want turn 1", counts)
+	}
+	counts = histogramCounts(t, mp.reg, "idemgate_store_operation_duration_seconds", "op")
+	// reserve: k1×3, k404, kb, h1×3, k9; complete: k1, h1×2; release: k404.
+	if counts[opReserve] != 9 || counts[opComplete] != 3 || counts[opRelease] != 1 {
+		t.Errorf("store operation counts = %v; want reserve 9, complete 3, release 1", counts)
+	}
+
+	err := testutil.GatherAndCompare(mp.reg, strings.NewReader(`
+# HELP idemgate_config_last_reload_successful 1 if the last configuration reload succeeded (or none was tried), 0 if it was refused.
+# TYPE idemgate_config_last_reload_successful gauge
+idemgate_config_last_reload_successful 0
+# HELP idemgate_config_reloads_total Configuration reloads, by result: success (applied, or nothing to apply) or failure (refused; the running configuration kept serving).
+# TYPE idemgate_config_reloads_total counter
+idemgate_config_reloads_total{result="failure"} 1
+idemgate_config_reloads_total{result="success"} 0
+# HELP idemgate_idempotency_late_completions_rejected_total Answers not stored because the claim had been taken over, released or repaired by an operator while the request ran.
+# TYPE idemgate_idempotency_late_completions_rejected_total counter
+idemgate_idempotency_late_completions_rejected_total 1
+# HELP idemgate_http_requests_in_flight Requests on the public listener being served now.
+# TYPE idemgate_http_requests_in_flight gauge
+idemgate_http_requests_in_flight 0
+`), "idemgate_config_last_reload_successful", "idemgate_config_reloads_total",
+		"idemgate_idempotency_late_completions_rejected_total", "idemgate_http_requests_in_flight")
+	if err != nil {
+		t.Error(err)
+	}
+	if got := testutil.ToFloat64(mustGauge(t, mp.reg, "idemgate_build_info")); got != 1 {
+		t.Errorf("build info = %v; want 1", got)
+	}
+	problems, err := testutil.GatherAndLint(mp.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+	// Every family was touched: lint saw them all.
+	mfs, err := mp.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, mf := range mfs {
+		have[mf.GetName()] = true
+	}
+	for _, name := range []string{
+		"idemgate_build_info", "idemgate_http_requests_total", "idemgate_http_request_duration_seconds",
+		"idemgate_http_requests_in_flight", "idemgate_upstream_request_duration_seconds",
+		"idemgate_store_operation_duration_seconds", "idemgate_store_errors_total",
+		"idemgate_limiter_rejections_total", "idemgate_idempotency_takeovers_total",
+		"idemgate_idempotency_late_completions_rejected_total", "idemgate_session_queue_depth",
+		"idemgate_session_rejections_total", "idemgate_session_wait_seconds", "idemgate_session_lock_fallbacks_total",
+		"idemgate_config_reloads_total",
+		"idemgate_config_last_reload_successful", "idemgate_config_last_reload_success_timestamp_seconds",
+		"idemgate_config_restart_required",
+	} {
+		if !have[name] {
+			t.Errorf("family %s missing", name)
+		}
+	}
+	if strings.Contains(dumpText(t, mp.reg), "k1") || strings.Contains(dumpText(t, mp.reg), "/nowhere") {
+		t.Errorf("a key or a raw path became a label value")
+	}
+}
+
+// histogramCounts returns the sample count of each series of a histogram
+// family, by the value of label.
+func histogramCounts(t *testing.T, g prometheus.Gatherer, name, label string) map[string]uint64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]uint64{}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			for _, lp := range mt.GetLabel() {
+				if lp.GetName() == label {
+					out[lp.GetValue()] = mt.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return out
+}
+
+func mustGauge(t *testing.T, g prometheus.Gatherer, name string) prometheus.Collector {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			v := mf.GetMetric()[0].GetGauge().GetValue()
+			gg := prometheus.NewGauge(prometheus.GaugeOpts{Name: "x"})
+			gg.Set(v)
+			return gg
+		}
+	}
+	t.Fatalf("%s not gathered", name)
+	return nil
+}
+
+func dumpText(t *testing.T, g prometheus.Gatherer) string {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, mf := range mfs {
+		for _, mt := range mf.GetMetric() {
+			for _, lp := range mt.GetLabel() {
+				b.WriteString(lp.GetName() + "=" + lp.GetValue() + "\n")
+			}
+		}
+	}
+	return b.String()
+}
+
+// TestMeteredStoreErrors: the decorator classifies errors, forwards the
+// admin operations, and works on a nil Metrics.
+func TestMeteredStoreErrors(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := memstore.New(memstore.Options{MaxEntries: 1})
+	t.Cleanup(func() { st.Close() })
+	reg := prometheus.NewPedanticRegistry()
+	m := NewMetrics(reg, "v")
+	ms := m.Store(st)
+	opts := keystore.ReserveOptions{Lease: time.Minute, Retention: time.Hour}
+	res, err := ms.Reserve(ctx, keystore.NewKey("a"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ms.Reserve(ctx, keystore.NewKey("a"), opts); !errors.Is(err, keystore.ErrInFlight) {
+		t.Fatalf("second Reserve = %v; want ErrInFlight", err)
+	}
+	if _, err := ms.Reserve(ctx, keystore.NewKey("b"), opts); !errors.Is(err, keystore.ErrFull) {
+		t.Fatalf("Reserve on a full store = %v; want ErrFull", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	ms.Get(cctx, keystore.NewKey("a"))
+	if recs, err := ms.InFlight(ctx, 0, 10); err != nil || len(recs) != 1 {
+		t.Errorf("InFlight = %d records, %v; want 1", len(recs), err)
+	}
+	if err := ms.ForceComplete(ctx, keystore.NewKey("a"), &keystore.Response{Status: 200}); err != nil {
+		t.Errorf("ForceComplete = %v", err)
+	}
+	if err := ms.Complete(ctx, keystore.NewKey("a"), res.Token, &keystore.Response{Status: 201}); !errors.Is(err, keystore.ErrLeaseLost) {
+		t.Errorf("late Complete = %v; want ErrLeaseLost", err)
+	}
+	for _, c := range []struct {
+		op, kind string
+		want     float64
+	}{
+		{opReserve, "full", 1},
+		{opGet, "canceled", 1},
+	} {
+		if got := testutil.ToFloat64(m.storeErrs.WithLabelValues(c.op, c.kind)); got != c.want {
+			t.Errorf("store errors{%s,%s} = %v; want %v", c.op, c.kind, got, c.want)
+		}
+	}
+	if n := testutil.CollectAndCount(m.storeErrs); n != 2 {
+		t.Errorf("store error series = %d; want 2 (in flight and lease lost are not errors)", n)
+	}
+	if got := testutil.ToFloat64(m.late); got != 1 {
+		t.Errorf("late completions = %v; want 1", got)
+	}
+	// A nil Metrics forwards only; a store without admin operations says so.
+	var none *Metrics
+	plain := none.Store(noAdmin{st})
+	if _, err := plain.Get(ctx, keystore.NewKey("a")); err != nil {
+		t.Errorf("Get through a nil Metrics = %v", err)
+	}
+	if err := plain.ForceRelease(ctx, keystore.NewKey("a")); !errors.Is(err, errNoAdmin) {
+		t.Errorf("ForceRelease without admin = %v; want errNoAdmin", err)
+	}
+	none.ObserveConfigReload(true, false)
+	if _, ok := none.Session().(session.NopMetrics); !ok {
+		t.Errorf("nil Metrics' Session() is not NopMetrics")
+	}
+}
+
+// noAdmin hides a store's admin operations.
+type noAdmin struct{ keystore.Store }
+
+// BenchmarkMetricsPerRequest is what the metrics add to a keyed request:
+// the request's series and histogram, and a timed store operation.
+func BenchmarkMetricsPerRequest(b *testing.B) {
+	m := NewMetrics(prometheus.NewRegistry(), "bench")
+	st := memstore.New(memstore.Options{})
+	b.Cleanup(func() { st.Close() })
+	ms := m.Store(st)
+	rt := &route{Route: Route{Name: "create_cart"}}
+	req := httptest.NewRequest("POST", "/ucp/v1/carts", nil)
+	k := keystore.NewKey("bench")
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		ex := &exchange{route: rt, pastEdge: true}
+		for pb.Next() {
+			m.inFlight.Inc()
+			ms.Get(ctx, k)
+			m.observeRequest(req, ex, 201, OutcomeReplayed, time.Millisecond)
+			m.inFlight.Dec()
+		}
+	})
+}

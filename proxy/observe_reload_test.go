@@ -1,0 +1,113 @@
+package proxy
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+
+	"github.com/idemgate/idemgate/keystore"
+	"github.com/idemgate/idemgate/keystore/memstore"
+)
+
+// TestReload: a request runs to its end on the routing it arrived on; the
+// next one sees the new routes; a routing that does not compile changes
+// nothing.
+func TestReload(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	arrived := make(chan struct{}, 1)
+	release := make(chan struct{})
+	up.handler = func(w http.ResponseWriter, r *http.Request, n int) {
+		if r.Header.Get("X-Hold") != "" {
+			arrived <- struct{}{}
+			<-release
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "execution %d", n)
+	}
+	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) {
+		o.Routes = []Route{{Name: "pay", Method: "POST", Path: "/pay", Idempotent: true}}
+	})
+	held := make(chan result, 1)
+	go func() { held <- tp.do(t, "POST", "/pay", "k1", `{}`, "X-Hold", "1") }()
+	<-arrived
+
+	// The new routing drops /pay: it passes through, keys ignored.
+	next := Routing{Routes: []Route{{Name: "orders", Method: "POST", Path: "/orders", Idempotent: true}}}
+	if err := tp.p.Reload(next); err != nil {
+		t.Fatal(err)
+	}
+	if got := tp.p.Routing().Routes[0].Name; got != "orders" {
+		t.Errorf("Routing() = %q; want orders", got)
+	}
+	for i := range 2 {
+		if r := tp.do(t, "POST", "/pay", "k1", `{}`); r.status != 201 || r.header.Get("Idempotent-Replayed") != "" {
+			t.Errorf("/pay after reload #%d = %v; want a pass-through execution", i, r)
+		}
+	}
+	close(release)
+	if r := <-held; r.status != 201 {
+		t.Errorf("held request = %v; want 201", r)
+	}
+	// The held request finished on the old routing: its answer is recorded.
+	waitFor(t, func() bool {
+		rec, err := tp.store.Get(t.Context(), tp.p.ScopeKey("", nil, "k1"))
+		return err == nil && rec.State == keystore.StateCompleted && rec.Route == "pay"
+	})
+
+	// Ambiguous routes are refused; the running routing stays.
+	bad := Routing{Routes: []Route{
+		{Name: "a", Method: "GET", Path: "/x/{id}"},
+		{Name: "b", Method: "GET", Path: "/x/{other}"},
+	}}
+	if err := tp.p.Reload(bad); err == nil {
+		t.Fatal("Reload(ambiguous) = nil; want an error")
+	}
+	if got := tp.p.Routing().Routes[0].Name; got != "orders" {
+		t.Errorf("after a refused reload, Routing() = %q; want orders", got)
+	}
+	if r := tp.do(t, "POST", "/orders", "k9", `{}`); r.status != 201 {
+		t.Errorf("/orders = %v", r)
+	}
+	if r := tp.do(t, "POST", "/orders", "k9", `{}`); r.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("/orders retry = %v; want a replay", r)
+	}
+}
+
+// TestReloadUnderLoad swaps routings while requests flow (run with -race):
+// every request succeeds on one routing or the other.
+func TestReloadUnderLoad(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	tp := newTestProxy(t, up.URL, nil)
+	a := tp.p.Routing()
+	b := Routing{Routes: append([]Route{{Name: "extra", Method: "POST", Path: "/extra", Idempotent: true}}, a.Routes...)}
+	const workers, each = 8, 50
+	var wg sync.WaitGroup
+	errs := make(chan string, workers*each)
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				r := tp.do(t, "POST", "/ucp/v1/carts", fmt.Sprintf("w%d-%d", w, i), `{}`)
+				if r.status != 201 {
+					errs <- r.String()
+				}
+			}
+		})
+	}
+	for i := range 200 {
+		rt := a
+		if i%2 == 0 {
+			rt = b
+		}
+		if err := tp.p.Reload(rt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Errorf("request failed during reloads: %s", e)
+	}
+}
