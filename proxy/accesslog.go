@@ -85,6 +85,7 @@ func (p *Proxy) logExchange(r *http.Request, ex *exchange) {
 	if status >= 500 {
 		level = slog.LevelWarn
 	}
+	p.metrics.observeRequest(r, ex, status, outcome, time.Since(ex.start))
 	p.log.LogAttrs(context.Background(), level, "request",
 		slog.String(logHost, r.Host),
 		slog.String(logMethod, r.Method),

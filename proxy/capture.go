@@ -20,9 +20,25 @@ type capture struct {
 	tooLarge bool
 	complete bool  // the body was read to its end
 	err      error // the body read failed
+	length   int64 // the answer's Content-Length, -1 if unknown
+	read     int64 // body bytes read so far
+	// done, when set, runs once when the whole answer has been read, before
+	// its last bytes are passed on to the client.
+	done func()
 }
 
-func newCapture(max int64) *capture { return &capture{max: max} }
+func newCapture(max int64, done func()) *capture { return &capture{max: max, done: done} }
+
+// finish marks the answer complete and runs done.
+func (c *capture) finish() {
+	if c.complete {
+		return
+	}
+	c.complete = true
+	if c.done != nil {
+		c.done()
+	}
+}
 
 // start records the answer's head and wraps its body. drop names headers
 // never stored.
@@ -37,12 +53,16 @@ func (c *capture) start(res *http.Response, drop map[string]bool) {
 		h[k] = append([]string(nil), v...)
 	}
 	c.header = h
+	c.length = res.ContentLength
 	if res.ContentLength > c.max {
 		c.tooLarge = true
 	} else if res.ContentLength > 0 {
 		c.body = make([]byte, 0, res.ContentLength)
 	}
 	res.Body = &teeBody{ReadCloser: res.Body, c: c}
+	if res.ContentLength == 0 {
+		c.finish() // nothing to read: the answer is whole now
+	}
 }
 
 type teeBody struct {
@@ -53,6 +73,7 @@ type teeBody struct {
 func (t *teeBody) Read(p []byte) (int, error) {
 	n, err := t.ReadCloser.Read(p)
 	c := t.c
+	c.read += int64(n)
 	if n > 0 && !c.tooLarge {
 		if int64(len(c.body)+n) > c.max {
 			c.tooLarge = true
@@ -62,8 +83,8 @@ func (t *teeBody) Read(p []byte) (int, error) {
 		}
 	}
 	switch {
-	case err == io.EOF:
-		c.complete = true
+	case err == io.EOF, err == nil && c.length > 0 && c.read == c.length:
+		c.finish()
 	case err != nil:
 		c.err = err
 	}

@@ -54,6 +54,10 @@ type Route struct {
 	FingerprintIgnore []string
 	// Session, when set, makes requests take turns per session id.
 	Session Session
+	// Observe runs an idempotent route in observe mode: keys are checked,
+	// claimed and recorded, but nothing is refused or replayed; what would
+	// have happened is reported instead (see observe.go).
+	Observe bool
 }
 
 // route is a Route ready to serve.
@@ -95,8 +99,12 @@ type Options struct {
 	// Logger receives one access-log line per request and the proxy's
 	// errors. Default: discard.
 	Logger *slog.Logger
+	// Metrics, when set, records the requests' metrics (see metrics.go).
+	// Wrap Store with [Metrics.Store] for the store's.
+	Metrics *Metrics
 
-	// Stages other packages provide; nil stages are left out.
+	// Stages other packages provide; nil stages are left out. With Routes
+	// they are the first [Routing]; [Proxy.Reload] replaces them.
 	EdgeLimit   Middleware
 	RouteLimit  Middleware
 	SessionTurn Middleware
@@ -126,8 +134,9 @@ type Proxy struct {
 	handler  http.Handler
 	log      *slog.Logger
 	opts     Options
-	table    *pathtmpl.Table
-	routes   []*route
+	cur      atomic.Pointer[routing] // see Reload
+	upstream http.Handler            // step 7, shared by every routing
+	metrics  *Metrics
 	release  [600]bool // statuses that release the key
 	drop     map[string]bool
 	buffered atomic.Int64 // keyed body bytes held
@@ -177,7 +186,7 @@ func New(opts Options) (*Proxy, error) {
 	if id.ReuseStatus == 0 {
 		id.ReuseStatus = http.StatusConflict
 	}
-	p := &Proxy{opts: opts, log: opts.Logger, drop: make(map[string]bool)}
+	p := &Proxy{opts: opts, log: opts.Logger, drop: make(map[string]bool), metrics: opts.Metrics}
 	for _, s := range id.ReleaseStatuses {
 		if s < 100 || s >= len(p.release) {
 			return nil, fmt.Errorf("proxy: release status %d out of range", s)
@@ -187,56 +196,19 @@ func New(opts Options) (*Proxy, error) {
 	for _, h := range id.DropHeaders {
 		p.drop[http.CanonicalHeaderKey(h)] = true
 	}
-	var entries []pathtmpl.Entry
-	var errs []error
-	needStore := false
-	for i, rc := range opts.Routes {
-		t, err := pathtmpl.Parse(rc.Path)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("proxy: route %q: %w", rc.Name, err))
-			continue
-		}
-		rt := &route{Route: rc, tmpl: t, timeout: rc.Timeout}
-		if rt.timeout <= 0 {
-			rt.timeout = opts.Timeout
-		}
-		for _, s := range rc.FingerprintIgnore {
-			ptr, err := canonjson.ParsePointer(s)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("proxy: route %q: fingerprint_ignore %q: %w", rc.Name, s, err))
-				continue
-			}
-			rt.ignore = append(rt.ignore, ptr)
-		}
-		if rc.Session.Param != "" && !t.HasParam(rc.Session.Param) {
-			errs = append(errs, fmt.Errorf("proxy: route %q: session parameter %q not in path %s", rc.Name, rc.Session.Param, rc.Path))
-		}
-		needStore = needStore || rc.Idempotent
-		p.routes = append(p.routes, rt)
-		entries = append(entries, pathtmpl.Entry{Method: rc.Method, Template: t, Index: i})
-	}
-	if err := errors.Join(errs...); err != nil {
+	p.renewals.init(opts.Store, opts.Logger)
+	p.upstream = p.newUpstream()
+	rt, err := p.compile(Routing{
+		Routes:      opts.Routes,
+		EdgeLimit:   opts.EdgeLimit,
+		RouteLimit:  opts.RouteLimit,
+		SessionTurn: opts.SessionTurn,
+	})
+	if err != nil {
 		return nil, err
 	}
-	if needStore && opts.Store == nil {
-		return nil, errors.New("proxy: a Store is required for idempotent routes")
-	}
-	table, err := pathtmpl.NewTable(entries)
-	if err != nil {
-		return nil, fmt.Errorf("proxy: %w", err)
-	}
-	p.table = table
-	p.renewals.init(opts.Store, opts.Logger)
-
-	// The order is DESIGN.md's and is authoritative; chain_test.go pins it.
-	p.handler = Chain(p.newUpstream(),
-		p.serveExchange,  // recover, request ID, access log
-		opts.EdgeLimit,   // 1. edge limit
-		p.matchRoute,     // 2. route match
-		opts.RouteLimit,  // 3. route limit
-		p.idempotency,    // 4. key check, 5. claim, 8. record
-		opts.SessionTurn, // 6. session turn
-	) // 7. upstream
+	p.cur.Store(rt)
+	p.handler = p.serveExchange(http.HandlerFunc(p.serveRouting)) // recover, request ID, access log
 	return p, nil
 }
 
@@ -252,17 +224,122 @@ func (p *Proxy) Close() error {
 	return nil
 }
 
-// matchRoute is DESIGN.md step 2.
+// matchRoute is DESIGN.md step 2, on the request's routing.
 func (p *Proxy) matchRoute(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ex := exchangeOf(r)
+		ex.pastEdge = true
 		path := r.URL.EscapedPath()
-		if i, ok := p.table.Lookup(r.Method, path); ok {
-			ex.route = p.routes[i]
+		if i, ok := ex.routing.table.Lookup(r.Method, path); ok {
+			ex.route = ex.routing.routes[i]
 			ex.params = path
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// Routing is the part of a [Proxy] that [Proxy.Reload] replaces while it
+// serves: the routes and the stages that depend on them. The stages run in
+// DESIGN.md's order (see [New]); nil stages are left out.
+type Routing struct {
+	Routes      []Route
+	EdgeLimit   Middleware
+	RouteLimit  Middleware
+	SessionTurn Middleware
+}
+
+// routing is a compiled Routing: its table and the chain after the
+// outermost stage. It never changes once built.
+type routing struct {
+	src     Routing
+	table   *pathtmpl.Table
+	routes  []*route
+	handler http.Handler
+}
+
+// compile checks rt's routes and builds its chain.
+func (p *Proxy) compile(rt Routing) (*routing, error) {
+	c := &routing{src: rt}
+	var entries []pathtmpl.Entry
+	var errs []error
+	needStore := false
+	for i, rc := range rt.Routes {
+		t, err := pathtmpl.Parse(rc.Path)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("proxy: route %q: %w", rc.Name, err))
+			continue
+		}
+		r := &route{Route: rc, tmpl: t, timeout: rc.Timeout}
+		if r.timeout <= 0 {
+			r.timeout = p.opts.Timeout
+		}
+		for _, s := range rc.FingerprintIgnore {
+			ptr, err := canonjson.ParsePointer(s)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("proxy: route %q: fingerprint_ignore %q: %w", rc.Name, s, err))
+				continue
+			}
+			r.ignore = append(r.ignore, ptr)
+		}
+		if rc.Session.Param != "" && !t.HasParam(rc.Session.Param) {
+			errs = append(errs, fmt.Errorf("proxy: route %q: session parameter %q not in path %s", rc.Name, rc.Session.Param, rc.Path))
+		}
+		needStore = needStore || rc.Idempotent
+		c.routes = append(c.routes, r)
+		entries = append(entries, pathtmpl.Entry{Method: rc.Method, Template: t, Index: i})
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if needStore && p.opts.Store == nil {
+		return nil, errors.New("proxy: a Store is required for idempotent routes")
+	}
+	table, err := pathtmpl.NewTable(entries)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	c.table = table
+	// The order is DESIGN.md's and is authoritative; chain_test.go pins it.
+	c.handler = Chain(p.upstream,
+		rt.EdgeLimit,   // 1. edge limit
+		p.matchRoute,   // 2. route match
+		rt.RouteLimit,  // 3. route limit
+		p.idempotency,  // 4. key check, 5. claim, 8. record
+		rt.SessionTurn, // 6. session turn
+	) // 7. upstream
+	return c, nil
+}
+
+// Reload replaces the proxy's routes and stages with rt, atomically: each
+// request runs on the routing that was current when it arrived, from its
+// first stage to its last, so requests already running finish on the old
+// one. Stages that only the old routing uses may be closed once Reload
+// returns only if they keep answering after Close (as [limiter.Limiter]
+// does). On error (a bad path template, ambiguous routes, an idempotent
+// route without a Store) nothing changes. Reload is safe for concurrent use
+// with serving; concurrent Reloads leave the last one's routing.
+func (p *Proxy) Reload(rt Routing) error {
+	c, err := p.compile(rt)
+	if err != nil {
+		return err
+	}
+	p.cur.Store(c)
+	return nil
+}
+
+// Routing returns the routing the proxy serves now (the last one given to
+// [New] or [Proxy.Reload]).
+func (p *Proxy) Routing() Routing { return p.cur.Load().src }
+
+// serveRouting runs a request through the routing current at its arrival.
+func (p *Proxy) serveRouting(w http.ResponseWriter, r *http.Request) {
+	ex := exchangeOf(r)
+	ex.routing = p.cur.Load()
+	if m := p.metrics; m != nil {
+		m.inFlight.Inc()
+		defer m.inFlight.Dec()
+	}
+	ex.routing.handler.ServeHTTP(w, r)
 }
 
 // SessionID returns the session id of r on its route and whether the route

@@ -18,6 +18,10 @@ type exchange struct {
 	id     string     // request ID
 	client netip.Addr // client address (after trusted proxies)
 
+	routing  *routing // the routing this request runs on (see Proxy.Reload)
+	pastEdge bool     // the request passed the edge limit (for metrics)
+	observed bool     // observe mode forwarded a keyed write unclaimed
+
 	route   *route // nil: no route matched
 	params  string // the request's escaped path, for path parameters
 	outcome string
@@ -26,6 +30,7 @@ type exchange struct {
 	keyed   bool      // a keyed write under a claim
 	sent    sendState // how far the request got to the upstream
 	capture *capture  // keyed writes: the answer kept for storage
+	finish  func()    // keyed writes: records the answer (once)
 
 	status      int   // status written to the client
 	written     int64 // body bytes written to the client

@@ -27,6 +27,10 @@ func (p *Proxy) idempotency(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		if rt.Observe {
+			p.observe(w, r, next) // observe.go
+			return
+		}
 		opts := &p.opts.Idempotency
 
 		// 4. Key check.
@@ -99,17 +103,30 @@ func (p *Proxy) hasIdentity(r *http.Request) bool {
 // scope returns the store key of a request: the tenant, the exact values of
 // the identity headers and the client's key, hashed.
 func (p *Proxy) scope(r *http.Request, key string) keystore.Key {
+	return p.ScopeKey(p.tenant(r.Host), r.Header, key)
+}
+
+// ScopeKey returns the store key of the idempotency key key sent under
+// tenant with the identity headers in identity (only the configured
+// identity headers are read, their values exactly as sent, in order). It is
+// how the admin API finds a record without its hex key; see
+// [Proxy.TenantFor] for a request's tenant.
+func (p *Proxy) ScopeKey(tenant string, identity http.Header, key string) keystore.Key {
 	opts := &p.opts.Idempotency
 	parts := make([]string, 0, 3+2*len(opts.IdentityHeaders))
-	parts = append(parts, "v1", p.tenant(r.Host))
+	parts = append(parts, "v1", tenant)
 	for _, h := range opts.IdentityHeaders {
-		vs := r.Header.Values(h)
+		vs := identity.Values(h)
 		parts = append(parts, strconv.Itoa(len(vs)))
 		parts = append(parts, vs...)
 	}
 	parts = append(parts, key)
 	return keystore.NewKey(parts...)
 }
+
+// TenantFor returns the tenant of a request with this Host header: the
+// tenant_hosts entry for the host, else the constant tenant.
+func (p *Proxy) TenantFor(host string) string { return p.tenant(host) }
 
 // tenant returns the tenant for a Host: the tenant_hosts entry for the host
 // (with its port, then without), else the constant tenant.
@@ -208,21 +225,37 @@ func (p *Proxy) serveKeyed(w http.ResponseWriter, r *http.Request, next http.Han
 		return nil
 	}
 
+	p.runClaimed(w, r, next, sk, res)
+	return nil
+}
+
+// runClaimed runs a request under its new claim and records its answer.
+func (p *Proxy) runClaimed(w http.ResponseWriter, r *http.Request, next http.Handler, sk keystore.Key, res keystore.Reservation) {
+	ex := exchangeOf(r)
+	opts := &p.opts.Idempotency
 	// Claimed: the lease is renewed for as long as the request lives.
 	if res.Takeover {
-		p.log.Warn("took over an abandoned claim", logRequestID, ex.id, logRoute, rt.Name)
+		p.log.Warn("took over an abandoned claim", logRequestID, ex.id, logRoute, ex.route.Name)
 	}
 	lease := p.renewals.start(sk, res.Token, opts.Lease, opts.MaxLease)
 	ex.keyed = true
 	ex.outcome = OutcomeExecuted
-	defer func() {
-		// Runs on a panic too (ErrAbortHandler when the upstream's body
-		// broke mid-stream): the claim is then kept.
+	recorded := false
+	// finish records the answer once: as soon as the capture has the whole
+	// answer (before its last bytes go to the client, so a retry sent after
+	// the answer arrived always finds it stored), or when the request ends.
+	ex.finish = func() {
+		if recorded {
+			return
+		}
+		recorded = true
 		lease.stop()
 		p.record(r, ex, sk, res.Token, ex.capture)
-	}()
+	}
+	// Runs on a panic too (ErrAbortHandler when the upstream's body broke
+	// mid-stream): the claim is then kept.
+	defer ex.finish()
 	next.ServeHTTP(w, r)
-	return nil
 }
 
 // record is DESIGN.md step 8: store the answer, release the key, or keep
@@ -258,34 +291,50 @@ func (p *Proxy) record(r *http.Request, ex *exchange, sk keystore.Key, token uin
 	}
 }
 
-// complete stores resp, retrying a failing store within the lease.
+// complete stores resp. The first attempt is made at once, before the
+// answer's last bytes reach the client; if the store fails, the retries
+// (within half the lease) run in the background, so that a slow or broken
+// store never holds the client's connection.
 func (p *Proxy) complete(ctx context.Context, ex *exchange, sk keystore.Key, token uint64, resp *keystore.Response, lease time.Duration) {
-	deadline := time.Now().Add(lease / 2)
-	backoff := 50 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		err := p.opts.Store.Complete(ctx, sk, token, resp)
-		switch {
-		case err == nil:
-			return
-		case errors.Is(err, keystore.ErrLeaseLost), errors.Is(err, keystore.ErrNotFound):
-			// Taken over (or repaired by an operator) while we ran: the
-			// record belongs to someone else now; our client still got
-			// our answer.
-			p.log.Warn("late completion rejected", "error", err, logRequestID, ex.id)
-			return
-		}
-		if time.Now().Add(backoff).After(deadline) {
-			p.log.Error("storing answer failed; the key will be taken over after its lease", "error", err, "attempts", attempt, logRequestID, ex.id)
-			return
-		}
-		time.Sleep(backoff)
-		backoff = min(2*backoff, time.Second)
-		if ctx.Err() != nil {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-			defer cancel()
-		}
+	err := p.opts.Store.Complete(ctx, sk, token, resp)
+	if p.completed(ex.id, err, 1) {
+		return
 	}
+	id := ex.id
+	p.renewals.background(func() {
+		deadline := time.Now().Add(lease / 2)
+		backoff := 50 * time.Millisecond
+		for attempt := 2; time.Now().Add(backoff).Before(deadline); attempt++ {
+			time.Sleep(backoff)
+			backoff = min(2*backoff, time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+			err = p.opts.Store.Complete(ctx, sk, token, resp)
+			cancel()
+			if p.completed(id, err, attempt) {
+				return
+			}
+		}
+		p.log.Error("storing answer failed; the key will be taken over after its lease", "error", err, logRequestID, id)
+	})
+}
+
+// completed reports whether a Complete attempt settled the record: stored,
+// or no longer ours to store.
+func (p *Proxy) completed(requestID string, err error, attempt int) bool {
+	switch {
+	case err == nil:
+		if attempt > 1 {
+			p.log.Info("answer stored after a retry", "attempts", attempt, logRequestID, requestID)
+		}
+		return true
+	case errors.Is(err, keystore.ErrLeaseLost), errors.Is(err, keystore.ErrNotFound):
+		// Taken over (or repaired by an operator) while we ran: the record
+		// belongs to someone else now; our client still got our answer.
+		p.log.Warn("late completion rejected", "error", err, logRequestID, requestID)
+		return true
+	}
+	p.log.Warn("storing answer failed; retrying", "error", err, "attempt", attempt, logRequestID, requestID)
+	return false
 }
 
 // replay answers with a stored response (DESIGN.md, Replays).

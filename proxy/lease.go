@@ -16,7 +16,7 @@ import (
 type renewer struct {
 	store keystore.Store
 	log   *slog.Logger
-	wg    sync.WaitGroup // one per claim not yet stopped
+	wg    sync.WaitGroup // one per claim not yet stopped, and per background task
 }
 
 func (rn *renewer) init(s keystore.Store, log *slog.Logger) {
@@ -97,5 +97,16 @@ func (h *leaseHandle) stop() {
 	h.rn.wg.Done()
 }
 
-// close waits until every claim's renewals have stopped.
+// background runs f in a goroutine the renewer owns: work a claim leaves
+// behind when its request is over (retrying a failed completion).
+func (rn *renewer) background(f func()) {
+	rn.wg.Add(1)
+	go func() {
+		defer rn.wg.Done()
+		f()
+	}()
+}
+
+// close waits until every claim's renewals and background work have
+// stopped.
 func (rn *renewer) close() { rn.wg.Wait() }

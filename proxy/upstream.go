@@ -65,7 +65,7 @@ type callKey struct{}
 func (p *Proxy) newUpstream() http.Handler {
 	rp := &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
-		Transport:      p.opts.Transport,
+		Transport:      p.metrics.transport(p.opts.Transport),
 		FlushInterval:  -1, // stream as received: a sidecar adds no buffering delay
 		BufferPool:     &bufferPool{},
 		ModifyResponse: p.modifyResponse,
@@ -86,7 +86,7 @@ func (p *Proxy) newUpstream() http.Handler {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), timeout)
 			defer cancel()
-			call.capture = newCapture(p.opts.Idempotency.MaxResponseBytes)
+			call.capture = newCapture(p.opts.Idempotency.MaxResponseBytes, ex.finish)
 			ex.capture = call.capture
 			ex.swallow = true
 		} else {
@@ -133,7 +133,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	p.setForwarded(pr)
 
 	call := callOf(in)
-	if call != nil && call.ex.keyed {
+	if call != nil && (call.ex.keyed || call.ex.observed) {
 		// idemgate never resends a keyed write: Go's Transport replays a
 		// request that carries Idempotency-Key or X-Idempotency-Key after a
 		// failure on a reused connection when its body is nil, NoBody or has
@@ -148,6 +148,8 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 			hideFromRetry(pr.Out.Header, "Idempotency-Key")
 			hideFromRetry(pr.Out.Header, "X-Idempotency-Key")
 		}
+	}
+	if call != nil && call.ex.keyed {
 		// Stored answers must be plain.
 		pr.Out.Header.Del("Accept-Encoding")
 	}

@@ -53,7 +53,9 @@ upstream: {url: "` + upstream + `"}
 edge_limit: {rate: 0}
 store:
   backend: redis
-  redis: {addrs: ["` + redisAddr + `"], key_prefix: "` + prefix + `"}
+  # A generous timeout: hundreds of requests in flight under -race on a
+  # loaded 2-core machine must not be mistaken for an outage.
+  redis: {addrs: ["` + redisAddr + `"], key_prefix: "` + prefix + `", timeout: 3s}
 routes:
   - {name: pay, method: POST, path: /pay, idempotent: true}
 ` + extra

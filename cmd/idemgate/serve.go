@@ -61,6 +61,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	a.configPath = *path // reloaded on change and on SIGHUP (reload.go)
 	return a.serve(ctx, *grace, nil)
 }
 
@@ -87,25 +88,11 @@ func checkConfig(cfg *config.Config) error {
 	no := func(key, what string) {
 		errs = append(errs, fmt.Errorf("%s: %s is not supported by this build", key, what))
 	}
-	if cfg.TLS.Mode != "" && cfg.TLS.Mode != config.TLSNone {
-		no("tls.mode", fmt.Sprintf("%q (terminate TLS in front of idemgate for now)", cfg.TLS.Mode))
-	}
-	if cfg.Limiter.Backend == config.LimiterRedis {
-		no("limiter.backend", `"redis"`)
-	}
-	if cfg.Mode == config.ModeObserve {
-		no("mode", `"observe"`)
-	}
+	errs = append(errs, checkLimits(cfg)...)
 	for i, r := range cfg.Routes {
 		key := fmt.Sprintf("routes[%d]", i)
-		if r.Mode == config.ModeObserve {
-			no(key+".mode", `"observe"`)
-		}
 		if r.Protocol == config.ProtocolGraphQL {
 			no(key+".protocol", `"graphql"`)
-		}
-		if r.Session != nil {
-			no(key+".session", "a session turn")
 		}
 	}
 	return errors.Join(errs...)
@@ -118,11 +105,14 @@ type app struct {
 	store    keystore.Store
 	closers  []func() error // closed in order after the servers stopped
 	proxy    *proxy.Proxy
+	limits   *limitSet // the limiters' counters, for the metrics
 	pingable interface{ Ping(context.Context) error }
 	draining atomic.Bool
 	ready    atomic.Bool
 
 	public, admin *http.Server
+	tls           tlsState // tls.go
+	opsState               // metrics, admin API, config reload (admin.go, reload.go)
 	// afterDrain, when set (tests), runs after the public server drained
 	// and before the stores close.
 	afterDrain func()
@@ -141,13 +131,41 @@ func newApp(cfg *config.Config, log *slog.Logger, transport http.RoundTripper) (
 	if err := a.openStore(); err != nil {
 		return nil, err
 	}
+	a.initOps() // admin.go: metrics (the store's included)
+	if err := a.buildTLS(); err != nil {
+		return nil, err
+	}
+	opts, err := a.proxyOptions(cfg, transport)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.buildLimits(&opts); err != nil {
+		return nil, err
+	}
+	if err := a.buildSessions(&opts); err != nil {
+		return nil, err
+	}
+	p, err := proxy.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	a.proxy = p
+	a.public = newServer(p, log)
+	a.admin = newServer(a.adminHandler(), log)
+	ok = true
+	return a, nil
+}
+
+// proxyOptions converts cfg into the proxy's options, without the stages
+// (buildLimits and buildSessions add them). A reload uses it too.
+func (a *app) proxyOptions(cfg *config.Config, transport http.RoundTripper) (proxy.Options, error) {
 	up, err := url.Parse(cfg.Upstream.URL)
 	if err != nil {
-		return nil, fmt.Errorf("upstream.url: %w", err)
+		return proxy.Options{}, fmt.Errorf("upstream.url: %w", err)
 	}
 	trusted, err := cfg.ClientIP.Prefixes()
 	if err != nil {
-		return nil, fmt.Errorf("client_ip.trusted_proxies: %w", err)
+		return proxy.Options{}, fmt.Errorf("client_ip.trusted_proxies: %w", err)
 	}
 	id := cfg.Idempotency
 	opts := proxy.Options{
@@ -175,8 +193,16 @@ func newApp(cfg *config.Config, log *slog.Logger, transport http.RoundTripper) (
 		TrustedProxies:   trusted,
 		ClientAddr:       limiter.ClientAddr,
 		MaxBufferedBytes: cfg.MaxBufferedBytes,
-		Logger:           log.With("component", "proxy"),
+		Logger:           a.log.With("component", "proxy"),
+		Metrics:          a.metrics,
 	}
+	opts.Routes = proxyRoutes(cfg)
+	return opts, nil
+}
+
+// proxyRoutes converts cfg's routes, with their effective modes.
+func proxyRoutes(cfg *config.Config) []proxy.Route {
+	var routes []proxy.Route
 	for _, r := range cfg.Routes {
 		pr := proxy.Route{
 			Name:              r.Name,
@@ -186,24 +212,14 @@ func newApp(cfg *config.Config, log *slog.Logger, transport http.RoundTripper) (
 			RequireKey:        r.RequireKey,
 			Timeout:           r.Timeout,
 			FingerprintIgnore: r.FingerprintIgnore,
+			Observe:           r.EffectiveMode(cfg.Mode) == config.ModeObserve,
 		}
 		if r.Session != nil {
 			pr.Session = proxy.Session{Param: r.Session.Param, Header: r.Session.Header}
 		}
-		opts.Routes = append(opts.Routes, pr)
+		routes = append(routes, pr)
 	}
-	if err := a.buildLimits(&opts); err != nil {
-		return nil, err
-	}
-	p, err := proxy.New(opts)
-	if err != nil {
-		return nil, err
-	}
-	a.proxy = p
-	a.public = newServer(p, log)
-	a.admin = newServer(a.adminHandler(), log)
-	ok = true
-	return a, nil
+	return routes
 }
 
 func (a *app) openStore() error {
@@ -223,6 +239,7 @@ func (a *app) openStore() error {
 			return fmt.Errorf("store.redis: %w", err)
 		}
 		a.closers = append(a.closers, client.Close)
+		a.tls.rdb = client
 		s, err := redisstore.New(client, redisstore.Options{KeyPrefix: rc.KeyPrefix})
 		if err != nil {
 			return fmt.Errorf("store.redis: %w", err)
@@ -274,9 +291,17 @@ func (a *app) serve(ctx context.Context, grace time.Duration, lns *listeners) er
 			return err
 		}
 	}
+	if err := a.startTLS(lns); err != nil {
+		a.closeAll()
+		return err
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serveOn(a.public, lns.public) })
 	g.Go(func() error { return serveOn(a.admin, lns.admin) })
+	a.startReload(gctx, g) // reload.go
+	if a.tls.http != nil {
+		g.Go(func() error { return serveOn(a.tls.http, lns.http) })
+	}
 	a.ready.Store(true)
 	a.log.Info("idemgate started", "listen", lns.public.Addr().String(), "admin_listen", lns.admin.Addr().String(),
 		"upstream", a.cfg.Upstream.URL, "store", a.cfg.Store.Backend, "routes", len(a.cfg.Routes), "version", version)
@@ -294,6 +319,9 @@ func (a *app) serve(ctx context.Context, grace time.Duration, lns *listeners) er
 			a.afterDrain()
 		}
 		a.admin.Shutdown(sctx)
+		if a.tls.http != nil {
+			a.tls.http.Shutdown(sctx)
+		}
 		return nil
 	})
 	err := g.Wait()
@@ -321,7 +349,9 @@ func (a *app) closeAll() {
 	a.closers = nil
 }
 
-type listeners struct{ public, admin net.Listener }
+// listeners are the bound listeners; http (tls.http_listen) is bound by
+// startTLS when nil and needed.
+type listeners struct{ public, admin, http net.Listener }
 
 func listen(public, admin string) (*listeners, error) {
 	p, err := net.Listen("tcp", public)
@@ -333,7 +363,7 @@ func listen(public, admin string) (*listeners, error) {
 		p.Close()
 		return nil, fmt.Errorf("admin_listen: %w", err)
 	}
-	return &listeners{p, ad}, nil
+	return &listeners{public: p, admin: ad}, nil
 }
 
 // adminHandler serves /healthz and /readyz (open, for probes).
@@ -362,6 +392,7 @@ func (a *app) adminHandler() http.Handler {
 			writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 		}
 	})
+	a.mountOps(mux) // admin.go: /metrics, /admin/
 	return mux
 }
 
@@ -370,44 +401,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(v)
-}
-
-// buildLimits makes the edge limiter and one limiter per route with a
-// rate_limit, and puts their stages into opts.
-func (a *app) buildLimits(opts *proxy.Options) error {
-	cfg := a.cfg
-	edge, err := limiter.NewEdge(limiter.EdgeOptions{
-		Rate:          int(cfg.EdgeLimit.Rate),
-		Burst:         cfg.EdgeLimit.Burst,
-		MaxClients:    cfg.Limiter.MaxClients,
-		SweepInterval: time.Minute,
-	})
-	if err != nil {
-		return fmt.Errorf("edge_limit: %w", err)
-	}
-	a.closers = append(a.closers, edge.Close)
-	opts.EdgeLimit = proxy.EdgeLimit(edge, time.Now)
-	routes := map[string]*limiter.Limiter{}
-	for i, r := range cfg.Routes {
-		if r.RateLimit == nil {
-			continue
-		}
-		l, err := limiter.NewRoute(limiter.RouteOptions{
-			Algorithm:     limiter.Algorithm(r.RateLimit.Algorithm),
-			Requests:      r.RateLimit.Requests,
-			Per:           r.RateLimit.Per,
-			Block:         r.RateLimit.Block,
-			MaxClients:    cfg.Limiter.MaxClients,
-			SweepInterval: time.Minute,
-		})
-		if err != nil {
-			return fmt.Errorf("routes[%d].rate_limit: %w", i, err)
-		}
-		a.closers = append(a.closers, l.Close)
-		routes[r.Name] = l
-	}
-	if len(routes) > 0 {
-		opts.RouteLimit = proxy.RouteLimit(routes, time.Now)
-	}
-	return nil
 }

@@ -49,6 +49,9 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 		if r.Protocol != "" {
 			flags = append(flags, "protocol="+r.Protocol)
 		}
+		if r.EffectiveMode(cfg.Mode) == config.ModeObserve {
+			flags = append(flags, "observe")
+		}
 		fmt.Fprintf(stdout, "  %-24s %-7s %-40s %s\n", r.Name, r.Method, r.Path, strings.Join(flags, " "))
 	}
 	return nil
