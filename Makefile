@@ -7,7 +7,7 @@ PKGS      ?= ./...
 FUZZTIME  ?= 10s
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: all test check fmt-check vet unit build bench fuzz redis-start redis-stop lint clean
+.PHONY: all test test-deploy check fmt-check vet unit build bench fuzz redis-start redis-stop lint clean
 
 all: check build
 
@@ -31,6 +31,15 @@ test: fmt-check vet
 	eval "$$(bash scripts/redis-test.sh env $(REDIS_DIR))"; \
 	IDEMGATE_REQUIRE_REDIS=1 $(GO) test -race -shuffle=on -count=1 -timeout 20m $(PKGS); \
 	$(MAKE) --no-print-directory validate-examples
+	@$(MAKE) --no-print-directory test-deploy
+
+# test-deploy: the packaging proofs in their own module (deploy/test: Helm,
+# k8s.io/api and BuildKit stay out of go.mod): chart render and lint for
+# every scenario and Kubernetes 1.28/1.29/1.33, strict decoding, idemgate
+# validate on the rendered configs, Dockerfile lint. No -race: it checks
+# templates and files, not concurrent code, and Helm compiles slowly enough.
+test-deploy:
+	cd deploy/test && $(GO) vet ./... && $(GO) test -shuffle=on -count=1 -timeout 20m ./...
 
 # unit: the tests without Redis (the Redis suites skip).
 unit:

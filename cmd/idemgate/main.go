@@ -37,6 +37,7 @@ const usage = `usage:
   idemgate --config FILE            run the proxy
   idemgate demo [--listen ADDR]     run the proxy in front of a built-in demo API
   idemgate validate --config FILE   check a config; print the routes it understood
+  idemgate healthcheck [--addr A]   probe the admin listener's /readyz; exit 0 if ready
   idemgate version                  print the version
 `
 
@@ -54,6 +55,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runDemo(ctx, args, stdout, stderr)
 	case "validate":
 		return runValidate(args, stdout, stderr)
+	case "healthcheck":
+		return runHealthcheck(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "idemgate", version)
 		return nil
