@@ -54,6 +54,9 @@ type Route struct {
 	FingerprintIgnore []string
 	// Session, when set, makes requests take turns per session id.
 	Session Session
+	// Protocol is "" or ProtocolGraphQL: a GraphQL endpoint, where only
+	// mutations are keyed (graphql.go).
+	Protocol string
 	// Observe runs an idempotent route in observe mode: keys are checked,
 	// claimed and recorded, but nothing is refused or replayed; what would
 	// have happened is reported instead (see observe.go).

@@ -73,6 +73,10 @@ func WriteProblem(w http.ResponseWriter, r *http.Request, p Problem) {
 		ex.outcome = p.Outcome
 		id = ex.id
 	}
+	if ex != nil && ex.route != nil && ex.route.Protocol == ProtocolGraphQL {
+		writeGraphQLProblem(w, r, p, id)
+		return
+	}
 	h := w.Header()
 	h.Set("Content-Type", problemContentType)
 	h.Set("Cache-Control", "no-store")

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"context"
+
+	"github.com/idemgate/idemgate/internal/gql"
 	"net/http"
 	"net/netip"
 	"time"
@@ -27,10 +29,11 @@ type exchange struct {
 	outcome string
 	code    string // problem code, "" when the upstream answered
 
-	keyed   bool      // a keyed write under a claim
-	sent    sendState // how far the request got to the upstream
-	capture *capture  // keyed writes: the answer kept for storage
-	finish  func()    // keyed writes: records the answer (once)
+	keyed   bool         // a keyed write under a claim
+	sent    sendState    // how far the request got to the upstream
+	capture *capture     // keyed writes: the answer kept for storage
+	finish  func()       // keyed writes: records the answer (once)
+	gql     *gql.Request // GraphQL routes: the parsed request of a keyed write
 
 	status      int   // status written to the client
 	written     int64 // body bytes written to the client

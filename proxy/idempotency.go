@@ -35,6 +35,10 @@ func (p *Proxy) idempotency(next http.Handler) http.Handler {
 
 		// 4. Key check.
 		vals := r.Header.Values(opts.Header)
+		if rt.Protocol == ProtocolGraphQL {
+			p.serveGraphQL(w, r, next, vals) // graphql.go
+			return
+		}
 		if len(vals) > 1 {
 			WriteProblem(w, r, p.keyInvalid())
 			return
@@ -192,7 +196,12 @@ func (p *Proxy) serveKeyed(w http.ResponseWriter, r *http.Request, next http.Han
 	rt := ex.route
 	opts := &p.opts.Idempotency
 	sk := p.scope(r, key)
-	fp := Fingerprint(rt.Name, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Header.Get("Content-Type"), body, rt.ignore)
+	var fp keystore.Fingerprint
+	if ex.gql != nil {
+		fp = Fingerprint(rt.Name, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, "", graphqlFingerprintBody(ex.gql), nil)
+	} else {
+		fp = Fingerprint(rt.Name, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Header.Get("Content-Type"), body, rt.ignore)
+	}
 
 	// 5. Claim. Stores bound their own calls (the Redis client's timeout);
 	// a client that hangs up cancels the claim.
@@ -281,7 +290,8 @@ func (p *Proxy) record(r *http.Request, ex *exchange, sk keystore.Key, token uin
 		if ex.outcome == OutcomeExecuted {
 			ex.outcome = OutcomeUpstreamError
 		}
-	case resp.Status < len(p.release) && p.release[resp.Status]:
+	case ex.gql != nil && p.releaseGraphQL(ex.gql, resp.Status, resp.Body),
+		ex.gql == nil && resp.Status < len(p.release) && p.release[resp.Status]:
 		ex.outcome = OutcomeReleased
 		if err := p.opts.Store.Release(ctx, sk, token); err != nil && !errors.Is(err, keystore.ErrLeaseLost) {
 			p.log.Error("releasing key failed", "error", err, logRequestID, ex.id)

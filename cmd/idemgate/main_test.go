@@ -291,19 +291,3 @@ routes:
 		}
 	}
 }
-
-func TestUnsupportedFeaturesRefused(t *testing.T) {
-	t.Parallel()
-	cfg, err := config.Parse([]byte(`
-upstream: {url: "http://127.0.0.1:1"}
-routes:
-  - {name: g, method: POST, path: /graphql, idempotent: true, protocol: graphql}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = checkConfig(cfg)
-	if err == nil || !strings.Contains(err.Error(), "routes[0].protocol") {
-		t.Errorf("checkConfig = %v; want a refusal naming routes[0].protocol", err)
-	}
-}

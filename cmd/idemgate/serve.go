@@ -84,18 +84,7 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 // checkConfig refuses what this build cannot honour yet, rather than run
 // with a guarantee silently missing.
 func checkConfig(cfg *config.Config) error {
-	var errs []error
-	no := func(key, what string) {
-		errs = append(errs, fmt.Errorf("%s: %s is not supported by this build", key, what))
-	}
-	errs = append(errs, checkLimits(cfg)...)
-	for i, r := range cfg.Routes {
-		key := fmt.Sprintf("routes[%d]", i)
-		if r.Protocol == config.ProtocolGraphQL {
-			no(key+".protocol", `"graphql"`)
-		}
-	}
-	return errors.Join(errs...)
+	return errors.Join(checkLimits(cfg)...)
 }
 
 // app is one running idemgate: its store, limiters, proxy and listeners.
@@ -213,6 +202,7 @@ func proxyRoutes(cfg *config.Config) []proxy.Route {
 			Timeout:           r.Timeout,
 			FingerprintIgnore: r.FingerprintIgnore,
 			Observe:           r.EffectiveMode(cfg.Mode) == config.ModeObserve,
+			Protocol:          r.Protocol,
 		}
 		if r.Session != nil {
 			pr.Session = proxy.Session{Param: r.Session.Param, Header: r.Session.Header}
