@@ -45,6 +45,12 @@ func (p *Proxy) serveExchange(next http.Handler) http.Handler {
 		w.Header().Set(requestIDHeader, ex.id)
 		ex.client = p.opts.ClientAddr(remoteAddr(r), r.Header.Values("X-Forwarded-For"), p.opts.TrustedProxies)
 		r = withExchange(r, ex)
+		if m := p.metrics; m != nil {
+			// Registered before the access-log defer, so it runs after it:
+			// when in-flight drops, the request has been counted.
+			m.inFlight.Inc()
+			defer m.inFlight.Dec()
+		}
 		defer func() {
 			v := recover()
 			if v != nil && v != http.ErrAbortHandler {

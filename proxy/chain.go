@@ -338,10 +338,6 @@ func (p *Proxy) Routing() Routing { return p.cur.Load().src }
 func (p *Proxy) serveRouting(w http.ResponseWriter, r *http.Request) {
 	ex := exchangeOf(r)
 	ex.routing = p.cur.Load()
-	if m := p.metrics; m != nil {
-		m.inFlight.Inc()
-		defer m.inFlight.Dec()
-	}
 	ex.routing.handler.ServeHTTP(w, r)
 }
 

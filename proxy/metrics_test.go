@@ -182,6 +182,7 @@ func TestMetrics(t *testing.T) {
 	// The store fails: closed.
 	mp.store.Close()
 	expect("store closed", mp.do(t, "POST", "/ucp/v1/carts", "k9", `{}`), 503)
+	waitFor(t, func() bool { return testutil.ToFloat64(m.inFlight) == 0 }) // counted
 	m.ObserveConfigReload(false, false)
 
 	req := func(route, outcome, code string) float64 {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -43,6 +44,12 @@ func TestObserveMode(t *testing.T) {
 	count := func(outcome string) float64 {
 		return testutil.ToFloat64(m.requests.WithLabelValues("create_cart", outcome, "201"))
 	}
+	// countIs waits (bounded) for a count to reach want: a request is
+	// counted when its handler returns, which may be just after its client
+	// has read the answer.
+	countIs := func(outcome string, want float64) bool {
+		return eventuallyEq(func() float64 { return count(outcome) }, want)
+	}
 	const path = "/ucp/v1/carts"
 
 	first := mp.do(t, "POST", path, "k1", `{"a":1}`)
@@ -59,18 +66,18 @@ func TestObserveMode(t *testing.T) {
 	if n := up.executions("POST", path, "k1"); n != 3 {
 		t.Errorf("k1 ran %d times; want 3 (observe mode forwards duplicates)", n)
 	}
-	if got := count(OutcomeWouldReplay); got != 2 {
+	if got := count(OutcomeWouldReplay); !countIs(OutcomeWouldReplay, 2) {
 		t.Errorf("would_replay = %v; want 2", got)
 	}
 	// A key reused with another body runs too.
-	if r := mp.do(t, "POST", path, "k1", `{"a":2}`); r.status != 201 || count(OutcomeWouldKeyReused) != 1 {
+	if r := mp.do(t, "POST", path, "k1", `{"a":2}`); r.status != 201 || !countIs(OutcomeWouldKeyReused, 1) {
 		t.Errorf("reuse = %v, would_key_reused %v; want 201, 1", r, count(OutcomeWouldKeyReused))
 	}
 	// A duplicate of a request still running runs alongside it.
 	held := make(chan result, 1)
 	go func() { held <- mp.do(t, "POST", path, "k2", `{}`, "X-Hold", "1") }()
 	<-arrived
-	if r := mp.do(t, "POST", path, "k2", `{}`); r.status != 201 || count(OutcomeWouldInProgress) != 1 {
+	if r := mp.do(t, "POST", path, "k2", `{}`); r.status != 201 || !countIs(OutcomeWouldInProgress, 1) {
 		t.Errorf("duplicate in progress = %v, would_in_progress %v; want 201, 1", r, count(OutcomeWouldInProgress))
 	}
 	close(release)
@@ -102,14 +109,16 @@ func TestObserveMode(t *testing.T) {
 	if res.StatusCode != 201 || !strings.Contains(string(b), fmt.Sprintf("%q", big+big)) {
 		t.Errorf("chunked body over the limit = %d %.80s; want 201 with the whole body", res.StatusCode, b)
 	}
-	if got := count(OutcomeWouldReject); got != 3 {
+	if got := count(OutcomeWouldReject); !countIs(OutcomeWouldReject, 3) {
 		t.Errorf("would_reject = %v; want 3", got)
 	}
 	if r := mp.do(t, "POST", "/strict", "", `{}`); r.status != 201 ||
-		testutil.ToFloat64(m.requests.WithLabelValues("strict", OutcomeWouldReject, "201")) != 1 {
+		!eventuallyEq(func() float64 {
+			return testutil.ToFloat64(m.requests.WithLabelValues("strict", OutcomeWouldReject, "201"))
+		}, 1) {
 		t.Errorf("require_key without a key = %v; want 201, would_reject", r)
 	}
-	if r := mp.do(t, "POST", path, "", `{}`); r.status != 201 || count(OutcomeUnprotected) != 1 {
+	if r := mp.do(t, "POST", path, "", `{}`); r.status != 201 || !countIs(OutcomeUnprotected, 1) {
 		t.Errorf("no key = %v; want 201 unprotected", r)
 	}
 	if !strings.Contains(mp.logs.String(), `"outcome":"would_replay"`) {
@@ -147,7 +156,20 @@ func TestObserveStoreDown(t *testing.T) {
 	mp := newMeteredProxy(t, up.URL, []Route{{Name: "w", Method: "POST", Path: "/w", Idempotent: true, Observe: true}}, nil)
 	mp.store.Close()
 	r := mp.do(t, "POST", "/w", "k", `{}`)
-	if r.status != 201 || testutil.ToFloat64(mp.m.requests.WithLabelValues("w", OutcomeWouldUnavailable, "201")) != 1 {
+	if r.status != 201 || !eventuallyEq(func() float64 {
+		return testutil.ToFloat64(mp.m.requests.WithLabelValues("w", OutcomeWouldUnavailable, "201"))
+	}, 1) {
 		t.Errorf("store down = %v; want 201, would_unavailable", r)
 	}
+}
+
+// eventuallyEq waits (at most 5 s) for f to return want: a request is
+// counted when its handler returns, which may be just after its client read
+// the answer.
+func eventuallyEq(f func() float64, want float64) bool {
+	deadline := time.Now().Add(5 * time.Second)
+	for f() != want && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	return f() == want
 }
