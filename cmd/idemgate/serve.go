@@ -42,6 +42,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	path := fs.String("config", "", "config file (YAML)")
 	grace := fs.Duration("grace", defaultGrace, "how long in-flight requests may run on after SIGTERM")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	flushEvery := fs.Duration("log-flush", 100*time.Millisecond, "write log lines in batches at least this often; 0 writes each line at once")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
@@ -49,7 +50,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprint(stderr, "idemgate: --config FILE is required\n"+usage)
 		return errUsage
 	}
-	log, err := newLogger(stderr, *level)
+	logOut := stderr
+	if *flushEvery > 0 {
+		lb := newLogBuffer(stderr, 64<<10, *flushEvery)
+		defer lb.Close()
+		logOut = lb
+	}
+	log, err := newLogger(logOut, *level)
 	if err != nil {
 		return err
 	}
