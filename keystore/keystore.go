@@ -3,6 +3,7 @@ package keystore
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"net/http"
@@ -50,22 +51,18 @@ func ParseKey(s string) (Key, error) {
 	return k, nil
 }
 
-// NewKey hashes the parts of a scope into a Key. Each part is length-prefixed
-// so that no two different part lists share an encoding.
+// NewKey hashes the parts of a scope into a Key. Each part is
+// length-prefixed so that no two different part lists share an encoding.
 func NewKey(parts ...string) Key {
-	h := sha256.New()
-	var n [8]byte
+	// One buffer, one Sum256: writing part by part through a hash.Hash
+	// allocates. Typical scopes fit the array; longer ones grow the slice.
+	var arr [512]byte
+	b := arr[:0]
 	for _, p := range parts {
-		l := uint64(len(p))
-		for i := range n {
-			n[i] = byte(l >> (8 * (7 - i)))
-		}
-		h.Write(n[:])
-		h.Write([]byte(p))
+		b = binary.BigEndian.AppendUint64(b, uint64(len(p)))
+		b = append(b, p...)
 	}
-	var k Key
-	h.Sum(k[:0])
-	return k
+	return Key(sha256.Sum256(b))
 }
 
 // Fingerprint is the SHA-256 of what makes two requests "the same request"

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -184,11 +183,20 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (body []byte, r
 		return nil, nil, &pr
 	}
 	body = buf.Bytes()
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	rb := &bufferedBody{}
+	rb.Reset(body)
+	r.Body = rb
 	r.ContentLength = int64(len(body))
 	r.GetBody = nil
 	return body, release, nil
 }
+
+// bufferedBody is a read body held in memory: one allocation where
+// io.NopCloser(bytes.NewReader(b)) takes two. It has no GetBody, so the
+// Transport can never resend it.
+type bufferedBody struct{ bytes.Reader }
+
+func (*bufferedBody) Close() error { return nil }
 
 // serveKeyed claims the key, runs the request and records its answer.
 func (p *Proxy) serveKeyed(w http.ResponseWriter, r *http.Request, next http.Handler, key string, body []byte) *Problem {
