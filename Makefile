@@ -7,7 +7,7 @@ PKGS      ?= ./...
 FUZZTIME  ?= 10s
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: all test test-deploy check fmt-check vet unit build bench fuzz redis-start redis-stop lint clean
+.PHONY: all test test-deploy bench-e2e check fmt-check vet unit build bench fuzz redis-start redis-stop lint clean
 
 all: check build
 
@@ -57,7 +57,12 @@ redis-stop:
 # bench: the Go benchmarks (fingerprint, stores, proxy hot path against a bare
 # ReverseProxy in the same run). Numbers go to BENCHMARKS.md.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./proxy/ ./keystore/memstore/ ./internal/canonjson/ ./limiter/
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./proxy/ ./keystore/ ./keystore/memstore/ ./internal/canonjson/ ./internal/gql/ ./limiter/ ./session/
+
+# bench-e2e: the end-to-end harness (bench/run.sh; installs nginx-light when
+# missing, starts Redis). See BENCHMARKS.md.
+bench-e2e:
+	bash bench/run.sh
 
 # fuzz: each fuzz target for FUZZTIME.
 fuzz:
@@ -67,6 +72,10 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePointer$$' -fuzztime $(FUZZTIME) ./internal/canonjson/
 	$(GO) test -run '^$$' -fuzz '^FuzzMatch$$' -fuzztime $(FUZZTIME) ./internal/pathtmpl/
 	$(GO) test -run '^$$' -fuzz '^FuzzClientAddr$$' -fuzztime $(FUZZTIME) ./limiter/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeAnswer$$' -fuzztime $(FUZZTIME) ./keystore/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodePlain$$' -fuzztime $(FUZZTIME) ./keystore/sealed/
+	$(GO) test -run '^$$' -fuzz '^FuzzNormalize$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 0 ./internal/gql/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 0 ./internal/gql/
 
 # lint: golangci-lint v2 (built with go install; slow, so not part of test).
 lint:

@@ -37,6 +37,7 @@ type scenario struct {
 	execs   string // all | none | any: what the upstream must have executed
 	replays bool   // every answer must be a replay
 	base    string // "GET" or "POST": which baselines to compare with
+	ids     int    // distinct {id} values in url
 }
 
 type run struct {
@@ -136,6 +137,7 @@ func main() {
 		{name: "idemgate unkeyed POST", url: "http://" + memAddr + "/ucp/v1/carts", method: "POST", body: body, expect: 201, execs: "all", base: "POST"},
 		{name: "idemgate keyed first write (memory)", url: "http://" + memAddr + "/ucp/v1/carts", method: "POST", body: body, key: "unique", expect: 201, execs: "all", base: "POST"},
 		{name: "idemgate replay (memory)", url: "http://" + memAddr + "/ucp/v1/carts", method: "POST", body: body, key: "fixed", expect: 201, execs: "none", replays: true, base: "POST"},
+		{name: "idemgate session route, keyed (memory, 256 sessions)", url: "http://" + memAddr + "/ucp/v1/sessions/{id}", method: "PUT", body: body, key: "unique", expect: 201, execs: "all", base: "POST", ids: 256},
 	}
 	if *redis != "" {
 		scenarios = append(scenarios,
@@ -220,7 +222,7 @@ func runOne(s scenario, prefix string, fixedRate float64) (run, error) {
 	}
 	before := executions()
 	args := []string{"-url", s.url, "-method", s.method, "-c", fmt.Sprint(*conns), "-d", dur.String(),
-		"-warmup", "1s", "-key", keyMode(s.key), "-key-prefix", prefix, "-expect", fmt.Sprint(s.expect)}
+		"-warmup", "1s", "-key", keyMode(s.key), "-key-prefix", prefix, "-expect", fmt.Sprint(s.expect), "-ids", fmt.Sprint(max(s.ids, 1))}
 	if s.body != "" {
 		args = append(args, "-body", s.body)
 	}
@@ -354,6 +356,11 @@ routes:
   - name: get_cart
     method: GET
     path: /ucp/v1/carts/{id}
+  - name: update_session
+    method: PUT
+    path: /ucp/v1/sessions/{id}
+    idempotent: true
+    session: id
 `, listen, admin, upAddr, backend, *redis, time.Now().UnixNano())
 	p := filepath.Join(dir, name)
 	if err := os.WriteFile(p, []byte(cfg), 0o644); err != nil {

@@ -54,6 +54,7 @@ func main() {
 	keyMode := flag.String("key", "none", "Idempotency-Key: none | unique | fixed")
 	keyPrefix := flag.String("key-prefix", "k", "prefix of generated keys (unique per run)")
 	expect := flag.Int("expect", 0, "expected status (0: any 2xx)")
+	ids := flag.Int("ids", 1, "the number of distinct values that replace {id} in -url, in turn")
 	var headers multiFlag
 	flag.Var(&headers, "H", "header 'Name: value' (repeatable)")
 	flag.Parse()
@@ -69,7 +70,7 @@ func main() {
 		DisableCompression:  true,
 	}
 	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
-	g := &gen{client: client, url: *url, method: *method, body: *body, key: *keyMode, prefix: *keyPrefix, expect: *expect, headers: headers}
+	g := &gen{client: client, url: *url, method: *method, body: *body, key: *keyMode, prefix: *keyPrefix, expect: *expect, headers: headers, ids: max(*ids, 1)}
 	if *warm > 0 {
 		g.run(*conns, *warm, *rate, false)
 	}
@@ -91,7 +92,8 @@ type gen struct {
 	prefix                 string
 	expect                 int
 	headers                []string
-	seq                    atomic.Int64
+	ids                    int
+	seq, idSeq             atomic.Int64
 }
 
 func (g *gen) request() *http.Request {
@@ -99,7 +101,11 @@ func (g *gen) request() *http.Request {
 	if g.body != "" {
 		rd = strings.NewReader(g.body)
 	}
-	req, _ := http.NewRequest(g.method, g.url, rd)
+	url := g.url
+	if strings.Contains(url, "{id}") {
+		url = strings.Replace(url, "{id}", "s"+strconv.FormatInt(g.idSeq.Add(1)%int64(g.ids), 10), 1)
+	}
+	req, _ := http.NewRequest(g.method, url, rd)
 	if g.body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
