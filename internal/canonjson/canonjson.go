@@ -613,11 +613,22 @@ func (s *state) appendString(dst []byte, sp span) []byte {
 		dst = append(dst, s.src[sp.off:sp.off+sp.n]...)
 		return append(dst, '"')
 	}
-	b := s.bytes(sp)
+	return appendQuoted(dst, s.bytes(sp))
+}
+
+// AppendQuoted appends s, which must be valid UTF-8, as a quoted string with
+// minimal escapes: \" and \\, the short escapes \b \f \n \r \t, \u00xx
+// for the other bytes below 0x20, and raw UTF-8 for everything else. It is
+// the canonical string form of this package, and also a GraphQL string
+// literal that its lexer decodes back to s.
+func AppendQuoted(dst []byte, s string) []byte { return appendQuoted(dst, s) }
+
+func appendQuoted[S ~string | ~[]byte](dst []byte, b S) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	start := 0
-	for i, c := range b {
+	for i := 0; i < len(b); i++ {
+		c := b[i]
 		if c >= utf8.RuneSelf || plain[c] {
 			continue
 		}

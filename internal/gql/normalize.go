@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/vektah/gqlparser/v2/ast"
+
+	"github.com/idemgate/idemgate/internal/canonjson"
 )
 
 // ErrSyntax is returned by [AppendNormalized] for a document that is not
@@ -278,41 +280,10 @@ func (p *printer) value(v *ast.Value) {
 	}
 }
 
-const hexDigits = "0123456789abcdef"
-
 // appendString appends s as a GraphQL string literal: `\"` and `\\`, the
 // short escapes \b \f \n \r \t, \u00xx for the other characters below
 // U+0020 (the lexer refuses them raw), and raw UTF-8 for everything else.
 // The lexer decodes each of these back to the same bytes, which makes
 // printing idempotent; block strings, whose value the lexer has already
 // dedented, print the same way.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\b':
-			b = append(b, '\\', 'b')
-		case '\f':
-			b = append(b, '\\', 'f')
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		default:
-			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
-		start = i + 1
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
+func appendString(b []byte, s string) []byte { return canonjson.AppendQuoted(b, s) }
