@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -68,26 +67,7 @@ func limitsReplica(t *testing.T, yaml string) (*app, string, *syncBuffer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lns, err := listen("127.0.0.1:0", "127.0.0.1:0")
-	if err != nil {
-		a.closeAll()
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- a.serve(ctx, 5*time.Second, lns) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-served:
-			if err != nil {
-				t.Errorf("serve = %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Errorf("replica did not stop within 15s")
-		}
-	})
-	return a, "http://" + lns.public.Addr().String(), &logs
+	return a, serveTestApp(t, a), &logs
 }
 
 func limitsYAML(upstream, redisAddr, prefix string) string {

@@ -81,6 +81,14 @@ func startReplica(t *testing.T, cfg *config.Config) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveTestApp(t, a)
+}
+
+// serveTestApp serves a on loopback listeners until the test ends and
+// returns its public base URL; cleanup cancels it and waits (at most 15 s)
+// for serve to return.
+func serveTestApp(t *testing.T, a *app) string {
+	t.Helper()
 	lns, err := listen("127.0.0.1:0", "127.0.0.1:0")
 	if err != nil {
 		a.closeAll()
