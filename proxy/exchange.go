@@ -32,6 +32,7 @@ type exchange struct {
 	keyed   bool         // a keyed write under a claim
 	sent    sendState    // how far the request got to the upstream
 	capture *capture     // keyed writes: the answer kept for storage
+	call    upstreamCall // the upstream stage's state, once it runs
 	finish  func()       // keyed writes: records the answer (once)
 	gql     *gql.Request // GraphQL routes: the parsed request of a keyed write
 
