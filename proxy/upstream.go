@@ -62,9 +62,13 @@ type upstreamCall struct {
 
 func (p *Proxy) newUpstream() http.Handler {
 	rp := &httputil.ReverseProxy{
-		Rewrite:        p.rewrite,
-		Transport:      p.metrics.transport(p.opts.Transport),
-		FlushInterval:  -1, // stream as received: a sidecar adds no buffering delay
+		Rewrite:   p.rewrite,
+		Transport: p.metrics.transport(p.opts.Transport),
+		// 0: ReverseProxy already flushes every write of an answer of
+		// unknown length and of text/event-stream, so streams go out as
+		// received; an answer of known length is written once, when whole,
+		// instead of flushed per write.
+		FlushInterval:  0,
 		BufferPool:     &bufferPool{},
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.upstreamError,

@@ -24,7 +24,7 @@ func main() {
 	rp := &httputil.ReverseProxy{
 		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(u); pr.Out.Host = pr.In.Host },
 		Transport:     proxy.NewTransport(),
-		FlushInterval: -1,
+		FlushInterval: 0, // as idemgate
 	}
 	srv := &http.Server{Addr: *addr, Handler: rp, ReadHeaderTimeout: time.Minute, IdleTimeout: 5 * time.Minute, MaxHeaderBytes: 1 << 20}
 	log.Fatal(srv.ListenAndServe())
