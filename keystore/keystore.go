@@ -2,10 +2,12 @@ package keystore
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 )
@@ -22,7 +24,11 @@ var (
 	// request with a different fingerprint. The record is left untouched.
 	ErrFingerprintMismatch = errors.New("keystore: key reused with a different request")
 	// ErrLeaseLost: the caller's fencing token is no longer the record's (the
-	// record was taken over, released, completed or has expired).
+	// record was taken over, released, completed or has expired). From
+	// [ClaimStore.CompleteClaim] it means only that: another claim holds the
+	// key (a real fence rejection, the one a late-completion counter counts).
+	// From Reserve it means the claim's id was released by
+	// [ClaimStore.ReleaseClaim] before the claim arrived: nothing was claimed.
 	ErrLeaseLost = errors.New("keystore: lease lost")
 	// ErrFull: the store is at capacity and refuses new records. The proxy
 	// fails closed (503).
@@ -71,6 +77,64 @@ type Fingerprint [sha256.Size]byte
 
 // String returns the fingerprint in lower-case hex.
 func (f Fingerprint) String() string { return hex.EncodeToString(f[:]) }
+
+// FingerprintVersion names the function that computed a [Fingerprint]
+// (DESIGN.md, Fingerprint → Upgrades). Every record carries the version it
+// was written with, so that a request can be compared with a record in the
+// record's version for as long as records of an older version live.
+type FingerprintVersion uint8
+
+// FingerprintV1 is the first release's fingerprint (it hashed the route
+// name). Records written before versions existed report it, and a zero
+// [ReserveOptions.FingerprintVersion] means it.
+const FingerprintV1 FingerprintVersion = 1
+
+// Normalize returns the version a store records for v: v itself, or
+// [FingerprintV1] when v is zero.
+func (v FingerprintVersion) Normalize() FingerprintVersion {
+	if v == 0 {
+		return FingerprintV1
+	}
+	return v
+}
+
+// MismatchError is the [ErrFingerprintMismatch] a Reserve returns: the key
+// is in use by a request with another fingerprint, or with a fingerprint of
+// another version. When Version differs from the version the caller sent,
+// the caller may compute the request's fingerprint in Version and Reserve
+// again: only a mismatch in the record's own version is a reused key.
+type MismatchError struct {
+	// Version is the record's fingerprint version.
+	Version FingerprintVersion
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("%v (record's fingerprint version %d)", ErrFingerprintMismatch, e.Version)
+}
+
+// Is makes errors.Is(err, ErrFingerprintMismatch) true.
+func (e *MismatchError) Is(target error) bool { return target == ErrFingerprintMismatch }
+
+// ClaimID identifies one claim: 128 random bits that the caller draws with
+// [NewClaimID] before it sends the claim (DESIGN.md §8). A completion tells
+// its own record from another claim's by it, and a claim whose reply was
+// lost can still be released by it ([ClaimStore.ReleaseClaim]).
+type ClaimID [16]byte
+
+// NewClaimID draws a random claim id. It never returns the zero id.
+func NewClaimID() ClaimID {
+	var id ClaimID
+	for id.IsZero() {
+		rand.Read(id[:]) // never fails (crypto/rand)
+	}
+	return id
+}
+
+// IsZero reports whether id is the zero id, which no claim carries.
+func (id ClaimID) IsZero() bool { return id == ClaimID{} }
+
+// String returns the id in lower-case hex.
+func (id ClaimID) String() string { return hex.EncodeToString(id[:]) }
 
 // State is the state of a record.
 type State uint8
@@ -133,6 +197,13 @@ type ReserveOptions struct {
 	Lease time.Duration
 	// Retention is how long the record lives from this claim. Must be >= Lease.
 	Retention time.Duration
+	// ClaimID identifies this claim; draw it with [NewClaimID] before the
+	// claim is sent, so that it can be released if the reply is lost. Zero:
+	// the store draws one (Reservation.Claim.ID tells which).
+	ClaimID ClaimID
+	// FingerprintVersion is the version Fingerprint was computed in. Zero
+	// means [FingerprintV1].
+	FingerprintVersion FingerprintVersion
 }
 
 // Reservation is the result of a successful [Store.Reserve].
@@ -150,19 +221,69 @@ type Reservation struct {
 	// Takeover is true when the claim took over an in-flight record whose
 	// lease had ended.
 	Takeover bool
+	// Claim describes a new claim (Token > 0): pass it to
+	// [ClaimStore.CompleteClaim]. Zero for a replay.
+	Claim Claim
+	// FingerprintVersion is the record's fingerprint version (a new claim's
+	// is the request's).
+	FingerprintVersion FingerprintVersion
+}
+
+// Claim is what a store needs to complete a claim, even when its record
+// vanished: who claimed (ID, Token), for what request (Fingerprint, its
+// version, Route) and until when the record lives (Claimed, Expires, by the
+// store's clock). A new claim's Reservation carries it.
+type Claim struct {
+	ID                 ClaimID
+	Token              uint64
+	Fingerprint        Fingerprint
+	FingerprintVersion FingerprintVersion
+	Route              string
+	Claimed            time.Time // when the claim was made
+	Expires            time.Time // when its record expires: Claimed + retention
+}
+
+// Completion says how [ClaimStore.CompleteClaim] stored an answer.
+type Completion uint8
+
+// Completions.
+const (
+	// Completed: the record carried the claim and now holds the answer (or
+	// already held it: an earlier attempt whose reply was lost stored it).
+	Completed Completion = iota + 1
+	// Recreated: the record had vanished (the store lost it); it was created
+	// again, completed, to live until the claim's Expires.
+	Recreated
+	// Expired: the record vanished and the claim's Expires has passed, so
+	// there was nothing to keep the answer for; nothing was stored.
+	Expired
+)
+
+func (c Completion) String() string {
+	switch c {
+	case Completed:
+		return "completed"
+	case Recreated:
+		return "recreated"
+	case Expired:
+		return "expired"
+	}
+	return "unknown"
 }
 
 // Record is a snapshot of a stored record, for operators.
 type Record struct {
-	Key         Key
-	State       State
-	Fingerprint Fingerprint
-	Route       string
-	Token       uint64
-	Claimed     time.Time // when the current claim was made
-	LeaseEnd    time.Time // in flight only
-	Expires     time.Time // when the record is dropped
-	Response    *Response // completed only
+	Key                Key
+	State              State
+	Fingerprint        Fingerprint
+	FingerprintVersion FingerprintVersion // FingerprintV1 for records written before versions
+	Route              string
+	Token              uint64
+	ClaimID            ClaimID   // zero for records of the first release and after an admin repair
+	Claimed            time.Time // when the current claim was made
+	LeaseEnd           time.Time // in flight only
+	Expires            time.Time // when the record is dropped
+	Response           *Response // completed only
 }
 
 // Store holds idempotency records. Implementations are safe for concurrent
@@ -210,6 +331,33 @@ type Store interface {
 	Close() error
 }
 
+// ClaimStore is what DESIGN.md §8 needs beyond [Store]: completions and
+// releases by claim id. Every backend in this module implements it.
+type ClaimStore interface {
+	Store
+
+	// CompleteClaim stores resp as the answer of claim c (from the claim's
+	// Reservation):
+	//   - the record carries c.ID and c.Token, in flight: it is completed
+	//     (Completed); already completed by c: nothing changes (Completed).
+	//   - there is no record at all (vanished: the store lost it): it is
+	//     created completed with resp, living until c.Expires (Recreated), or,
+	//     if c.Expires has passed, nothing is stored (Expired). An answer that
+	//     exists is never thrown away.
+	//   - otherwise (another claim holds the key, it was released, or an
+	//     operator repaired it): [ErrLeaseLost], and nothing changes.
+	// It never returns ErrNotFound.
+	CompleteClaim(ctx context.Context, key Key, c Claim, resp *Response) (Completion, error)
+
+	// ReleaseClaim releases the claim with id whose reply was lost (the
+	// caller does not know whether it was made): if the record is in flight
+	// under id, it is released (nothing ran), and in every case a tombstone
+	// for id lives for lease, so that the claim, if it reaches the store
+	// later, claims nothing (its Reserve returns ErrLeaseLost). A record of
+	// another claim is left as it is. Safe to repeat.
+	ReleaseClaim(ctx context.Context, key Key, id ClaimID, lease time.Duration) error
+}
+
 // Admin is what the admin API needs beyond [Store]: operator repairs that
 // ignore fencing tokens. Backends implement it alongside Store.
 type Admin interface {
@@ -223,4 +371,27 @@ type Admin interface {
 	// ForceComplete completes an in-flight record with resp whatever its
 	// token (for a write known to have run). Errors as for ForceRelease.
 	ForceComplete(ctx context.Context, key Key, resp *Response) error
+}
+
+// EpochStatus reports store resets (DESIGN.md, Store loss): how often the
+// store was found emptied (its epoch marker vanished) since the process
+// started, and when it last was. /healthz shows it; Resets backs
+// idemgate_store_resets_total.
+type EpochStatus struct {
+	// Resets counts the resets seen.
+	Resets uint64
+	// LastReset is when the last reset was seen; zero if none was.
+	LastReset time.Time
+	// Checked is when the marker was last checked successfully; zero if it
+	// never was (or the store cannot lose data).
+	Checked time.Time
+	// Err is the last check's error, nil when it succeeded.
+	Err error
+}
+
+// EpochReporter is implemented by whatever watches a store's epoch marker
+// (the Redis store's epoch watcher; the memory store, which never resets).
+// EpochStatus is safe to call from any goroutine.
+type EpochReporter interface {
+	EpochStatus() EpochStatus
 }

@@ -49,8 +49,8 @@ type Store struct {
 }
 
 var (
-	_ keystore.Store = (*Store)(nil)
-	_ keystore.Admin = (*Store)(nil)
+	_ keystore.ClaimStore = (*Store)(nil)
+	_ keystore.Admin      = (*Store)(nil)
 )
 
 // New returns a Store that keeps its records in client. The caller owns
@@ -158,26 +158,101 @@ func (s *Store) Reserve(ctx context.Context, k keystore.Key, opts keystore.Reser
 	if opts.Lease <= 0 || opts.Retention < opts.Lease {
 		return keystore.Reservation{}, fmt.Errorf("redisstore: reserve: lease %v and retention %v: want 0 < lease <= retention", opts.Lease, opts.Retention)
 	}
+	if opts.ClaimID.IsZero() {
+		opts.ClaimID = keystore.NewClaimID()
+	}
+	fv := opts.FingerprintVersion.Normalize()
 	code, rest, err := s.run(ctx, "reserve", reserveScript, k,
-		string(opts.Fingerprint[:]), opts.Route, ms(opts.Lease), ms(opts.Retention), op())
+		string(opts.Fingerprint[:]), opts.Route, ms(opts.Lease), ms(opts.Retention), op(),
+		string(opts.ClaimID[:]), int64(fv))
 	if err != nil {
 		return keystore.Reservation{}, err
 	}
 	switch code {
 	case codeClaim:
-		tok, le, to := integer(rest, 0), integer(rest, 1), integer(rest, 2)
-		if tok <= 0 || le <= 0 {
+		tok, le, to, cl, ex := integer(rest, 0), integer(rest, 1), integer(rest, 2), integer(rest, 3), integer(rest, 4)
+		if tok <= 0 || le <= 0 || cl <= 0 || ex <= 0 {
 			return keystore.Reservation{}, fmt.Errorf("redisstore: reserve: malformed claim reply")
 		}
-		return keystore.Reservation{Token: uint64(tok), LeaseEnd: time.UnixMilli(le), Takeover: to == 1}, nil
+		return keystore.Reservation{
+			Token:    uint64(tok),
+			LeaseEnd: time.UnixMilli(le),
+			Takeover: to == 1,
+			Claim: keystore.Claim{
+				ID:                 opts.ClaimID,
+				Token:              uint64(tok),
+				Fingerprint:        opts.Fingerprint,
+				FingerprintVersion: fv,
+				Route:              opts.Route,
+				Claimed:            time.UnixMilli(cl),
+				Expires:            time.UnixMilli(ex),
+			},
+			FingerprintVersion: fv,
+		}, nil
 	case codeReplay:
 		resp, err := keystore.DecodeResponse([]byte(str(rest, 0)))
 		if err != nil {
 			return keystore.Reservation{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}
-		return keystore.Reservation{Response: resp}, nil
+		return keystore.Reservation{Response: resp, FingerprintVersion: version(rest, 1)}, nil
+	case codeMismatch:
+		return keystore.Reservation{}, &keystore.MismatchError{Version: version(rest, 0)}
+	case codeRevoked:
+		return keystore.Reservation{}, fmt.Errorf("redisstore: reserve: claim %s was released before it arrived: %w", opts.ClaimID, keystore.ErrLeaseLost)
 	}
 	return keystore.Reservation{}, codeErr("reserve", code)
+}
+
+// version reads a fingerprint version from a reply; 0 (invalid) if absent.
+func version(v []any, i int) keystore.FingerprintVersion {
+	n := integer(v, i)
+	if n <= 0 || n > 255 {
+		return 0
+	}
+	return keystore.FingerprintVersion(n)
+}
+
+// CompleteClaim implements [keystore.ClaimStore] in one round trip.
+func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Claim, resp *keystore.Response) (keystore.Completion, error) {
+	if err := s.check(ctx); err != nil {
+		return 0, err
+	}
+	if c.ID.IsZero() || c.Token == 0 {
+		return 0, errors.New("redisstore: complete claim: claim without an id or token")
+	}
+	code, rest, err := s.run(ctx, "complete claim", completeClaimScript, k,
+		string(c.ID[:]), strconv.FormatUint(c.Token, 10), keystore.EncodeResponse(resp), op(),
+		string(c.Fingerprint[:]), int64(c.FingerprintVersion.Normalize()), c.Route,
+		c.Claimed.UnixMilli(), c.Expires.UnixMilli())
+	if err != nil {
+		return 0, err
+	}
+	if code != codeOK {
+		return 0, codeErr("complete claim", code)
+	}
+	switch how := keystore.Completion(integer(rest, 0)); how {
+	case keystore.Completed, keystore.Recreated, keystore.Expired:
+		return how, nil
+	}
+	return 0, fmt.Errorf("redisstore: complete claim: unexpected reply %v", rest)
+}
+
+// ReleaseClaim implements [keystore.ClaimStore] in one round trip.
+func (s *Store) ReleaseClaim(ctx context.Context, k keystore.Key, id keystore.ClaimID, lease time.Duration) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	if id.IsZero() || lease <= 0 {
+		return fmt.Errorf("redisstore: release claim: id %s, lease %v: want an id and a lease > 0", id, lease)
+	}
+	code, _, err := s.run(ctx, "release claim", releaseClaimScript, k, string(id[:]), ms(lease))
+	if err != nil {
+		return err
+	}
+	if code != codeOK {
+		return codeErr("release claim", code)
+	}
+	return nil
 }
 
 // Complete implements [keystore.Store].
@@ -251,14 +326,18 @@ func (s *Store) Get(ctx context.Context, k keystore.Key) (keystore.Record, error
 		return keystore.Record{}, codeErr("get", code)
 	}
 	rec := keystore.Record{
-		Key:     k,
-		State:   keystore.State(integer(rest, 0)),
-		Route:   str(rest, 2),
-		Token:   uint64(integer(rest, 3)),
-		Claimed: time.UnixMilli(integer(rest, 4)),
-		Expires: time.UnixMilli(integer(rest, 6)),
+		Key:                k,
+		State:              keystore.State(integer(rest, 0)),
+		Route:              str(rest, 2),
+		Token:              uint64(integer(rest, 3)),
+		Claimed:            time.UnixMilli(integer(rest, 4)),
+		Expires:            time.UnixMilli(integer(rest, 6)),
+		FingerprintVersion: version(rest, 9),
 	}
 	copy(rec.Fingerprint[:], str(rest, 1))
+	if ci := str(rest, 8); len(ci) == len(rec.ClaimID) {
+		copy(rec.ClaimID[:], ci)
+	}
 	if rec.State == keystore.StateInFlight {
 		rec.LeaseEnd = time.UnixMilli(integer(rest, 5))
 	}

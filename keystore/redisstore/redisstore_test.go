@@ -385,7 +385,8 @@ func TestScriptsSafeToResend(t *testing.T) {
 		}
 		return out
 	}
-	r := twice(reserveScript, string(fp[:]), "r", int64(2000), int64(10000), "op-1")
+	id := keystore.NewClaimID()
+	r := twice(reserveScript, string(fp[:]), "r", int64(2000), int64(10000), "op-1", string(id[:]), int64(1))
 	if r[0][0] != int64(codeClaim) || r[1][0] != int64(codeClaim) || r[0][1] != r[1][1] {
 		t.Fatalf("reserve twice = %v; want the same claim twice", r)
 	}

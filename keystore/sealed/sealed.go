@@ -93,11 +93,13 @@ func (k Key) ID() byte {
 }
 
 // Store wraps a [keystore.Store], sealing the answers it stores. It is safe
-// for concurrent use. It implements [keystore.Admin]; those methods return
-// an error wrapping [errors.ErrUnsupported] when the inner store does not.
+// for concurrent use. It implements [keystore.ClaimStore] and
+// [keystore.Admin]; those methods return an error wrapping
+// [errors.ErrUnsupported] when the inner store does not.
 type Store struct {
 	inner   keystore.Store
-	admin   keystore.Admin // nil when inner is not one
+	claims  keystore.ClaimStore // nil when inner is not one
+	admin   keystore.Admin      // nil when inner is not one
 	current sealer
 	byID    map[byte][]cipher.AEAD // current and older keys
 }
@@ -108,8 +110,8 @@ type sealer struct {
 }
 
 var (
-	_ keystore.Store = (*Store)(nil)
-	_ keystore.Admin = (*Store)(nil)
+	_ keystore.ClaimStore = (*Store)(nil)
+	_ keystore.Admin      = (*Store)(nil)
 )
 
 // New returns a Store that seals with current and opens what current or any
@@ -120,6 +122,7 @@ func New(inner keystore.Store, current Key, older ...Key) (*Store, error) {
 	}
 	s := &Store{inner: inner, byID: map[byte][]cipher.AEAD{}}
 	s.admin, _ = inner.(keystore.Admin)
+	s.claims, _ = inner.(keystore.ClaimStore)
 	for i, k := range append([]Key{current}, older...) {
 		if !k.ok {
 			return nil, fmt.Errorf("sealed: key %d is the zero Key; use ParseKey", i)
@@ -225,6 +228,26 @@ func (s *Store) Complete(ctx context.Context, k keystore.Key, token uint64, resp
 		return err
 	}
 	return s.inner.Complete(ctx, k, token, s.seal(k, resp))
+}
+
+// CompleteClaim implements [keystore.ClaimStore]; resp is sealed like
+// Complete's.
+func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Claim, resp *keystore.Response) (keystore.Completion, error) {
+	if s.claims == nil {
+		return 0, fmt.Errorf("sealed: inner store %T has no claim operations: %w", s.inner, errors.ErrUnsupported)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return s.claims.CompleteClaim(ctx, k, c, s.seal(k, resp))
+}
+
+// ReleaseClaim implements [keystore.ClaimStore].
+func (s *Store) ReleaseClaim(ctx context.Context, k keystore.Key, id keystore.ClaimID, lease time.Duration) error {
+	if s.claims == nil {
+		return fmt.Errorf("sealed: inner store %T has no claim operations: %w", s.inner, errors.ErrUnsupported)
+	}
+	return s.claims.ReleaseClaim(ctx, k, id, lease)
 }
 
 // Release implements [keystore.Store].
