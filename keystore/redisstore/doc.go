@@ -21,6 +21,27 @@
 //	op   nonce of the last transition (makes a resent script harmless)
 //	tko  1 if the current claim was a takeover
 //	ans  the stored answer (completed only), binary: see keystore.EncodeResponse
+//	ci   claim id of the current claim, 16 raw bytes; "" after a release or
+//	     an admin repair; absent in records of the first release
+//	fv   fingerprint version, decimal; absent (read as 1) in records of the
+//	     first release
+//	x…   "x" + a 16-byte claim id: a released claim id's tombstone, its end
+//	     in Unix ms (see ReleaseClaim)
+//
+// The format stays "1": the fields added since the first release are
+// optional, so records of either release read in the other (a rolling
+// upgrade runs both).
+//
+// # Claims and store loss
+//
+// A claim carries the caller's claim id. CompleteClaim completes the record
+// only if it carries that id and token; when the record is gone (FLUSHALL, a
+// restart without persistence) it creates it completed, living until the
+// claim's expiry, since an answer in hand is never thrown away. ReleaseClaim
+// releases a claim whose reply was lost, and leaves a tombstone for its id
+// (one lease) that makes the claim a no-op if Redis runs it after the
+// release: Redis does not order a timed-out connection's command against a
+// new connection's. An [EpochWatcher] notices a Redis that lost everything.
 //
 // # Transitions and clock
 //
