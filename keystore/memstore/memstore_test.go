@@ -140,3 +140,40 @@ func BenchmarkStore(b *testing.B) {
 		return s
 	})
 }
+
+// Issue 15: a full store whose records expired takes a new key at once,
+// without waiting for the sweeper; one whose records live still refuses.
+func TestFullStoreReclaimsExpired(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		opts Options
+	}{
+		{"entries", Options{MaxEntries: 3}},
+		{"bytes", Options{MaxBytes: 3 * (entryOverhead + 1)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, clk := newTestStore(t, tc.opts) // sweeper: once a minute, never on the fake clock
+			for i := range 3 {
+				if _, err := s.Reserve(ctx, keystore.NewKey("k", string(rune('a'+i))), opts("a")); err != nil {
+					t.Fatalf("Reserve #%d = %v", i, err)
+				}
+			}
+			if _, err := s.Reserve(ctx, keystore.NewKey("k", "d"), opts("a")); !errors.Is(err, keystore.ErrFull) {
+				t.Fatalf("Reserve into a full store of live records = %v; want ErrFull", err)
+			}
+			if got := s.Len(); got != 3 {
+				t.Errorf("Len = %d; want 3", got)
+			}
+			clk.Advance(time.Hour) // the retention
+			if _, err := s.Reserve(ctx, keystore.NewKey("k", "e"), opts("a")); err != nil {
+				t.Fatalf("Reserve into a full store of expired records = %v; want a claim at once", err)
+			}
+			if got := s.Len(); got != 1 {
+				t.Errorf("Len after the reclaiming claim = %d; want 1", got)
+			}
+		})
+	}
+}
