@@ -1,0 +1,383 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgate/idemgate/keystore"
+	"github.com/idemgate/idemgate/keystore/storetest"
+)
+
+// ownRedis is a redis-server of the test's own, without persistence, run as
+// a child process on its own port (the standalone test server's port + 50 +
+// n), so that a test may flush, pause or kill it without touching the
+// servers other tests share. Only this process is ever signalled, by PID.
+type ownRedis struct {
+	t    *testing.T
+	addr string
+	mu   sync.Mutex // protects cmd
+	cmd  *exec.Cmd
+}
+
+func startOwnRedis(t *testing.T, n int) *ownRedis {
+	t.Helper()
+	o := clientOptions(t, topologies[0]) // skips without the test servers
+	_, port, err := net.SplitHostPort(o.Addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &ownRedis{t: t, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(p+50+n))}
+	r.start()
+	t.Cleanup(r.kill)
+	return r
+}
+
+// start runs redis-server and waits (bounded) until it answers.
+func (r *ownRedis) start() {
+	r.t.Helper()
+	_, port, _ := net.SplitHostPort(r.addr)
+	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--daemonize", "no", "--dir", r.t.TempDir(), "--loglevel", "warning")
+	if err := cmd.Start(); err != nil {
+		r.t.Fatalf("starting redis-server: %v", err)
+	}
+	r.mu.Lock()
+	r.cmd = cmd
+	r.mu.Unlock()
+	c := redis.NewClient(&redis.Options{Addr: r.addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := c.Ping(context.Background()).Err()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("own redis-server on %s did not answer: %v", r.addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (r *ownRedis) signal(sig syscall.Signal) {
+	r.t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.cmd.Process.Signal(sig); err != nil {
+		r.t.Fatalf("signal %v to own redis-server: %v", sig, err)
+	}
+}
+
+// kill stops the server (SIGKILL: no chance to save anything) and reaps it.
+func (r *ownRedis) kill() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		return
+	}
+	r.cmd.Process.Signal(syscall.SIGCONT)
+	r.cmd.Process.Kill()
+	r.cmd.Wait()
+	r.cmd = nil
+}
+
+func (r *ownRedis) client(t *testing.T, timeout time.Duration) redis.UniversalClient {
+	t.Helper()
+	c, err := NewClient(ClientOptions{Addrs: []string{r.addr}, Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func claimOpts(fp string, id keystore.ClaimID) keystore.ReserveOptions {
+	o := reserveOpts(fp)
+	o.ClaimID = id
+	return o
+}
+
+// Finding 5 of issue 13: FLUSHALL while a write runs. The answer is stored
+// anyway (the record is created again) and the retry replays it; the epoch
+// watcher counts the reset.
+func TestFlushAllDuringClaim(t *testing.T) {
+	t.Parallel()
+	own := startOwnRedis(t, 0)
+	c := own.client(t, testTimeout)
+	s := newStore(t, c, newPrefix(t))
+	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	w := newEpochWatcher(s, EpochOptions{Now: func() time.Time { return now }})
+	ctx := t.Context()
+	if _, err := w.check(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	k := storetest.NewTestKey(t)
+	res, err := s.Reserve(ctx, k, claimOpts("a", keystore.NewClaimID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// What the first release did: the late completion finds nothing.
+	if err := s.Complete(ctx, k, res.Token, &keystore.Response{Status: 201}); !errors.Is(err, keystore.ErrNotFound) {
+		t.Fatalf("token Complete after FLUSHALL = %v; want ErrNotFound (the first release's behaviour)", err)
+	}
+	want := &keystore.Response{Status: 201, Body: []byte(`{"order":7}`)}
+	how, err := s.CompleteClaim(ctx, k, res.Claim, want)
+	if err != nil || how != keystore.Recreated {
+		t.Fatalf("CompleteClaim after FLUSHALL = %v, %v; want recreated", how, err)
+	}
+	rec, err := s.Get(ctx, k)
+	if err != nil || rec.State != keystore.StateCompleted || rec.Response == nil || string(rec.Response.Body) != `{"order":7}` {
+		t.Fatalf("Get = %+v, %v; want the completed answer", rec, err)
+	}
+	if ttl, err := c.PTTL(ctx, s.key(k)).Result(); err != nil || ttl <= 0 || ttl > storetest.Retention {
+		t.Errorf("PTTL = %v, %v; want at most the retention from the claim", ttl, err)
+	}
+	retry, err := s.Reserve(ctx, k, claimOpts("a", keystore.NewClaimID()))
+	if err != nil || retry.Response == nil || string(retry.Response.Body) != `{"order":7}` {
+		t.Fatalf("retry = %+v, %v; want a replay, not a second run", retry, err)
+	}
+
+	resets, err := w.check(ctx)
+	if err != nil || len(resets) != 1 {
+		t.Fatalf("epoch check after FLUSHALL = %v, %v; want one reset", resets, err)
+	}
+	if st := w.EpochStatus(); st.Resets != 1 || !st.LastReset.Equal(now) || st.Err != nil {
+		t.Errorf("EpochStatus = %+v; want 1 reset at %v", st, now)
+	}
+	if resets, err := w.check(ctx); err != nil || len(resets) != 0 {
+		t.Errorf("next check = %v, %v; want no reset (a new epoch was written)", resets, err)
+	}
+}
+
+// Finding 6 of issue 13: Redis paused (SIGSTOP) while a claim is sent. The
+// claim times out (the client gets 503) and is handed to the Releaser;
+// Redis resumes and may run the queued claim; within a second of it
+// answering, the key is free and a retry's claim wins.
+func TestLostClaimReplyReleased(t *testing.T) {
+	t.Parallel()
+	own := startOwnRedis(t, 1)
+	c := own.client(t, 300*time.Millisecond)
+	s := newStore(t, c, newPrefix(t))
+	ctx := t.Context()
+	const lease = 2 * time.Minute
+	opts := func(id keystore.ClaimID) keystore.ReserveOptions {
+		return keystore.ReserveOptions{Fingerprint: keystore.Fingerprint(keystore.NewKey("fp")), Route: "r", Lease: lease, Retention: time.Hour, ClaimID: id}
+	}
+	// Load the scripts, as a running proxy has: the queued EVALSHA then runs
+	// when Redis resumes, rather than failing with NOSCRIPT.
+	if _, err := s.Reserve(ctx, storetest.NewTestKey(t), opts(keystore.NewClaimID())); err != nil {
+		t.Fatal(err)
+	}
+	r := keystore.NewReleaser(s, keystore.ReleaserOptions{})
+	defer r.Close(ctx)
+
+	released, control := storetest.NewTestKey(t), storetest.NewTestKey(t)
+	own.signal(syscall.SIGSTOP)
+	var wg sync.WaitGroup
+	for _, k := range []keystore.Key{released, control} {
+		wg.Go(func() {
+			id := keystore.NewClaimID()
+			if _, err := s.Reserve(ctx, k, opts(id)); err == nil {
+				t.Errorf("Reserve against a paused Redis succeeded")
+			}
+			if k == released {
+				r.Add(k, id, lease)
+			}
+		})
+	}
+	wg.Wait()
+	time.Sleep(time.Second) // the pause goes on; the releaser keeps trying
+	if st := r.Stats(); st.Pending != 1 || st.Released != 0 {
+		t.Fatalf("Releaser while Redis is paused: %+v; want 1 pending", st)
+	}
+	own.signal(syscall.SIGCONT)
+	resumed := time.Now()
+
+	var won keystore.Reservation
+	for {
+		res, err := s.Reserve(ctx, released, opts(keystore.NewClaimID()))
+		if err == nil && res.Token > 0 {
+			won = res
+			break
+		}
+		if err != nil && !errors.Is(err, keystore.ErrInFlight) && time.Since(resumed) > 500*time.Millisecond {
+			t.Fatalf("Reserve after SIGCONT = %v", err)
+		}
+		if time.Since(resumed) > 3*time.Second {
+			t.Fatalf("the key was not free %v after Redis resumed (last Reserve: %v); want within a second", time.Since(resumed), err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	took := time.Since(resumed)
+	t.Logf("a new claim won %v after Redis resumed", took)
+	if took > 1500*time.Millisecond { // a second, and a margin for a loaded machine
+		t.Errorf("a new claim won %v after Redis resumed; want within a second", took)
+	}
+	// A timed-out attempt may have done the release when Redis resumed; the
+	// Releaser then learns it on its next attempt.
+	waitFor(t, time.Second, "the Releaser to finish", func() error {
+		if st := r.Stats(); st.Pending != 0 || st.Released != 1 {
+			return fmt.Errorf("releaser %+v; want 1 released", st)
+		}
+		return nil
+	})
+	if how, err := s.CompleteClaim(ctx, released, won.Claim, &keystore.Response{Status: 201}); err != nil || how != keystore.Completed {
+		t.Errorf("the winner's CompleteClaim = %v, %v", how, err)
+	}
+	// The control key shows what happens without the release: if Redis ran
+	// the queued claim, the key is held for the whole lease.
+	_, err := s.Reserve(ctx, control, opts(keystore.NewClaimID()))
+	t.Logf("control key (claim lost, not released) after resume: %v", err)
+}
+
+// Finding 5 of issue 13: a Redis without persistence restarts (SIGKILL, then
+// start): the watcher, checking every second, sees the reset, counts it
+// and writes a new epoch; an answer in hand is still stored.
+func TestRestartWithoutPersistenceDetected(t *testing.T) {
+	t.Parallel()
+	own := startOwnRedis(t, 2)
+	c := own.client(t, testTimeout)
+	s := newStore(t, c, newPrefix(t))
+	ctx := t.Context()
+	resets := make(chan Reset, 4)
+	w := s.WatchEpoch(EpochOptions{OnReset: func(r Reset) { resets <- r }})
+	defer w.Close()
+	waitFor(t, 5*time.Second, "a first epoch check", func() error {
+		if st := w.EpochStatus(); st.Checked.IsZero() {
+			return errors.New("not checked yet")
+		}
+		return nil
+	})
+	k := storetest.NewTestKey(t)
+	res, err := s.Reserve(ctx, k, claimOpts("a", keystore.NewClaimID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	own.kill()
+	own.start()
+	restarted := time.Now()
+	select {
+	case r := <-resets:
+		t.Logf("reset seen %v after the restart: %+v", time.Since(restarted), r)
+		if r.Previous == "" || r.Current == "" || r.Previous == r.Current || r.Marker != s.prefix+"epoch" {
+			t.Errorf("Reset = %+v; want the marker's old and new epochs", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no reset seen 5s after a restart without persistence; status %+v", w.EpochStatus())
+	}
+	if st := w.EpochStatus(); st.Resets != 1 || st.LastReset.IsZero() {
+		t.Errorf("EpochStatus = %+v; want 1 reset", st)
+	}
+	if got, err := c.Get(ctx, s.prefix+"epoch").Result(); err != nil || got == "" {
+		t.Errorf("marker after the reset = %q, %v; want a new epoch", got, err)
+	}
+	// The answer in hand is stored although its record was lost.
+	if how, err := s.CompleteClaim(ctx, k, res.Claim, &keystore.Response{Status: 201}); err != nil || how != keystore.Recreated {
+		t.Errorf("CompleteClaim after the restart = %v, %v; want recreated", how, err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if st := w.EpochStatus(); st.Resets != 1 {
+		t.Errorf("EpochStatus later = %+v; want still 1 reset", st)
+	}
+}
+
+// One marker per master of a Cluster, each on its master; deleting one is
+// one reset. Another replica's watcher shares the markers without counting.
+func TestEpochMarkers(t *testing.T) {
+	t.Parallel()
+	eachTopology(t, func(t *testing.T, topo topology) {
+		c := newClient(t, topo)
+		s := newStore(t, c, newPrefix(t))
+		ctx := t.Context()
+		w := newEpochWatcher(s, EpochOptions{})
+		if resets, err := w.check(ctx); err != nil || len(resets) != 0 {
+			t.Fatalf("first check = %v, %v; want no reset", resets, err)
+		}
+		markers, err := w.markers(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 1
+		if cc, ok := c.(*redis.ClusterClient); ok {
+			want = 3
+			nodes := map[string]bool{}
+			for _, m := range markers {
+				n, err := cc.MasterForKey(ctx, m.key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				nodes[n.Options().Addr] = true
+			}
+			if len(nodes) != 3 {
+				t.Errorf("markers %v live on %d masters; want 3", markers, len(nodes))
+			}
+		}
+		if len(markers) != want {
+			t.Fatalf("%d markers; want %d", len(markers), want)
+		}
+		for _, m := range markers {
+			if n, err := c.Exists(ctx, m.key).Result(); err != nil || n != 1 {
+				t.Errorf("marker %s: EXISTS = %d, %v; want written", m.key, n, err)
+			}
+		}
+		other := newEpochWatcher(s, EpochOptions{}) // another replica
+		if resets, err := other.check(ctx); err != nil || len(resets) != 0 {
+			t.Fatalf("another replica's first check = %v, %v; want no reset", resets, err)
+		}
+		if err := c.Del(ctx, markers[len(markers)-1].key).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if resets, err := w.check(ctx); err != nil || len(resets) != 1 || resets[0].Marker != markers[len(markers)-1].key {
+			t.Errorf("check after one marker vanished = %+v, %v; want one reset of it", resets, err)
+		}
+		// The other replica finds the epoch the first wrote: a reset too.
+		if resets, err := other.check(ctx); err != nil || len(resets) != 1 {
+			t.Errorf("the other replica's check = %+v, %v; want one reset", resets, err)
+		}
+		for _, x := range []*EpochWatcher{w, other} {
+			if resets, err := x.check(ctx); err != nil || len(resets) != 0 {
+				t.Errorf("a further check = %+v, %v; want none", resets, err)
+			}
+			if st := x.EpochStatus(); st.Resets != 1 {
+				t.Errorf("EpochStatus = %+v; want 1 reset", st)
+			}
+		}
+	})
+}
+
+// hashSlot agrees with Redis's CLUSTER KEYSLOT.
+func TestHashSlot(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, topologies[1])
+	for _, key := range []string{"0", "1", "42", "epoch", "idemgate:epoch", "a-much-longer-key-with-text", "123456789"} {
+		want, err := c.ClusterKeySlot(t.Context(), key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := hashSlot(key); int64(got) != want {
+			t.Errorf("hashSlot(%q) = %d; want %d", key, got, want)
+		}
+	}
+	if got := hashSlot("123456789"); got != 0x31C3%16384 { // the CRC16/XMODEM check value
+		t.Errorf("hashSlot(123456789) = %d; want %d", got, 0x31C3%16384)
+	}
+}
