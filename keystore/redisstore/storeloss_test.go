@@ -381,3 +381,77 @@ func TestHashSlot(t *testing.T) {
 		t.Errorf("hashSlot(123456789) = %d; want %d", got, 0x31C3%16384)
 	}
 }
+
+// Records written by the first release (no claim id, no fingerprint
+// version) still read, replay and are fenced correctly: a retry that spans
+// the upgrade replays.
+func TestFirstReleaseRecords(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, topologies[0])
+	s := newStore(t, c, newPrefix(t))
+	ctx := t.Context()
+	now, err := c.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := now.UnixMilli()
+	fp := keystore.Fingerprint(keystore.NewKey("fp", "a"))
+	answer := keystore.EncodeResponse(&keystore.Response{Status: 201, Body: []byte("first release")})
+	// The fields the first release's reserve and complete scripts wrote.
+	write := func(k keystore.Key, st string, le int64, tk string) {
+		t.Helper()
+		fields := []any{"v", "1", "st", st, "fp", string(fp[:]), "rt", "route_a", "tk", tk, "cl", strconv.FormatInt(ms, 10),
+			"le", strconv.FormatInt(le, 10), "ex", strconv.FormatInt(ms+60_000, 10), "op", "12345678", "tko", "0"}
+		if st == "2" {
+			fields = append(fields, "ans", answer)
+		}
+		if err := c.HSet(ctx, s.key(k), fields...).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.PExpire(ctx, s.key(k), time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v2 := func(id keystore.ClaimID) keystore.ReserveOptions {
+		o := claimOpts("a", id)
+		o.FingerprintVersion = 2
+		return o
+	}
+
+	done := storetest.NewTestKey(t)
+	write(done, "2", 0, "1796100000000000")
+	rec, err := s.Get(ctx, done)
+	if err != nil || rec.FingerprintVersion != keystore.FingerprintV1 || !rec.ClaimID.IsZero() || rec.Response == nil || string(rec.Response.Body) != "first release" {
+		t.Fatalf("Get of a first-release record = %+v, %v; want version 1, no claim id, its answer", rec, err)
+	}
+	res, err := s.Reserve(ctx, done, claimOpts("a", keystore.NewClaimID()))
+	if err != nil || res.Response == nil || res.FingerprintVersion != keystore.FingerprintV1 {
+		t.Fatalf("Reserve in version 1 = %+v, %v; want a replay of a version 1 record", res, err)
+	}
+	var me *keystore.MismatchError
+	if _, err := s.Reserve(ctx, done, v2(keystore.NewClaimID())); !errors.As(err, &me) || me.Version != keystore.FingerprintV1 {
+		t.Errorf("Reserve in version 2 = %v; want a MismatchError naming version 1 (compare in it)", err)
+	}
+
+	held := storetest.NewTestKey(t)
+	write(held, "1", ms+60_000, "1796100000000000")
+	stranger := keystore.Claim{ID: keystore.NewClaimID(), Token: 1796100000000000, Fingerprint: fp, FingerprintVersion: 1, Route: "route_a", Claimed: now, Expires: now.Add(time.Minute)}
+	if how, err := s.CompleteClaim(ctx, held, stranger, &keystore.Response{Status: 200}); !errors.Is(err, keystore.ErrLeaseLost) {
+		t.Errorf("CompleteClaim on a first-release claim = %v, %v; want ErrLeaseLost (not ours)", how, err)
+	}
+	if err := s.Complete(ctx, held, 1796100000000000, &keystore.Response{Status: 200}); err != nil {
+		t.Errorf("the first-release holder's Complete = %v", err)
+	}
+
+	// A new claim taking over a first-release claim completes by its id.
+	stuck := storetest.NewTestKey(t)
+	write(stuck, "1", ms-1, "1796100000000000")
+	id := keystore.NewClaimID()
+	res, err = s.Reserve(ctx, stuck, claimOpts("a", id))
+	if err != nil || !res.Takeover || res.Claim.ID != id {
+		t.Fatalf("takeover = %+v, %v", res, err)
+	}
+	if how, err := s.CompleteClaim(ctx, stuck, res.Claim, &keystore.Response{Status: 200}); err != nil || how != keystore.Completed {
+		t.Errorf("CompleteClaim after the takeover = %v, %v; want completed", how, err)
+	}
+}
