@@ -31,9 +31,9 @@ type Releaser struct {
 	pending []*pendingRelease
 	closed  bool
 
-	wake     chan struct{} // a release was added
-	stop     chan struct{} // closed by Close: the loop ends
-	done     chan struct{} // closed when the loop has ended
+	wake     chan struct{}      // a release was added
+	cancel   context.CancelFunc // stops the loop
+	done     chan struct{}      // closed when the loop has ended
 	once     sync.Once
 	released atomic.Uint64
 	dropped  atomic.Uint64
@@ -99,17 +99,22 @@ func NewReleaser(s ClaimStore, opts ReleaserOptions) *Releaser {
 		attempt:  opts.AttemptTimeout,
 		now:      opts.Now,
 		wake:     make(chan struct{}, 1),
-		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
-	go r.loop()
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go r.loop(ctx)
 	return r
 }
 
 // Add queues the release of claim id on key, whose tombstone lives for
 // lease (the claim's lease). It reports false, and counts a drop, when
-// MaxPending releases wait already or the Releaser is closed.
+// MaxPending releases wait already or the Releaser is closed; and false,
+// without counting, for a zero id or a lease <= 0.
 func (r *Releaser) Add(key Key, id ClaimID, lease time.Duration) bool {
+	if id.IsZero() || lease <= 0 {
+		return false
+	}
 	r.mu.Lock()
 	if r.closed || len(r.pending) >= r.max {
 		r.mu.Unlock()
@@ -148,7 +153,7 @@ func (r *Releaser) Close(ctx context.Context) error {
 		r.mu.Lock()
 		r.closed = true
 		r.mu.Unlock()
-		close(r.stop)
+		r.cancel()
 		<-r.done
 	})
 	if !first {
@@ -176,22 +181,13 @@ func (r *Releaser) Close(ctx context.Context) error {
 	return fmt.Errorf("keystore: %d releases of claims with lost replies dropped at shutdown: %w", n, context.Cause(ctx))
 }
 
-func (r *Releaser) loop() {
+func (r *Releaser) loop(ctx context.Context) {
 	defer close(r.done)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-r.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	for {
 		if !r.round(ctx) {
 			// Nothing waits: sleep until something is added.
 			select {
-			case <-r.stop:
+			case <-ctx.Done():
 				return
 			case <-r.wake:
 			}
@@ -199,7 +195,7 @@ func (r *Releaser) loop() {
 		}
 		t := time.NewTimer(r.interval)
 		select {
-		case <-r.stop:
+		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:

@@ -59,9 +59,9 @@ type EpochWatcher struct {
 	seen   map[string]string // marker → the epoch last seen
 	status keystore.EpochStatus
 
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
+	cancel context.CancelFunc // stops the goroutine
+	done   chan struct{}      // closed when it has ended
+	once   sync.Once
 }
 
 var _ keystore.EpochReporter = (*EpochWatcher)(nil)
@@ -70,7 +70,9 @@ var _ keystore.EpochReporter = (*EpochWatcher)(nil)
 // every Interval, until Close.
 func (s *Store) WatchEpoch(opts EpochOptions) *EpochWatcher {
 	w := newEpochWatcher(s, opts)
-	go w.loop()
+	ctx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	go w.loop(ctx)
 	return w
 }
 
@@ -89,7 +91,6 @@ func newEpochWatcher(s *Store, opts EpochOptions) *EpochWatcher {
 		s:    s,
 		opts: opts,
 		seen: map[string]string{},
-		stop: make(chan struct{}),
 		done: make(chan struct{}),
 	}
 	return w
@@ -102,19 +103,18 @@ func (w *EpochWatcher) EpochStatus() keystore.EpochStatus {
 	return w.status
 }
 
-// Close stops the watcher and waits for its goroutine. It is idempotent.
+// Close stops the watcher (a check under way is cancelled) and waits for
+// its goroutine. It is idempotent.
 func (w *EpochWatcher) Close() error {
 	w.once.Do(func() {
-		close(w.stop)
+		w.cancel()
 		<-w.done
 	})
 	return nil
 }
 
-func (w *EpochWatcher) loop() {
+func (w *EpochWatcher) loop(ctx context.Context) {
 	defer close(w.done)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	t := time.NewTicker(w.opts.Interval)
 	defer t.Stop()
 	for {
@@ -127,7 +127,7 @@ func (w *EpochWatcher) loop() {
 			}
 		}
 		select {
-		case <-w.stop:
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}

@@ -412,7 +412,7 @@ func (s *Store) InFlight(ctx context.Context, olderThan time.Duration, limit int
 }
 
 // recordFields are the hash fields InFlight reads, in order.
-var recordFields = []string{"v", "st", "fp", "rt", "tk", "cl", "le", "ex"}
+var recordFields = []string{"v", "st", "fp", "rt", "tk", "cl", "le", "ex", "ci", "fv"}
 
 // scanNode lists the in-flight records on one node claimed at least
 // olderThan ago by that node's clock.
@@ -500,6 +500,13 @@ func (s *Store) parseListed(key string, cmd *redis.SliceCmd) (rec keystore.Recor
 	copy(rec.Fingerprint[:], field(2))
 	if rec.State == keystore.StateInFlight {
 		rec.LeaseEnd = time.UnixMilli(le)
+	}
+	if ci := field(8); len(ci) == len(rec.ClaimID) {
+		copy(rec.ClaimID[:], ci)
+	}
+	rec.FingerprintVersion = keystore.FingerprintV1
+	if fv, err := strconv.ParseUint(field(9), 10, 8); err == nil && fv > 0 {
+		rec.FingerprintVersion = keystore.FingerprintVersion(fv)
 	}
 	return rec, true, nil
 }
