@@ -973,7 +973,7 @@ func trim(b []byte) []byte {
 }
 
 // Bench runs the benchmarks every backend shares: a first write
-// (Reserve + Complete on a new key) and a replay (Reserve on a completed key,
+// (Reserve + Complete, or + CompleteClaim, on a new key) and a replay (Reserve on a completed key,
 // the cache hit on the hot path), both in parallel.
 func Bench(b *testing.B, newStore func(b *testing.B) keystore.Store) {
 	ctx := context.Background()
@@ -996,6 +996,32 @@ func Bench(b *testing.B, newStore func(b *testing.B) keystore.Store) {
 					return
 				}
 				if err := s.Complete(ctx, k, res.Token, resp); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+	b.Run("ReserveCompleteClaim", func(b *testing.B) {
+		s := newStore(b)
+		cs, ok := s.(keystore.ClaimStore)
+		if !ok {
+			b.Skip("not a keystore.ClaimStore")
+		}
+		var n atomic.Uint64
+		base := fmt.Sprint(time.Now().UnixNano())
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				k := keystore.NewKey("bench-claim", base, fmt.Sprint(n.Add(1)))
+				o := opts("a")
+				o.ClaimID = keystore.NewClaimID()
+				res, err := s.Reserve(ctx, k, o)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if _, err := cs.CompleteClaim(ctx, k, res.Claim, resp); err != nil {
 					b.Error(err)
 					return
 				}
