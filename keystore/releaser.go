@@ -134,8 +134,9 @@ func (r *Releaser) Add(key Key, id ClaimID, lease time.Duration) bool {
 func (r *Releaser) Stats() ReleaserStats {
 	r.mu.Lock()
 	st := ReleaserStats{Pending: len(r.pending)}
-	if len(r.pending) > 0 {
-		st.Oldest = r.now().Sub(r.pending[0].added)
+	now := r.now()
+	for _, p := range r.pending {
+		st.Oldest = max(st.Oldest, now.Sub(p.added))
 	}
 	r.mu.Unlock()
 	st.Released = r.released.Load()
@@ -204,9 +205,11 @@ func (r *Releaser) loop(ctx context.Context) {
 }
 
 // round attempts the pending releases once and reports whether some still
-// wait. The oldest goes first, alone: if the store does not answer it, the
-// round ends there (a round against a dead store costs one attempt); if it
-// does, the rest go in parallel.
+// wait. The first goes alone: if the store does not answer it, the round
+// ends there (a round against a dead store costs one attempt), and it moves
+// to the back, so that a release that keeps failing on its own (a foreign
+// value at its key) cannot hold the others; if it does, the rest go in
+// parallel.
 func (r *Releaser) round(ctx context.Context) bool {
 	r.mu.Lock()
 	batch := append([]*pendingRelease(nil), r.pending...)
@@ -238,9 +241,12 @@ func (r *Releaser) round(ctx context.Context) bool {
 	defer r.mu.Unlock()
 	kept := r.pending[:0]
 	for _, p := range r.pending {
-		if !gone[p] {
+		if !gone[p] && p != batch[0] {
 			kept = append(kept, p)
 		}
+	}
+	if !finished[0] {
+		kept = append(kept, batch[0])
 	}
 	clear(r.pending[len(kept):])
 	r.pending = kept

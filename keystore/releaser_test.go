@@ -17,8 +17,9 @@ import (
 // deadline while down is set, as a paused Redis does.
 type hung struct {
 	keystore.ClaimStore
-	down  atomic.Bool
-	calls atomic.Int64
+	down   atomic.Bool
+	calls  atomic.Int64
+	poison keystore.Key // ReleaseClaim on it always fails, as on a foreign value
 
 	mu       sync.Mutex
 	released []time.Time // when each ReleaseClaim succeeded
@@ -26,6 +27,9 @@ type hung struct {
 
 func (h *hung) ReleaseClaim(ctx context.Context, k keystore.Key, id keystore.ClaimID, lease time.Duration) error {
 	h.calls.Add(1)
+	if k == h.poison {
+		return errors.New("foreign value at the key")
+	}
 	if h.down.Load() {
 		<-ctx.Done()
 		return ctx.Err()
@@ -204,6 +208,32 @@ func TestReleaserCloseFlushes(t *testing.T) {
 		}
 		if st := r.Stats(); st.Released != 10 || st.Dropped != 0 || st.Pending != 0 {
 			t.Errorf("Stats = %+v; want 10 released", st)
+		}
+	})
+}
+
+// A release that keeps failing on its own does not hold the others back.
+func TestReleaserPoisonedRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHung(t)
+		h.poison = keystore.NewKey("poison")
+		r := keystore.NewReleaser(h, keystore.ReleaserOptions{})
+		r.Add(h.poison, keystore.NewClaimID(), lease)
+		for i := range 5 {
+			r.Add(keystore.NewKey(string(rune(i))), keystore.NewClaimID(), lease)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if st := r.Stats(); st.Released != 5 || st.Pending != 1 || st.Oldest != time.Second {
+			t.Errorf("Stats = %+v; want 5 released, the poisoned one pending for 1s", st)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := r.Close(ctx); err == nil {
+			t.Errorf("Close = nil; want the poisoned release counted as dropped")
+		}
+		if st := r.Stats(); st.Dropped != 1 {
+			t.Errorf("Dropped = %d; want 1", st.Dropped)
 		}
 	})
 }
