@@ -150,6 +150,9 @@ func (w *EpochWatcher) check(ctx context.Context) ([]Reset, error) {
 			}
 		}
 	}
+	if err != nil {
+		err = fmt.Errorf("redisstore: epoch check: %w", err)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, r := range resets {
@@ -159,9 +162,6 @@ func (w *EpochWatcher) check(ctx context.Context) ([]Reset, error) {
 	w.status.Err = err
 	if err == nil {
 		w.status.Checked = w.opts.Now()
-	} else {
-		err = fmt.Errorf("redisstore: epoch check: %w", err)
-		w.status.Err = err
 	}
 	return resets, err
 }
