@@ -455,3 +455,21 @@ func TestFirstReleaseRecords(t *testing.T) {
 		t.Errorf("CompleteClaim after the takeover = %v, %v; want completed", how, err)
 	}
 }
+
+// A check that cannot reach Redis reports its error and counts nothing.
+func TestEpochCheckUnreachable(t *testing.T) {
+	t.Parallel()
+	c, err := NewClient(ClientOptions{Addrs: []string{"127.0.0.1:1"}, Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s := newStore(t, c, newPrefix(t))
+	w := newEpochWatcher(s, EpochOptions{})
+	if _, err := w.check(t.Context()); err == nil {
+		t.Fatal("check against a dead address = nil; want an error")
+	}
+	if st := w.EpochStatus(); st.Err == nil || !st.Checked.IsZero() || st.Resets != 0 {
+		t.Errorf("EpochStatus = %+v; want the error, never checked, no reset", st)
+	}
+}
