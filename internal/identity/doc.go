@@ -29,12 +29,18 @@
 // appends a marker that no header-only scope can start with, then the
 // SHA-256 of every configured source's value in a fixed order: headers in
 // configured order, then cookies, then the JWT claims; empty values are
-// skipped. Token, cookie and claim values are never stored or logged: only
-// hashes leave this package.
+// skipped. Token, cookie and claim values are never stored or logged; what
+// leaves this package is hashes, except a header-only scope's parts, which
+// are the raw header values that [ScopeKey] (like the proxy before it)
+// hashes into the store key.
 //
 // # Tokens
 //
-// Tokens come from a header ("Bearer <JWT>") or a cookie, are parsed and
+// Tokens come from a header ("Bearer <JWT>"; a header other than
+// Authorization may also carry the bare token) or a cookie. An absent or
+// empty header or cookie yields nothing; anything else that is not exactly
+// one token (another scheme, two headers, two cookies) is Invalid. Tokens
+// are parsed and
 // verified with github.com/go-jose/go-jose/v4, and are accepted when all of
 // this holds: the "alg" header is in the allow-list (never "none") and fits
 // the key's type (RS*/PS* an RSA key, ES256/384/512 an ECDSA key on P-256,
