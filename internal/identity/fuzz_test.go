@@ -3,6 +3,7 @@ package identity_test
 import (
 	"encoding/base64"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,8 +12,8 @@ import (
 
 // FuzzResolveToken feeds arbitrary Authorization values to a JWT resolver
 // with RSA, Ed25519 and ECDSA keys. Nothing may panic, and nothing may
-// verify but the tokens the test signed itself: a value that verifies must
-// decode to exactly one of them (base64url's unused trailing bits aside).
+// verify but the tokens the test signed itself, spelled exactly as signed
+// (no re-spelling of base64url's unused bits passes either).
 func FuzzResolveToken(f *testing.F) {
 	keys(f)
 	signed := []string{
@@ -54,7 +55,7 @@ func FuzzResolveToken(f *testing.F) {
 			return
 		}
 		tok := strings.TrimSpace(auth[len("bearer"):])
-		if !res.Verified || !want[decode3(tok)] {
+		if !res.Verified || !want[decode3(tok)] || !slices.Contains(signed, tok) {
 			t.Fatalf("Authorization %q verified, but decodes to no token the test signed", auth)
 		}
 	})

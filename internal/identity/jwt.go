@@ -363,26 +363,60 @@ func (v *verifier) verifyCold(ctx context.Context, tok string, set *keySet, now 
 }
 
 // compactJWS reports whether tok looks like a JWS in compact form: three
-// non-empty base64url segments (the payload may not be empty for a JWT).
+// non-empty segments of canonical unpadded base64url (the unused low bits
+// of a segment's last character zero, as RFC 4648 §3.5 encoders write
+// them), so that one token has one spelling: a re-spelled token neither
+// takes a second cache entry nor passes for another token.
 func compactJWS(tok string) bool {
 	dots := 0
-	seg := 0
-	for i := 0; i < len(tok); i++ {
-		c := tok[i]
-		switch {
-		case c == '.':
-			if seg == 0 {
+	start := 0
+	for i := 0; i <= len(tok); i++ {
+		if i == len(tok) || tok[i] == '.' {
+			if !canonicalB64(tok[start:i]) {
 				return false
 			}
-			dots++
-			seg = 0
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_':
-			seg++
-		default:
+			if i < len(tok) {
+				dots++
+			}
+			start = i + 1
+			continue
+		}
+		if b64Value(tok[i]) < 0 {
 			return false
 		}
 	}
-	return dots == 2 && seg > 0
+	return dots == 2
+}
+
+// canonicalB64 reports whether seg, made of base64url characters, is a
+// non-empty canonical unpadded encoding.
+func canonicalB64(seg string) bool {
+	switch len(seg) % 4 {
+	case 0:
+		return len(seg) > 0
+	case 1:
+		return false
+	case 2:
+		return b64Value(seg[len(seg)-1])&0x0f == 0
+	}
+	return b64Value(seg[len(seg)-1])&0x03 == 0
+}
+
+// b64Value returns the value of a base64url character, or -1.
+func b64Value(c byte) int {
+	switch {
+	case 'A' <= c && c <= 'Z':
+		return int(c - 'A')
+	case 'a' <= c && c <= 'z':
+		return int(c-'a') + 26
+	case '0' <= c && c <= '9':
+		return int(c-'0') + 52
+	case c == '-':
+		return 62
+	case c == '_':
+		return 63
+	}
+	return -1
 }
 
 // parseClaims canonicalizes a JWT payload and returns its members. The

@@ -90,6 +90,9 @@ func TestJWT(t *testing.T) {
 		{name: "payload not JSON", tok: sign(t, rsaA, true, `alice`), want: identity.ErrMalformed},
 		{name: "two segments", tok: b64(`{"alg":"RS256"}`) + "." + b64(claims("alice")), want: identity.ErrMalformed},
 		{name: "tampered payload", tok: tamper(alice), want: identity.ErrSignature},
+		{name: "signature re-spelled (unused bits set)", tok: respell(alice), want: identity.ErrMalformed},
+		{name: "padded segment", tok: alice + "=", want: identity.ErrMalformed},
+		{name: "empty signature", tok: alice[:strings.LastIndexByte(alice, '.')+1], want: identity.ErrMalformed},
 		{name: "JSON serialization", tok: `{"payload":"x"}`, want: identity.ErrMalformed},
 		{name: "too long", tok: strings.Repeat("a", 17<<10) + ".b.c", want: identity.ErrMalformed},
 	}
@@ -155,6 +158,14 @@ func tamper(tok string) string {
 	p, _ := base64.RawURLEncoding.DecodeString(parts[1])
 	parts[1] = b64(strings.Replace(string(p), "alice", "admin", 1))
 	return strings.Join(parts, ".")
+}
+
+// respell sets the unused low bits of the signature's last character:
+// lenient base64 decoders read the same bytes.
+func respell(tok string) string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	last := strings.IndexByte(alphabet, tok[len(tok)-1])
+	return tok[:len(tok)-1] + string(alphabet[last|1])
 }
 
 // hs256 signs header.payload with HMAC-SHA256 by hand.

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -262,5 +264,41 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 5s")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestLogsHoldNoSecrets: key set loads and failures are logged, and no
+// token, claim value or cookie appears in the log.
+func TestLogsHoldNoSecrets(t *testing.T) {
+	t.Parallel()
+	keys(t)
+	var buf testutil.SyncBuffer
+	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	path := t.TempDir() + "/jwks.json"
+	writeFile(t, path, jwks(t, rsaA))
+	clk := newClock()
+	r, err := identity.New(identity.Options{Cookies: []string{"sid"}, Now: clk.Now, Logger: log, JWT: &identity.JWTOptions{JWKSFile: path}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	good := sign(t, rsaA, true, claims("alice-secret-sub"))
+	bad := sign(t, rsaB, true, claims("mallory-secret-sub"))
+	for _, tok := range []string{good, bad, "x.y.z"} {
+		q := bearerReq(tok)
+		q.Header.Set("Cookie", "sid=cookie-secret-value")
+		r.Resolve(q)
+	}
+	writeFile(t, path, []byte("{broken"))
+	clk.Advance(time.Second)
+	r.Resolve(bearerReq(bad))
+	out := buf.String()
+	if !strings.Contains(out, "JWK Set loaded") || !strings.Contains(out, "not reloaded") {
+		t.Errorf("log = %q; want the load and the failed reload", out)
+	}
+	for _, secret := range []string{good, bad, good[:40], "alice-secret-sub", "mallory-secret-sub", "cookie-secret-value"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("log holds %q", secret)
+		}
 	}
 }
