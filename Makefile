@@ -76,6 +76,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodePlain$$' -fuzztime $(FUZZTIME) ./keystore/sealed/
 	$(GO) test -run '^$$' -fuzz '^FuzzNormalize$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 0 ./internal/gql/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 0 ./internal/gql/
+	$(GO) test -run '^$$' -fuzz '^FuzzResolveToken$$' -fuzztime $(FUZZTIME) ./internal/identity/
 
 # lint: golangci-lint v2 (built with go install; slow, so not part of test).
 lint:

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"reflect"
+	"slices"
 	"time"
 )
 
@@ -224,12 +226,19 @@ type Idempotency struct {
 	// Header is the request header carrying the key (canonical form).
 	// Default "Idempotency-Key".
 	Header string `mapstructure:"header"`
-	// IdentityHeaders are request headers (canonical form) whose exact
-	// values scope a key, so one client never reads another's answer.
-	// Default ["Authorization"].
+	// IdentityHeaders is the old spelling of Identity.Headers, kept as an
+	// alias; it cannot be set together with Identity. Nil (the default)
+	// means unset; an empty list means no header. See
+	// [Idempotency.IdentitySources].
 	IdentityHeaders []string `mapstructure:"identity_headers"`
-	// RequireIdentity refuses a keyed write that carries none of
-	// IdentityHeaders (400 idempotency_identity_missing). Default false.
+	// Identity names the sources of the client's identity, which scopes a
+	// key so one client never reads another's answer (DESIGN.md,
+	// "Identity"). When nothing is configured (here or in
+	// IdentityHeaders), the identity is the Authorization header.
+	Identity Identity `mapstructure:"identity"`
+	// RequireIdentity refuses a keyed write whose identity is empty (400
+	// idempotency_identity_missing). Default false (for now; see
+	// [Idempotency.ExplainIdentity]).
 	RequireIdentity bool `mapstructure:"require_identity"`
 	// Tenant is the scope's tenant when TenantHosts has no entry for the
 	// request's host. Default "".
@@ -266,6 +275,99 @@ type Idempotency struct {
 	// 32-byte key that encrypts stored bodies; "" stores them in clear.
 	// Validate checks only the name, not the variable.
 	EncryptionKeyEnv string `mapstructure:"encryption_key_env"`
+}
+
+// Identity is the sources of a client's identity: the identity is the hash
+// of every configured source's value, in this order, and is empty when no
+// source yields a non-empty value.
+type Identity struct {
+	// Headers are request headers (canonical form) whose exact values are
+	// part of the identity. Nil means unset; an empty list means none.
+	Headers []string `mapstructure:"headers"`
+	// Cookies are cookie names whose values are part of the identity.
+	Cookies []string `mapstructure:"cookies"`
+	// JWT makes a verified token's claims part of the identity; it is
+	// enabled when one of its key sources is set ([JWT.Enabled]).
+	JWT JWT `mapstructure:"jwt"`
+}
+
+// JWT configures the identity's JSON Web Token source: the token is
+// verified, and its claims, not the token, are the identity, so a
+// refreshed token of the same user is the same client.
+type JWT struct {
+	// Header carries the token, as "Bearer <JWT>" (canonical form).
+	// Default "Authorization" when Cookie is empty.
+	Header string `mapstructure:"header"`
+	// Cookie carries the token instead of a header.
+	Cookie string `mapstructure:"cookie"`
+	// Claims are the claims whose values are the identity. Default
+	// ["iss", "sub"].
+	Claims []string `mapstructure:"claims"`
+	// JWKSFile is a JWK Set file, reloaded when it changes.
+	JWKSFile string `mapstructure:"jwks_file"`
+	// JWKSURL is a JWK Set URL, fetched, cached, and fetched again on an
+	// unknown "kid" (at most every 30s); its keys keep verifying while it
+	// is down.
+	JWKSURL string `mapstructure:"jwks_url"`
+	// HMACSecretEnv names an environment variable holding the HS256/384/512
+	// secret (at least 32 bytes). Validate checks only the name.
+	HMACSecretEnv string `mapstructure:"hmac_secret_env"`
+	// Issuers are the accepted "iss" values; empty accepts any.
+	Issuers []string `mapstructure:"issuers"`
+	// Audiences are the accepted "aud" values, one match passes; empty
+	// accepts any.
+	Audiences []string `mapstructure:"audiences"`
+	// Algorithms is the allow-list. Default ["RS256", "ES256", "EdDSA"];
+	// "none" is never allowed.
+	Algorithms []string `mapstructure:"algorithms"`
+	// Leeway is the clock skew allowed for exp, nbf and iat. Default 30s.
+	Leeway time.Duration `mapstructure:"leeway"`
+}
+
+// Enabled reports whether the JWT source is on: one of its key sources is
+// set.
+func (j JWT) Enabled() bool {
+	return j.JWKSFile != "" || j.JWKSURL != "" || j.HMACSecretEnv != ""
+}
+
+// TokenHeader returns the header that carries the token: Header, or
+// "Authorization" when neither Header nor Cookie is set; "" with a Cookie.
+func (j JWT) TokenHeader() string {
+	if j.Header == "" && j.Cookie == "" {
+		return "Authorization"
+	}
+	return j.Header
+}
+
+// configured reports whether any source is configured (even as an empty
+// list), so that the default Authorization header no longer applies.
+func (i *Identity) configured() bool {
+	return i.Headers != nil || i.Cookies != nil || !reflect.DeepEqual(i.JWT, defaultJWT())
+}
+
+func defaultJWT() JWT {
+	return JWT{
+		Claims:     []string{"iss", "sub"},
+		Algorithms: []string{"RS256", "ES256", "EdDSA"},
+		Leeway:     30 * time.Second,
+	}
+}
+
+// DefaultIdentityHeaders is the identity when no source is configured.
+var DefaultIdentityHeaders = []string{"Authorization"}
+
+// IdentitySources returns the identity's sources as they apply: the
+// identity_headers alias as Headers, else Identity when anything in it is
+// configured, else Headers [DefaultIdentityHeaders]. (Validate refuses the
+// alias together with Identity.) The result shares slices with id.
+func (id *Idempotency) IdentitySources() Identity {
+	switch {
+	case id.IdentityHeaders != nil:
+		return Identity{Headers: id.IdentityHeaders, JWT: defaultJWT()}
+	case id.Identity.configured():
+		return id.Identity
+	}
+	return Identity{Headers: slices.Clone(DefaultIdentityHeaders), JWT: defaultJWT()}
 }
 
 // Sessions configures per-session turns.
@@ -331,6 +433,11 @@ type RateLimit struct {
 	// Algorithm is AlgorithmTokenBucket or AlgorithmWindow; Parse fills in
 	// AlgorithmTokenBucket when it is empty, and "" means the same.
 	Algorithm string `mapstructure:"algorithm"`
+	// By is what the limit counts by: "client_ip" (also ""), "identity"
+	// (verified JWT identities; anything else per address) or
+	// "header:NAME" (a header a trusted proxy sets; per address without
+	// it). Default "" (client_ip).
+	By string `mapstructure:"by"`
 	// Block is how long a client is refused after exceeding a window limit;
 	// only with AlgorithmWindow. Parse fills in Per when it is zero, and 0
 	// means the same.
@@ -373,7 +480,7 @@ func Default() *Config {
 		Limiter:   Limiter{Backend: LimiterLocal, MaxClients: 1_000_000, IETFHeaders: false},
 		Idempotency: Idempotency{
 			Header:           "Idempotency-Key",
-			IdentityHeaders:  []string{"Authorization"},
+			Identity:         Identity{JWT: defaultJWT()},
 			TenantHosts:      map[string]string{},
 			Retention:        25 * time.Hour,
 			Lease:            120 * time.Second,

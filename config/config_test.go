@@ -22,6 +22,12 @@ func TestDefaultMatchesDesign(t *testing.T) {
 	}
 	want := Default()
 	want.Upstream.URL = "http://127.0.0.1:3000"
+	// DESIGN spells the default identity out, which configures it: the
+	// sources are the default's.
+	want.Idempotency.Identity.Headers = []string{"Authorization"}
+	if d := Default(); !reflect.DeepEqual(got.Idempotency.IdentitySources(), d.Idempotency.IdentitySources()) {
+		t.Errorf("design.yaml's identity sources = %+v; want the default's %+v", got.Idempotency.IdentitySources(), d.Idempotency.IdentitySources())
+	}
 	want.Routes = []Route{
 		{
 			Name: "create_cart", Method: "POST", Path: "/ucp/v1/carts", Idempotent: true,
@@ -70,7 +76,9 @@ func TestDefaultValues(t *testing.T) {
 		{"limiter.max_clients", c.Limiter.MaxClients, 1000000},
 		{"limiter.ietf_headers", c.Limiter.IETFHeaders, false},
 		{"idempotency.header", c.Idempotency.Header, "Idempotency-Key"},
-		{"idempotency.identity_headers", c.Idempotency.IdentityHeaders, []string{"Authorization"}},
+		{"idempotency.identity_headers", c.Idempotency.IdentityHeaders, []string(nil)},
+		{"idempotency.identity", c.Idempotency.Identity, Identity{JWT: JWT{Claims: []string{"iss", "sub"}, Algorithms: []string{"RS256", "ES256", "EdDSA"}, Leeway: 30 * time.Second}}},
+		{"identity sources", c.Idempotency.IdentitySources().Headers, []string{"Authorization"}},
 		{"idempotency.require_identity", c.Idempotency.RequireIdentity, false},
 		{"idempotency.tenant", c.Idempotency.Tenant, ""},
 		{"idempotency.tenant_hosts", c.Idempotency.TenantHosts, map[string]string{}},
@@ -101,11 +109,11 @@ func TestDefaultValues(t *testing.T) {
 func TestDefaultIsFresh(t *testing.T) {
 	t.Parallel()
 	a := Default()
-	a.Idempotency.IdentityHeaders[0] = "X-Changed"
+	a.Idempotency.Identity.JWT.Claims[0] = "X-Changed"
 	a.Idempotency.ReleaseStatuses[0] = 599
 	a.Idempotency.TenantHosts["x.example"] = "x"
 	a.Store.Redis.Addrs[0] = "changed:1"
-	if b := Default(); !reflect.DeepEqual(b.Idempotency.IdentityHeaders, []string{"Authorization"}) ||
+	if b := Default(); !reflect.DeepEqual(b.Idempotency.Identity.JWT.Claims, []string{"iss", "sub"}) ||
 		b.Idempotency.ReleaseStatuses[0] != 400 || len(b.Idempotency.TenantHosts) != 0 || b.Store.Redis.Addrs[0] != "127.0.0.1:6379" {
 		t.Errorf("Default() shares state with an earlier result: %+v", b)
 	}

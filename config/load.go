@@ -36,6 +36,18 @@ var (
 	ErrDecode = errors.New("invalid value")
 )
 
+// envReplacer turns a key into its environment variable's name (after the
+// prefix). identity_headers and identity.headers would both be
+// IDEMPOTENCY_IDENTITY_HEADERS: that name sets identity.headers (the same
+// headers, the same scopes), and the old alias is
+// IDEMPOTENCY_IDENTITY_HEADERS_ALIAS, so one variable never sets two keys
+// that Validate refuses together.
+// Viper applies it to the prefixed, upper-cased key.
+var envReplacer = strings.NewReplacer(
+	"IDEMPOTENCY"+keyDelim+"IDENTITY_HEADERS", "IDEMPOTENCY_IDENTITY_HEADERS_ALIAS",
+	keyDelim, "_",
+)
+
 // Load reads the YAML file at path and decodes it like [Parse].
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
@@ -55,7 +67,7 @@ func Load(path string) (*Config, error) {
 func Parse(data []byte) (*Config, error) {
 	v := viper.NewWithOptions(
 		viper.KeyDelimiter(keyDelim),
-		viper.EnvKeyReplacer(strings.NewReplacer(keyDelim, "_")),
+		viper.EnvKeyReplacer(envReplacer),
 		// Without it, an environment variable for a key absent from the file
 		// never reaches Unmarshal (ecosystem.md §3.1).
 		viper.ExperimentalBindStruct(),
@@ -212,6 +224,10 @@ func (c *Config) normalize() {
 		id.ReplayHeader = textproto.CanonicalMIMEHeaderKey(id.ReplayHeader)
 	}
 	canonicalAll(id.IdentityHeaders)
+	canonicalAll(id.Identity.Headers)
+	if id.Identity.JWT.Header != "" {
+		id.Identity.JWT.Header = textproto.CanonicalMIMEHeaderKey(id.Identity.JWT.Header)
+	}
 	canonicalAll(id.DropHeaders)
 	if len(id.TenantHosts) > 0 {
 		hosts := make(map[string]string, len(id.TenantHosts))
@@ -232,6 +248,9 @@ func (c *Config) normalize() {
 			}
 			if rl.Algorithm == AlgorithmWindow && rl.Block == 0 {
 				rl.Block = rl.Per
+			}
+			if name, ok := strings.CutPrefix(rl.By, "header:"); ok && name != "" {
+				rl.By = "header:" + textproto.CanonicalMIMEHeaderKey(name)
 			}
 		}
 	}

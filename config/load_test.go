@@ -99,6 +99,9 @@ func envKeys(t *testing.T) map[string]reflect.Type {
 				continue
 			}
 			name := prefix + "_" + strings.ToUpper(tag)
+			if tag == "identity_headers" {
+				name += "_ALIAS" // see envReplacer
+			}
 			switch {
 			case f.Type.Kind() == reflect.Struct:
 				walk(f.Type, name)
@@ -153,6 +156,9 @@ func TestEnvOverridesEveryKey(t *testing.T) {
 		for i := range rv.NumField() {
 			f := rv.Type().Field(i)
 			name := prefix + "_" + strings.ToUpper(f.Tag.Get("mapstructure"))
+			if f.Tag.Get("mapstructure") == "identity_headers" {
+				name += "_ALIAS"
+			}
 			if _, ok := keys[name]; ok {
 				got[name] = rv.Field(i).Interface()
 			} else if f.Type.Kind() == reflect.Struct {
@@ -165,9 +171,9 @@ func TestEnvOverridesEveryKey(t *testing.T) {
 		want := values[typ].want
 		// Parse canonicalises header names.
 		switch name {
-		case "IDEMGATE_IDEMPOTENCY_HEADER", "IDEMGATE_IDEMPOTENCY_REPLAY_HEADER":
+		case "IDEMGATE_IDEMPOTENCY_HEADER", "IDEMGATE_IDEMPOTENCY_REPLAY_HEADER", "IDEMGATE_IDEMPOTENCY_IDENTITY_JWT_HEADER":
 			want = "From-Env"
-		case "IDEMGATE_IDEMPOTENCY_IDENTITY_HEADERS", "IDEMGATE_IDEMPOTENCY_DROP_HEADERS":
+		case "IDEMGATE_IDEMPOTENCY_IDENTITY_HEADERS_ALIAS", "IDEMGATE_IDEMPOTENCY_IDENTITY_HEADERS", "IDEMGATE_IDEMPOTENCY_DROP_HEADERS":
 			want = []string{"A", "B"}
 		}
 		if !reflect.DeepEqual(got[name], want) {
@@ -223,7 +229,7 @@ func TestEnvOverrides(t *testing.T) {
 			name: "empty list",
 			env:  map[string]string{"IDEMGATE_IDEMPOTENCY_IDENTITY_HEADERS": ""},
 			check: func(c *Config) (any, any) {
-				return c.Idempotency.IdentityHeaders, []string{}
+				return c.Idempotency.Identity.Headers, []string{}
 			},
 		},
 		{

@@ -9,11 +9,13 @@ import (
 	"net/mail"
 	"net/netip"
 	"net/url"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/idemgate/idemgate/internal/identity"
 	"github.com/idemgate/idemgate/internal/pathtmpl"
 )
 
@@ -252,12 +254,7 @@ func (c *Config) validateIdempotency(p *problems) {
 	} else {
 		checkHeader(p, "idempotency.header", id.Header)
 	}
-	for i, h := range id.IdentityHeaders {
-		checkHeader(p, fmt.Sprintf("idempotency.identity_headers[%d]", i), h)
-	}
-	if id.RequireIdentity && len(id.IdentityHeaders) == 0 {
-		p.add("idempotency.require_identity", ErrConflict, "is true, but idempotency.identity_headers is empty")
-	}
+	c.validateIdentity(p)
 	for _, h := range slices.Sorted(maps.Keys(id.TenantHosts)) {
 		tenant := id.TenantHosts[h]
 		key := "idempotency.tenant_hosts[" + h + "]"
@@ -300,6 +297,158 @@ func (c *Config) validateIdempotency(p *problems) {
 	if id.EncryptionKeyEnv != "" && !validEnvName(id.EncryptionKeyEnv) {
 		p.add("idempotency.encryption_key_env", ErrInvalid, "%q is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)", id.EncryptionKeyEnv)
 	}
+}
+
+// validateIdentity checks idempotency.identity, the identity_headers alias
+// and require_identity (DESIGN.md, "Identity").
+func (c *Config) validateIdentity(p *problems) {
+	id := &c.Idempotency
+	for i, h := range id.IdentityHeaders {
+		checkHeader(p, fmt.Sprintf("idempotency.identity_headers[%d]", i), h)
+	}
+	if id.IdentityHeaders != nil && id.Identity.configured() {
+		p.add("idempotency.identity_headers", ErrConflict, "is the old spelling of idempotency.identity.headers; set one of identity_headers and identity, not both")
+	}
+	src := id.IdentitySources()
+	if id.RequireIdentity && !src.JWT.Enabled() && len(src.Headers) == 0 && len(src.Cookies) == 0 {
+		p.add("idempotency.require_identity", ErrConflict, "is true, but idempotency.identity has no source (headers, cookies or jwt)")
+	}
+	ik := "idempotency.identity"
+	in := &id.Identity
+	j := &in.JWT
+	for i, h := range in.Headers {
+		key := fmt.Sprintf("%s.headers[%d]", ik, i)
+		checkHeader(p, key, h)
+		if j.Enabled() && h == j.TokenHeader() {
+			p.add(key, ErrConflict, "%q is the JWT's own header: a jwt identity never also hashes the raw token; remove it", h)
+		}
+	}
+	for i, name := range in.Cookies {
+		key := fmt.Sprintf("%s.cookies[%d]", ik, i)
+		if !validToken(name) {
+			p.add(key, ErrInvalid, "%q is not a valid cookie name", name)
+		}
+		if j.Enabled() && name == j.Cookie {
+			p.add(key, ErrConflict, "%q is the JWT's own cookie: a jwt identity never also hashes the raw token; remove it", name)
+		}
+	}
+	jk := ik + ".jwt"
+	if !j.Enabled() {
+		if !reflect.DeepEqual(*j, defaultJWT()) {
+			p.add(jk, ErrRequired, "is set, but names no keys: set jwks_file, jwks_url or hmac_secret_env")
+		}
+		return
+	}
+	sources := 0
+	for _, set := range []bool{j.JWKSFile != "", j.JWKSURL != "", j.HMACSecretEnv != ""} {
+		if set {
+			sources++
+		}
+	}
+	if sources > 1 {
+		p.add(jk, ErrConflict, "set one of jwks_file, jwks_url and hmac_secret_env")
+	}
+	if j.Header != "" && j.Cookie != "" {
+		p.add(jk+".cookie", ErrConflict, "the token comes from header %q or from a cookie, not both", j.Header)
+	}
+	if j.Header != "" {
+		checkHeader(p, jk+".header", j.Header)
+	}
+	if j.Cookie != "" && !validToken(j.Cookie) {
+		p.add(jk+".cookie", ErrInvalid, "%q is not a valid cookie name", j.Cookie)
+	}
+	if len(j.Claims) == 0 {
+		p.add(jk+".claims", ErrRequired, "name at least one claim, like [\"iss\", \"sub\"]")
+	}
+	for i, cl := range j.Claims {
+		if cl == "" {
+			p.add(fmt.Sprintf("%s.claims[%d]", jk, i), ErrRequired, "must not be empty")
+		}
+	}
+	if j.JWKSURL != "" {
+		if err := checkHTTPURL(j.JWKSURL, false); err != nil {
+			p.add(jk+".jwks_url", ErrInvalid, "%q: %v", j.JWKSURL, err)
+		}
+	}
+	if j.HMACSecretEnv != "" && !validEnvName(j.HMACSecretEnv) {
+		p.add(jk+".hmac_secret_env", ErrInvalid, "%q is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)", j.HMACSecretEnv)
+	}
+	if len(j.Algorithms) == 0 {
+		p.add(jk+".algorithms", ErrRequired, "name at least one algorithm, like [\"RS256\"]")
+	}
+	hmac := 0
+	for i, a := range j.Algorithms {
+		key := fmt.Sprintf("%s.algorithms[%d]", jk, i)
+		switch {
+		case strings.EqualFold(a, "none"):
+			p.add(key, ErrInvalid, "\"none\" would accept unsigned tokens; it is never allowed")
+		case !slices.Contains(identity.Algorithms, a):
+			p.add(key, ErrInvalid, "%q: want one of %s", a, strings.Join(identity.Algorithms, ", "))
+		case identity.IsHMAC(a):
+			hmac++
+		}
+	}
+	switch {
+	case j.HMACSecretEnv != "" && hmac == 0:
+		p.add(jk+".hmac_secret_env", ErrConflict, "needs HS256, HS384 or HS512 in algorithms (now %v)", j.Algorithms)
+	case j.HMACSecretEnv != "" && hmac < len(j.Algorithms):
+		p.add(jk+".algorithms", ErrConflict, "with hmac_secret_env only HS256, HS384 and HS512 can verify; remove the others")
+	case j.HMACSecretEnv == "" && hmac > 0:
+		p.add(jk+".algorithms", ErrConflict, "HS* algorithms need hmac_secret_env; a JWK Set's keys are never HMAC secrets")
+	}
+	if j.Leeway < 0 {
+		p.add(jk+".leeway", ErrRange, "must be >= 0; got %s", j.Leeway)
+	}
+	for i, s := range j.Issuers {
+		if s == "" {
+			p.add(fmt.Sprintf("%s.issuers[%d]", jk, i), ErrRequired, "must not be empty")
+		}
+	}
+	for i, s := range j.Audiences {
+		if s == "" {
+			p.add(fmt.Sprintf("%s.audiences[%d]", jk, i), ErrRequired, "must not be empty")
+		}
+	}
+}
+
+// ExplainIdentity returns, one line each, what scopes a client's keys under
+// this configuration and what that costs: the text `idemgate validate`
+// prints so that an operator sees the choice (DESIGN.md, "Identity").
+func (id *Idempotency) ExplainIdentity() []string {
+	src := id.IdentitySources()
+	var lines []string
+	var parts []string
+	if len(src.Headers) > 0 {
+		parts = append(parts, "the exact values of header(s) "+strings.Join(src.Headers, ", "))
+	}
+	if len(src.Cookies) > 0 {
+		parts = append(parts, "the values of cookie(s) "+strings.Join(src.Cookies, ", "))
+	}
+	if j := src.JWT; j.Enabled() {
+		from := "header " + j.TokenHeader()
+		if j.Cookie != "" {
+			from = "cookie " + j.Cookie
+		}
+		parts = append(parts, fmt.Sprintf("the verified claims %s of the JWT in %s", strings.Join(j.Claims, ", "), from))
+	}
+	switch {
+	case len(parts) == 0:
+		lines = append(lines, "identity: none configured: every client shares one scope per tenant, and a key alone decides whose answer is replayed.")
+	case id.IdentityHeaders == nil && !id.Identity.configured():
+		lines = append(lines, "identity: "+parts[0]+" (the default: no identity source is configured).")
+	default:
+		lines = append(lines, "identity: "+strings.Join(parts, "; ")+", hashed.")
+	}
+	if len(src.Headers) > 0 && slices.Contains(src.Headers, "Authorization") && !src.JWT.Enabled() {
+		lines = append(lines, "identity: a raw Authorization value changes when a token is refreshed, and the retry then runs again; with JWT bearer tokens, use idempotency.identity.jwt so that the same user's refreshed token replays.")
+	}
+	lines = append(lines, "identity: clients that authenticate with a session cookie or an API-key header need it named in idempotency.identity.cookies or headers; otherwise they send no identity.")
+	if id.RequireIdentity {
+		lines = append(lines, "require_identity: true: a keyed write without an identity gets 400 idempotency_identity_missing and nothing runs.")
+	} else {
+		lines = append(lines, "require_identity: false: a keyed write without an identity is scoped by tenant and key alone, so a client that guesses another's key (order-123) gets that client's answer and its own write never runs; keep it false only for anonymous APIs.")
+	}
+	return lines
 }
 
 // safeMethods are the methods that must never be idempotent routes: they do
@@ -391,6 +540,11 @@ func (c *Config) validateRoutes(p *problems) {
 				}
 			default:
 				p.add(rkey+".algorithm", ErrInvalid, "%q: want %q or %q", rl.Algorithm, AlgorithmTokenBucket, AlgorithmWindow)
+			}
+			if by, err := identity.ParseBy(rl.By); err != nil {
+				p.add(rkey+".by", ErrInvalid, "%v", err)
+			} else if by.IsIdentity() && !c.Idempotency.IdentitySources().JWT.Enabled() {
+				p.add(rkey+".by", ErrConflict, "is identity, which counts verified JWT identities only, but idempotency.identity.jwt is not set: every request would count per address; use client_ip, or header:NAME for a header a trusted proxy sets")
 			}
 		}
 	}

@@ -120,7 +120,7 @@ func TestValidateRules(t *testing.T) {
 		{"identity_headers", func(c *Config) { c.Idempotency.IdentityHeaders = []string{"Authorization", "X:Y"} }, "idempotency.identity_headers[1]", ErrInvalid, nil},
 		{"require_identity without headers", func(c *Config) {
 			c.Idempotency.RequireIdentity = true
-			c.Idempotency.IdentityHeaders = nil
+			c.Idempotency.IdentityHeaders = []string{}
 		}, "idempotency.require_identity", ErrConflict, nil},
 		{"tenant_hosts port", func(c *Config) { c.Idempotency.TenantHosts = map[string]string{"a.example:443": "a"} }, "idempotency.tenant_hosts[a.example:443]", ErrInvalid, nil},
 		{"tenant_hosts upper case", func(c *Config) { c.Idempotency.TenantHosts = map[string]string{"A.example": "a"} }, "idempotency.tenant_hosts[A.example]", ErrInvalid, nil},

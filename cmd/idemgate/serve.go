@@ -164,6 +164,18 @@ func (a *app) proxyOptions(cfg *config.Config, transport http.RoundTripper) (pro
 		return proxy.Options{}, fmt.Errorf("client_ip.trusted_proxies: %w", err)
 	}
 	id := cfg.Idempotency
+	// Until the proxy is wired to internal/identity (issue 14), refuse what
+	// it would silently ignore: cookie and JWT identities, and limits by
+	// anything but the client address.
+	src := id.IdentitySources()
+	if len(src.Cookies) > 0 || src.JWT.Enabled() {
+		return proxy.Options{}, errors.New("idempotency.identity: cookies and jwt are not supported by this build yet; use headers")
+	}
+	for i, r := range cfg.Routes {
+		if r.RateLimit != nil && r.RateLimit.By != "" && r.RateLimit.By != "client_ip" {
+			return proxy.Options{}, fmt.Errorf("routes[%d].rate_limit.by: %q is not supported by this build yet; use client_ip", i, r.RateLimit.By)
+		}
+	}
 	opts := proxy.Options{
 		Upstream:     up,
 		Timeout:      cfg.Upstream.Timeout,
@@ -172,7 +184,7 @@ func (a *app) proxyOptions(cfg *config.Config, transport http.RoundTripper) (pro
 		Store:        a.store,
 		Idempotency: proxy.Idempotency{
 			Header:           id.Header,
-			IdentityHeaders:  id.IdentityHeaders,
+			IdentityHeaders:  src.Headers,
 			RequireIdentity:  id.RequireIdentity,
 			Tenant:           id.Tenant,
 			TenantHosts:      id.TenantHosts,

@@ -1,0 +1,401 @@
+package identity
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+)
+
+// maxKeySetBytes caps a JWK Set file or answer.
+const maxKeySetBytes = 1 << 20
+
+// fileCheckInterval is how often a JWK Set file is read again.
+const fileCheckInterval = time.Second
+
+// key is one verification key.
+type key struct {
+	kid string
+	alg string // the JWK's own "alg"; "" fits any algorithm of its type
+	pub any    // *rsa.PublicKey, *ecdsa.PublicKey, ed25519.PublicKey or []byte
+}
+
+// keySet is an immutable set of keys. gen changes whenever the keys do, so
+// that cached verdicts of an older set are not used.
+type keySet struct {
+	gen       uint64
+	keys      []key
+	sum       [sha256.Size]byte // of the source bytes, to tell a change
+	ignoreKid bool              // the HMAC secret: every token is tried with it
+}
+
+var emptySet = &keySet{}
+
+// candidates returns the keys to try for a token with this kid and alg: the
+// keys named kid whose type fits alg, or, without kid, every key that fits.
+func (s *keySet) candidates(kid, alg string) []*key {
+	var out []*key
+	for i := range s.keys {
+		k := &s.keys[i]
+		if kid != "" && !s.ignoreKid && k.kid != kid {
+			continue
+		}
+		if fits(alg, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// fits reports whether a token signed with alg may be verified with k.
+func fits(alg string, k *key) bool {
+	if k.alg != "" && k.alg != alg {
+		return false
+	}
+	switch p := k.pub.(type) {
+	case *rsa.PublicKey:
+		return strings.HasPrefix(alg, "RS") || strings.HasPrefix(alg, "PS")
+	case *ecdsa.PublicKey:
+		name := p.Curve.Params().Name
+		return alg == "ES256" && name == "P-256" || alg == "ES384" && name == "P-384" || alg == "ES512" && name == "P-521"
+	case ed25519.PublicKey:
+		return alg == "EdDSA"
+	case []byte:
+		return IsHMAC(alg)
+	}
+	return false
+}
+
+// parseKeySet reads a JWK Set (RFC 7517 §5). Keys that cannot verify a
+// signature (unknown types, "use": "enc", symmetric keys) are skipped; the
+// public half of a private key is used. A set without a usable key is an
+// error.
+func parseKeySet(b []byte) ([]key, error) {
+	var raw struct {
+		Keys []json.RawMessage `json:"keys"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("not a JWK Set: %w", err)
+	}
+	var keys []key
+	for _, r := range raw.Keys {
+		var jwk jose.JSONWebKey
+		if err := jwk.UnmarshalJSON(r); err != nil || jwk.Use == "enc" {
+			continue
+		}
+		var pub any
+		switch k := jwk.Key.(type) {
+		case *rsa.PublicKey, *ecdsa.PublicKey, ed25519.PublicKey:
+			pub = k
+		case *rsa.PrivateKey:
+			pub = &k.PublicKey
+		case *ecdsa.PrivateKey:
+			pub = &k.PublicKey
+		case ed25519.PrivateKey:
+			pub = k.Public()
+		default:
+			continue
+		}
+		keys = append(keys, key{kid: jwk.KeyID, alg: jwk.Algorithm, pub: pub})
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("the JWK Set has no usable signature key")
+	}
+	return keys, nil
+}
+
+// keySource provides the key set in force.
+type keySource interface {
+	// current returns the keys in force (never nil), checking for a change
+	// when one is due.
+	current(ctx context.Context, now time.Time) *keySet
+	// refresh is called for a token whose kid is unknown: it looks for new
+	// keys if the source's rate bound allows, waiting within ctx, and
+	// returns the keys then in force.
+	refresh(ctx context.Context, now time.Time) *keySet
+	stats() *keyStats
+	close()
+}
+
+// staticKeys is an HMAC secret.
+type staticKeys struct {
+	set *keySet
+	st  keyStats
+}
+
+func newStaticKeys(secret []byte) *staticKeys {
+	return &staticKeys{set: &keySet{gen: 1, keys: []key{{pub: bytes.Clone(secret)}}, ignoreKid: true}}
+}
+
+func (s *staticKeys) current(context.Context, time.Time) *keySet { return s.set }
+func (s *staticKeys) refresh(context.Context, time.Time) *keySet { return s.set }
+func (s *staticKeys) stats() *keyStats                           { return &s.st }
+func (s *staticKeys) close()                                     {}
+
+// fileKeys is a JWK Set file, read again at most once per
+// fileCheckInterval, on the request path (no goroutine, no watcher: a
+// Kubernetes ConfigMap's symlink swap and an editor's rename are seen
+// alike). A read that fails or a file that does not parse keeps the keys in
+// force.
+type fileKeys struct {
+	path string
+	log  *slog.Logger
+	set  atomic.Pointer[keySet]
+	next atomic.Int64 // unix nanos from which a check is due
+	mu   sync.Mutex   // serializes checks
+	st   keyStats
+}
+
+func newFileKeys(path string, now func() time.Time, log *slog.Logger) (*fileKeys, error) {
+	f := &fileKeys{path: path, log: log.With("jwks_file", path)}
+	f.set.Store(emptySet)
+	if err := f.load(); err != nil {
+		return nil, fmt.Errorf("identity: jwks_file %s: %w", path, err)
+	}
+	f.next.Store(now().Add(fileCheckInterval).UnixNano())
+	return f, nil
+}
+
+// load reads the file and installs its keys when they changed.
+func (f *fileKeys) load() error {
+	b, err := readCapped(f.path)
+	if err != nil {
+		f.st.errors.Add(1)
+		return err
+	}
+	f.st.loads.Add(1)
+	old := f.set.Load()
+	sum := sha256.Sum256(b)
+	if sum == old.sum && old.gen != 0 {
+		return nil
+	}
+	keys, err := parseKeySet(b)
+	if err != nil {
+		f.st.errors.Add(1)
+		return err
+	}
+	f.set.Store(&keySet{gen: old.gen + 1, keys: keys, sum: sum})
+	f.log.Info("identity: JWK Set loaded", "keys", len(keys), "kids", kids(keys))
+	return nil
+}
+
+func readCapped(path string) ([]byte, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	b, err := io.ReadAll(io.LimitReader(fh, maxKeySetBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxKeySetBytes {
+		return nil, fmt.Errorf("larger than %d bytes", maxKeySetBytes)
+	}
+	return b, nil
+}
+
+func (f *fileKeys) current(_ context.Context, now time.Time) *keySet {
+	if n := now.UnixNano(); n >= f.next.Load() && f.mu.TryLock() {
+		if n >= f.next.Load() {
+			if err := f.load(); err != nil {
+				f.log.Error("identity: JWK Set not reloaded; the keys in force are kept", "err", err)
+			}
+			f.next.Store(now.Add(fileCheckInterval).UnixNano())
+		}
+		f.mu.Unlock()
+	}
+	return f.set.Load()
+}
+
+// refresh is current: a file is cheap to check, and checked at most once
+// per interval anyway.
+func (f *fileKeys) refresh(ctx context.Context, now time.Time) *keySet { return f.current(ctx, now) }
+func (f *fileKeys) stats() *keyStats                                   { return &f.st }
+func (f *fileKeys) close()                                             {}
+
+// urlKeys is a JWK Set URL. It is fetched at start, then again in the
+// background once RefreshInterval has passed since the last success (on
+// the first request after it), and on demand for a token whose kid is
+// unknown; every fetch but the first waits MinRefreshInterval after the
+// previous attempt. A failed fetch keeps the keys in force.
+type urlKeys struct {
+	url          string
+	client       *http.Client
+	ownTransport *http.Transport // closed by close; nil with a caller's client
+	now          func() time.Time
+	log          *slog.Logger
+	every, min   time.Duration
+
+	set atomic.Pointer[keySet]
+	due atomic.Int64 // unix nanos from which a background refresh is due
+
+	mu          sync.Mutex // protects fetchedAt, lastAttempt, inflight, closed
+	fetchedAt   time.Time
+	lastAttempt time.Time
+	inflight    chan struct{} // closed when the running fetch ends
+	closed      bool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	st     keyStats
+}
+
+func newURLKeys(o JWTOptions, now func() time.Time, log *slog.Logger) (*urlKeys, error) {
+	if !strings.HasPrefix(o.JWKSURL, "https://") && !strings.HasPrefix(o.JWKSURL, "http://") {
+		return nil, fmt.Errorf("identity: jwks_url %q: want an http or https URL", o.JWKSURL)
+	}
+	u := &urlKeys{url: o.JWKSURL, client: o.HTTPClient, now: now, log: log.With("jwks_url", o.JWKSURL),
+		every: o.RefreshInterval, min: o.MinRefreshInterval}
+	if u.every <= 0 {
+		u.every = time.Hour
+	}
+	if u.min <= 0 {
+		u.min = 30 * time.Second
+	}
+	if u.client == nil {
+		u.ownTransport = http.DefaultTransport.(*http.Transport).Clone()
+		u.client = &http.Client{Timeout: 10 * time.Second, Transport: u.ownTransport}
+	}
+	u.ctx, u.cancel = context.WithCancel(context.Background())
+	u.set.Store(emptySet)
+	u.mu.Lock()
+	u.startLocked(now())
+	u.mu.Unlock()
+	return u, nil
+}
+
+// startLocked starts a fetch. u.mu must be held and no fetch running.
+func (u *urlKeys) startLocked(now time.Time) {
+	if u.closed {
+		return
+	}
+	u.lastAttempt = now
+	u.due.Store(now.Add(u.min).UnixNano())
+	ch := make(chan struct{})
+	u.inflight = ch
+	u.wg.Add(1)
+	go func() {
+		defer u.wg.Done()
+		defer close(ch)
+		err := u.fetch()
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		u.inflight = nil
+		if err != nil {
+			u.st.errors.Add(1)
+			u.log.Error("identity: JWK Set not fetched; the keys in force are kept", "err", err)
+			return
+		}
+		u.fetchedAt = u.now()
+		u.due.Store(max(u.fetchedAt.Add(u.every).UnixNano(), u.lastAttempt.Add(u.min).UnixNano()))
+	}()
+}
+
+func (u *urlKeys) fetch() error {
+	req, err := http.NewRequestWithContext(u.ctx, http.MethodGet, u.url, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/jwk-set+json, application/json")
+	resp, err := u.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxKeySetBytes+1))
+	if err != nil {
+		return err
+	}
+	if len(b) > maxKeySetBytes {
+		return fmt.Errorf("larger than %d bytes", maxKeySetBytes)
+	}
+	u.st.loads.Add(1)
+	old := u.set.Load()
+	sum := sha256.Sum256(b)
+	if sum == old.sum && old.gen != 0 {
+		return nil
+	}
+	keys, err := parseKeySet(b)
+	if err != nil {
+		return err
+	}
+	u.set.Store(&keySet{gen: old.gen + 1, keys: keys, sum: sum})
+	u.log.Info("identity: JWK Set fetched", "keys", len(keys), "kids", kids(keys))
+	return nil
+}
+
+func (u *urlKeys) current(ctx context.Context, now time.Time) *keySet {
+	s := u.set.Load()
+	if s.gen == 0 {
+		// No keys yet: wait for the first fetch, or start another.
+		return u.refresh(ctx, now)
+	}
+	if now.UnixNano() >= u.due.Load() {
+		u.mu.Lock()
+		if u.inflight == nil && now.Sub(u.fetchedAt) >= u.every && now.Sub(u.lastAttempt) >= u.min {
+			u.startLocked(now)
+		}
+		u.mu.Unlock()
+	}
+	return s
+}
+
+func (u *urlKeys) refresh(ctx context.Context, now time.Time) *keySet {
+	u.mu.Lock()
+	if u.inflight == nil && now.Sub(u.lastAttempt) >= u.min {
+		u.startLocked(now)
+	}
+	ch := u.inflight
+	u.mu.Unlock()
+	if ch != nil {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+	}
+	return u.set.Load()
+}
+
+func (u *urlKeys) stats() *keyStats { return &u.st }
+
+func (u *urlKeys) close() {
+	u.mu.Lock()
+	u.closed = true
+	u.mu.Unlock()
+	u.cancel()
+	u.wg.Wait()
+	if u.ownTransport != nil {
+		u.ownTransport.CloseIdleConnections()
+	}
+}
+
+// kids lists key ids for logs (they are public).
+func kids(keys []key) []string {
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, k.kid)
+	}
+	return slices.Compact(out)
+}
