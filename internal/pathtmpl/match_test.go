@@ -422,3 +422,23 @@ func TestNewTableOptionsAmbiguous(t *testing.T) {
 		})
 	}
 }
+
+func BenchmarkMatch(b *testing.B) {
+	tab, err := NewTable(ucpEntries)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, p := range []string{
+		"/ucp/v1/checkout-sessions/cs_123/complete",
+		"/UCP/v1/checkout-sessions/cs_123/%63omplete/",
+		"/ucp/v1/checkout-sessions/cs_123;x=1/complete",
+		"/ucp/v1/unrouted/path/of/six",
+	} {
+		b.Run(p, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_, _, _ = tab.Match("POST", p)
+			}
+		})
+	}
+}
