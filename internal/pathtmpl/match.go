@@ -309,19 +309,10 @@ func (t *Table) lookupNorm(byN [][]normEntry, segs []string) (Match, bool) {
 	if n >= len(byN) || len(byN[n]) == 0 {
 		return Match{}, false
 	}
-	var folded []string
-	if t.fold == CaseInsensitive {
-		folded = make([]string, n)
-		for i, s := range segs {
-			folded[i] = fold(s, CaseInsensitive)
-		}
-	} else {
-		folded = segs
-	}
 next:
 	for _, e := range byN[n] {
 		for i, s := range e.segs {
-			if s.param == "" && s.lit != folded[i] {
+			if s.param == "" && !t.litEqual(s.lit, segs[i]) {
 				continue next
 			}
 		}
@@ -334,6 +325,31 @@ next:
 		return m, true
 	}
 	return Match{}, false
+}
+
+// litEqual reports whether the normalized segment seg equals lit, a
+// literal folded as the table's Case says. It allocates only for a segment
+// with a percent-encoding under CaseInsensitive.
+func (t *Table) litEqual(lit, seg string) bool {
+	if t.fold == CaseSensitive {
+		return lit == seg
+	}
+	if strings.IndexByte(seg, '%') >= 0 {
+		return lit == fold(seg, CaseInsensitive)
+	}
+	if len(lit) != len(seg) {
+		return false
+	}
+	for i := 0; i < len(seg); i++ {
+		c := seg[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lit[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func truncate(p string) string {
