@@ -40,9 +40,20 @@ type Config struct {
 	// Mode is ModeEnforce or ModeObserve; a route's Mode overrides it.
 	// Default ModeEnforce.
 	Mode string `mapstructure:"mode"`
+	// PathCase is how routes' literal path segments compare with a
+	// request's: PathCaseInsensitive (/UCP/v1 matches /ucp/v1) or
+	// PathCaseSensitive, for upstreams that route by case. Parameter values
+	// keep their case either way. Default PathCaseInsensitive.
+	PathCase string `mapstructure:"path_case"`
 	// Routes are the matched routes; requests matching none pass through.
 	Routes []Route `mapstructure:"routes"`
 }
+
+// Values of [Config.PathCase].
+const (
+	PathCaseInsensitive = "insensitive"
+	PathCaseSensitive   = "sensitive"
+)
 
 // Modes for [Config.Mode] and [Route.Mode].
 const (
@@ -240,11 +251,12 @@ type Idempotency struct {
 	// idempotency_identity_missing). Default false (for now; see
 	// [Idempotency.ExplainIdentity]).
 	RequireIdentity bool `mapstructure:"require_identity"`
-	// Tenant is the scope's tenant when TenantHosts has no entry for the
-	// request's host. Default "".
+	// Tenant is the scope's tenant for every host when TenantHosts is
+	// empty; it must be "" when TenantHosts is set. Default "".
 	Tenant string `mapstructure:"tenant"`
-	// TenantHosts maps a host name (lower case, no port, no trailing dot; see
-	// [NormalizeHost]) to a tenant. See [Idempotency.TenantFor].
+	// TenantHosts maps a host, in [NormalizeHost]'s form (lower-case ASCII,
+	// no port, no trailing dot), to a tenant; a host without an entry has no
+	// tenant. See [Idempotency.TenantFor].
 	TenantHosts map[string]string `mapstructure:"tenant_hosts"`
 	// Retention is how long a record lives from its claim. Default 25h.
 	Retention time.Duration `mapstructure:"retention"`
@@ -384,7 +396,8 @@ type Route struct {
 	// Name identifies the route in logs, metrics and errors; unique,
 	// made of letters, digits, "_", "-" and ".". Required.
 	Name string `mapstructure:"name"`
-	// Method is matched exactly (upper case; HEAD is not GET). Required.
+	// Method is an upper-case method token; requests' methods compare
+	// case-insensitively ("post" is POST; HEAD is not GET). Required.
 	Method string `mapstructure:"method"`
 	// Path is a path template, like /ucp/v1/carts/{id}; see package
 	// internal/pathtmpl and [Route.Template]. Required.
@@ -417,8 +430,8 @@ const ProtocolGraphQL = "graphql"
 // Session names where a request's session id comes from: exactly one of
 // Param and Header is set.
 type Session struct {
-	// Param is a parameter of the route's path; the id is its raw escaped
-	// value.
+	// Param is a parameter of the route's path; the id is its value in the
+	// normalized path (see [pathtmpl.Normalize] and [pathtmpl.Match.Param]).
 	Param string `mapstructure:"param"`
 	// Header is a request header (canonical form); the id is its value.
 	Header string `mapstructure:"header"`
@@ -494,5 +507,6 @@ func Default() *Config {
 		},
 		Sessions: Sessions{QueueDepth: 4, QueueTimeout: 30 * time.Second},
 		Mode:     ModeEnforce,
+		PathCase: PathCaseInsensitive,
 	}
 }

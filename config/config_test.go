@@ -1,11 +1,15 @@
 package config
 
 import (
+	"errors"
 	"net/netip"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/pathtmpl"
 )
 
 // TestDefaultMatchesDesign decodes testdata/design.yaml, a verbatim copy of
@@ -178,6 +182,92 @@ func TestRouteTable(t *testing.T) {
 	}
 }
 
+// TestRouteTableMatch checks the table's normalized matching: protection
+// comes from each route, and path_case from the config.
+func TestRouteTableMatch(t *testing.T) {
+	t.Parallel()
+	c, err := Load("testdata/full.yaml")
+	if err != nil {
+		t.Fatalf("Load = %v", err)
+	}
+	c.Routes = append(c.Routes, Route{Name: "plain", Method: "POST", Path: "/ucp/v1/plain/{id}"})
+	table, _, err := c.RouteTable()
+	if err != nil {
+		t.Fatalf("RouteTable = %v; want nil", err)
+	}
+	tests := []struct {
+		method, path string
+		want         string // route name, "" for none
+		protected    bool
+		param        string // the session parameter's value
+		err          error
+	}{
+		{"put", "/UCP/v1/checkout-sessions/Ab%7E1/", "update_checkout", true, "Ab~1", nil},
+		{"GET", "//ucp/v1/checkout-sessions/x;v=1", "", false, "", pathtmpl.ErrAmbiguousPath},
+		{"GET", "/ucp/v1/checkout-sessions/x", "get_checkout", true, "x", nil},
+		{"post", "/ucp/v1/carts/", "create_cart", true, "", nil},
+		{"POST", "/ucp/v1/plain/x", "plain", false, "", nil},
+		{"POST", "/ucp/v1/plain/x;y", "plain", false, "", nil},
+		{"POST", "/ucp/v1/carts%2Fc1%2Fitems", "", false, "", pathtmpl.ErrAmbiguousPath},
+		{"POST", "/../ucp/v1/carts", "", false, "", pathtmpl.ErrInvalidPath},
+		{"HEAD", "/ucp/v1/checkout-sessions/x", "", false, "", nil},
+	}
+	for _, tt := range tests {
+		m, ok, err := table.Match(tt.method, tt.path)
+		if !errors.Is(err, tt.err) {
+			t.Errorf("Match(%s, %q) error = %v; want %v", tt.method, tt.path, err, tt.err)
+			continue
+		}
+		got := ""
+		if ok {
+			got = c.Routes[m.Index].Name
+		}
+		if got != tt.want || ok && m.Protected != tt.protected {
+			t.Errorf("Match(%s, %q) = %q (protected %v); want %q (%v)", tt.method, tt.path, got, m.Protected, tt.want, tt.protected)
+		}
+		if s := c.Routes[m.Index].Session; ok && s != nil && s.Param != "" {
+			if v, _ := m.Param(s.Param); v != tt.param {
+				t.Errorf("Match(%s, %q) session id = %q; want %q", tt.method, tt.path, v, tt.param)
+			}
+		}
+	}
+
+	c.PathCase = PathCaseSensitive
+	table, _, err = c.RouteTable()
+	if err != nil {
+		t.Fatalf("RouteTable(sensitive) = %v", err)
+	}
+	if _, ok, err := table.Match("PUT", "/UCP/v1/checkout-sessions/1"); ok || err != nil {
+		t.Errorf("sensitive Match(PUT, /UCP/...) = %v, %v; want no match", ok, err)
+	}
+	if m, ok, err := table.Match("PUT", "/ucp/v1/checkout-sessions/1/"); !ok || err != nil || c.Routes[m.Index].Name != "update_checkout" {
+		t.Errorf("sensitive Match(PUT, /ucp/...) = %v, %v; want update_checkout", ok, err)
+	}
+	c.PathCase = "upper"
+	if _, _, err := c.RouteTable(); err == nil {
+		t.Errorf("RouteTable(path_case upper) = nil; want error")
+	}
+}
+
+func TestRouteProtected(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		r    Route
+		want bool
+	}{
+		{Route{}, false},
+		{Route{Idempotent: true}, true},
+		{Route{RequireKey: true}, true},
+		{Route{Session: &Session{Header: "X-Cart-Id"}}, true},
+		{Route{RateLimit: &RateLimit{Requests: 1, Per: time.Second}}, true},
+		{Route{Mode: ModeObserve, Timeout: time.Second, Protocol: ProtocolGraphQL}, false},
+	} {
+		if got := tt.r.Protected(); got != tt.want {
+			t.Errorf("%+v.Protected() = %v; want %v", tt.r, got, tt.want)
+		}
+	}
+}
+
 func TestRouteTableErrors(t *testing.T) {
 	t.Parallel()
 	c := Default()
@@ -210,37 +300,80 @@ func TestEffective(t *testing.T) {
 	}
 }
 
-func TestNormalizeHostAndTenantFor(t *testing.T) {
+func TestNormalizeHost(t *testing.T) {
 	t.Parallel()
-	id := Idempotency{
-		Tenant:      "default",
-		TenantHosts: map[string]string{"shop.example.com": "a", "2001:db8::1": "v6", "192.0.2.1": "v4"},
-	}
-	tests := []struct {
-		host, norm, tenant string
-	}{
-		{"shop.example.com", "shop.example.com", "a"},
-		{"Shop.Example.COM", "shop.example.com", "a"},
-		{"shop.example.com:8443", "shop.example.com", "a"},
-		{"shop.example.com.", "shop.example.com", "a"},
-		{"SHOP.example.com.:80", "shop.example.com", "a"},
-		{"[2001:DB8::1]:443", "2001:db8::1", "v6"},
-		{"[2001:db8::1]", "2001:db8::1", "v6"},
-		{"2001:db8::1", "2001:db8::1", "v6"},
-		{"192.0.2.1:8080", "192.0.2.1", "v4"},
-		{"other.example.com", "other.example.com", "default"},
-		{"", "", "default"},
+	tests := []struct{ host, want string }{
+		{"shop-a.example", "shop-a.example"},
+		{"Shop-A.Example", "shop-a.example"},
+		{"Shop-A.Example:8443", "shop-a.example"},
+		{"shop-a.example:", "shop-a.example"},
+		{"shop-a.example.", "shop-a.example"},
+		{"SHOP-A.example.:80", "shop-a.example"},
+		{"shop-a.example..", "shop-a.example."},
+		{"shop-a.example..:443", "shop-a.example."},
+		{"shop-a.example:x", "shop-a.example:x"},
+		{"shop-a.example:80x", "shop-a.example:80x"},
+		{"shop-a.example: 80", "shop-a.example: 80"},
+		{"[::1]:80", "::1"},
+		{"[::1]", "::1"},
+		{"[::1]:", "::1"},
+		{"[::1]x", "[::1]x"},
+		{"[::1", "[::1"},
+		{"[2001:DB8:0::1]:443", "2001:db8::1"},
+		{"2001:DB8::1", "2001:db8::1"},
+		{"[fe80::1%25eth0]", "fe80::1%25eth0"},
+		{"192.0.2.1:8080", "192.0.2.1"},
+		{"XN--BCHER-KVA.Example", "xn--bcher-kva.example"},
+		{"b\u00fccher.example", "b\u00fccher.example"}, // not converted to punycode
+		{"B\u00dcCHER.example", "b\u00dccher.example"}, // only ASCII letters fold
+		{"shop-\u212a.example", "shop-\u212a.example"}, // the Kelvin sign is not "k"
+		{"", ""},
 	}
 	for _, tt := range tests {
-		t.Run(tt.host, func(t *testing.T) {
-			t.Parallel()
-			if got := NormalizeHost(tt.host); got != tt.norm {
-				t.Errorf("NormalizeHost(%q) = %q; want %q", tt.host, got, tt.norm)
-			}
-			if got := id.TenantFor(tt.host); got != tt.tenant {
-				t.Errorf("TenantFor(%q) = %q; want %q", tt.host, got, tt.tenant)
-			}
-		})
+		if got := NormalizeHost(tt.host); got != tt.want {
+			t.Errorf("NormalizeHost(%q) = %q; want %q", tt.host, got, tt.want)
+		}
+		if got := NormalizeHost(tt.want); got != tt.want && !strings.HasSuffix(tt.want, ".") && tt.want != "[::1" {
+			t.Errorf("NormalizeHost(%q) = %q; want it unchanged", tt.want, got)
+		}
+	}
+}
+
+func TestTenantFor(t *testing.T) {
+	t.Parallel()
+	id := Idempotency{
+		TenantHosts: map[string]string{"shop-a.example": "a", "shop-b.example": "b", "xn--bcher-kva.example": "p", "::1": "v6", "192.0.2.1": "v4"},
+	}
+	tests := []struct {
+		host, tenant string
+		ok           bool
+	}{
+		{"shop-a.example", "a", true},
+		{"Shop-A.Example:8443", "a", true},
+		{"shop-a.example.", "a", true},
+		{"shop-b.example.", "b", true},
+		{"SHOP-B.EXAMPLE.:443", "b", true},
+		{"shop-a.example..", "", false},
+		{"shop-a.example:x", "", false},
+		{"[::1]:80", "v6", true},
+		{"[0:0::1]", "v6", true},
+		{"192.0.2.1:8080", "v4", true},
+		{"xn--bcher-kva.example", "p", true},
+		{"XN--BCHER-KVA.EXAMPLE.", "p", true},
+		{"b\u00fccher.example", "", false},
+		{"shop-c.example", "", false},
+		{"", "", false},
+	}
+	for _, tt := range tests {
+		if got, ok := id.TenantFor(tt.host); got != tt.tenant || ok != tt.ok {
+			t.Errorf("TenantFor(%q) = %q, %v; want %q, %v", tt.host, got, ok, tt.tenant, tt.ok)
+		}
+	}
+	constant := Idempotency{Tenant: "shop", TenantHosts: map[string]string{}}
+	for _, host := range []string{"shop-a.example", "anything.example.", "", "[::1]:80"} {
+		if got, ok := constant.TenantFor(host); got != "shop" || !ok {
+			t.Errorf("without tenant_hosts, TenantFor(%q) = %q, %v; want %q, true", host, got, ok, "shop")
+		}
 	}
 }
 

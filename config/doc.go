@@ -14,8 +14,9 @@
 // duration must be a string with a unit ("30s"); a bare number is refused
 // rather than read as nanoseconds. Decoding normalises what is
 // case-insensitive: header names are canonicalised
-// (net/textproto.CanonicalMIMEHeaderKey) and tenant_hosts keys are
-// lower-cased without a trailing dot (see [NormalizeHost]).
+// (net/textproto.CanonicalMIMEHeaderKey) and tenant_hosts keys are written
+// in [NormalizeHost]'s form, except those that Validate must refuse (a port,
+// or several keys for one host, which viper alone would silently merge).
 //
 // [Config.Validate] checks the decoded values and reports every problem at
 // once, one line each, naming its key. Load and Parse do not call it.

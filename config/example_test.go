@@ -30,11 +30,13 @@ routes:
 		return
 	}
 	fmt.Println(c.Idempotency.IdentityHeaders)
-	fmt.Println(c.Idempotency.TenantFor("shop.example.com:443"))
+	fmt.Println(c.Idempotency.TenantFor("shop.example.com.:443"))
+	fmt.Println(c.Idempotency.TenantFor("other.example"))
 	fmt.Println(c.Routes[0].Session.Param, c.Upstream.Timeout)
 	// Output:
 	// [Ucp-Agent]
-	// shop-a
+	// shop-a true
+	//  false
 	// id 1m0s
 }
 

@@ -4,15 +4,18 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"net/textproto"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
+	"go.yaml.in/yaml/v3"
 )
 
 // EnvPrefix prefixes the environment variables that override config keys:
@@ -83,8 +86,53 @@ func Parse(data []byte) (*Config, error) {
 	if err := v.UnmarshalExact(c, viper.DecodeHook(decodeHook)); err != nil {
 		return nil, decodeErrors(err)
 	}
-	c.normalize()
+	hostKeys, err := rawTenantHostKeys(data)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c.normalize(hostKeys)
 	return c, nil
+}
+
+// rawTenantHostKeys returns the idempotency.tenant_hosts keys exactly as the
+// YAML document writes them, or nil when it has none. Viper lower-cases map
+// keys and silently merges "Shop.example" into "shop.example"; these keys let
+// [Config.Validate] refuse such duplicates instead.
+func rawTenantHostKeys(data []byte) ([]string, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	if len(doc.Content) == 0 {
+		return nil, nil
+	}
+	id := mappingValue(doc.Content[0], "idempotency")
+	if id == nil {
+		return nil, nil
+	}
+	hosts := mappingValue(id, "tenant_hosts")
+	if hosts == nil || hosts.Kind != yaml.MappingNode {
+		return nil, nil
+	}
+	keys := make([]string, 0, len(hosts.Content)/2)
+	for i := 0; i+1 < len(hosts.Content); i += 2 {
+		keys = append(keys, hosts.Content[i].Value)
+	}
+	return keys, nil
+}
+
+// mappingValue returns the value of key in the mapping node n, with keys
+// compared case-insensitively as viper does, or nil.
+func mappingValue(n *yaml.Node, key string) *yaml.Node {
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if strings.EqualFold(n.Content[i].Value, key) {
+			return n.Content[i+1]
+		}
+	}
+	return nil
 }
 
 // decodeHook replaces viper's default hooks: durations must be strings with a
@@ -216,8 +264,9 @@ func joinKey(parent, child string) string {
 }
 
 // normalize canonicalises what is case-insensitive and fills in defaults that
-// depend on other fields.
-func (c *Config) normalize() {
+// depend on other fields. hostKeys are the tenant_hosts keys as the file
+// wrote them (see rawTenantHostKeys), or nil.
+func (c *Config) normalize(hostKeys []string) {
 	id := &c.Idempotency
 	id.Header = textproto.CanonicalMIMEHeaderKey(id.Header)
 	if id.ReplayHeader != "" {
@@ -229,14 +278,7 @@ func (c *Config) normalize() {
 		id.Identity.JWT.Header = textproto.CanonicalMIMEHeaderKey(id.Identity.JWT.Header)
 	}
 	canonicalAll(id.DropHeaders)
-	if len(id.TenantHosts) > 0 {
-		hosts := make(map[string]string, len(id.TenantHosts))
-		for h, t := range id.TenantHosts {
-			// Ports are kept, so that Validate can refuse them.
-			hosts[strings.TrimSuffix(strings.ToLower(h), ".")] = t
-		}
-		id.TenantHosts = hosts
-	}
+	id.TenantHosts = normalizeHostKeys(id.TenantHosts, hostKeys)
 	for i := range c.Routes {
 		r := &c.Routes[i]
 		if r.Session != nil && r.Session.Header != "" {
@@ -254,6 +296,49 @@ func (c *Config) normalize() {
 			}
 		}
 	}
+}
+
+// normalizeHostKeys returns tenant_hosts with each key in [NormalizeHost]'s
+// form, so that lookups find it. Keys are taken as the file wrote them
+// (raw), when known, with their values from hosts (whose keys viper
+// lower-cased). Keys that Validate must refuse are kept as written: one
+// with a port (a tenant per port cannot be expressed), and every key of a
+// group that normalizes to one host.
+func normalizeHostKeys(hosts map[string]string, raw []string) map[string]string {
+	if len(hosts) == 0 {
+		return hosts
+	}
+	if raw == nil {
+		raw = slices.Collect(maps.Keys(hosts))
+	}
+	groups := make(map[string][]string, len(raw))
+	for _, k := range raw {
+		n := NormalizeHost(k)
+		groups[n] = append(groups[n], k)
+	}
+	out := make(map[string]string, len(raw))
+	for _, k := range raw {
+		t, ok := hosts[k]
+		if !ok {
+			t = hosts[strings.ToLower(k)]
+		}
+		n := NormalizeHost(k)
+		if len(groups[n]) > 1 || hasPort(k) {
+			out[k] = t
+		} else {
+			out[n] = t
+		}
+	}
+	return out
+}
+
+// hasPort reports whether the host h ends in a port.
+func hasPort(h string) bool {
+	if strings.HasPrefix(h, "[") {
+		i := strings.IndexByte(h, ']')
+		return i >= 0 && strings.HasPrefix(h[i+1:], ":")
+	}
+	return strings.Count(h, ":") == 1
 }
 
 func canonicalAll(names []string) {

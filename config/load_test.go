@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -378,12 +379,12 @@ func TestTenantHosts(t *testing.T) {
 	t.Parallel()
 	yaml := `
 idempotency:
-  tenant: fallback
   tenant_hosts:
     shop.example.com: a
     API.Shop-B.example.co.uk: b
     trailing.example.org.: c
     "2001:db8::1": d
+    "[2001:DB8::2]": e
 `
 	c, err := Parse([]byte(yaml))
 	if err != nil {
@@ -394,6 +395,7 @@ idempotency:
 		"api.shop-b.example.co.uk": "b",
 		"trailing.example.org":     "c",
 		"2001:db8::1":              "d",
+		"2001:db8::2":              "e",
 	}
 	if !reflect.DeepEqual(c.Idempotency.TenantHosts, want) {
 		t.Errorf("tenant_hosts = %v; want %v", c.Idempotency.TenantHosts, want)
@@ -402,8 +404,84 @@ idempotency:
 	if err := c.Validate(); err != nil {
 		t.Errorf("Validate = %v; want nil", err)
 	}
-	if got := c.Idempotency.TenantFor("Api.Shop-B.Example.co.uk:443"); got != "b" {
-		t.Errorf("TenantFor = %q; want %q", got, "b")
+	if got, ok := c.Idempotency.TenantFor("Api.Shop-B.Example.co.uk.:443"); got != "b" || !ok {
+		t.Errorf("TenantFor = %q, %v; want %q, true", got, ok, "b")
+	}
+}
+
+// TestTenantHostsRefused checks what Validate refuses in tenant_hosts as a
+// file writes it, including keys that viper would merge.
+func TestTenantHostsRefused(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, hosts string
+		keys        []string
+		err         error
+	}{
+		{"case duplicate", "Shop-A.example: a\n    shop-a.example: b", []string{"Shop-A.example", "shop-a.example"}, ErrDuplicate},
+		{"dot duplicate", "shop-a.example: a\n    shop-a.example.: b", []string{"shop-a.example", "shop-a.example."}, ErrDuplicate},
+		{"same tenant duplicate", "shop-a.example: a\n    SHOP-A.EXAMPLE.: a", []string{"SHOP-A.EXAMPLE.", "shop-a.example"}, ErrDuplicate},
+		{"ipv6 duplicate", "\"::1\": a\n    \"[0::1]\": b", []string{"::1", "[0::1]"}, ErrDuplicate},
+		{"port", "shop-a.example:8443: a", []string{"shop-a.example:8443"}, ErrInvalid},
+		{"two dots", "shop-a.example..: a", []string{"shop-a.example."}, ErrInvalid},
+		{"non-ascii", "b\u00fccher.example: a", []string{"b\u00fccher.example"}, ErrInvalid},
+		{"kelvin", "shop-\u212a.example: a", []string{"shop-\u212a.example"}, ErrInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Parse([]byte("upstream:\n  url: http://u:1\nidempotency:\n  tenant_hosts:\n    " + tt.hosts + "\n"))
+			if err != nil {
+				t.Fatalf("Parse = %v", err)
+			}
+			err = c.Validate()
+			if !errors.Is(err, tt.err) {
+				t.Fatalf("Validate = %v; want %v", err, tt.err)
+			}
+			for _, k := range tt.keys {
+				if !strings.Contains(err.Error(), fmt.Sprintf("%q", k)) {
+					t.Errorf("Validate = %q; want it to name key %q", err, k)
+				}
+			}
+		})
+	}
+}
+
+func TestTenantWithTenantHostsRefused(t *testing.T) {
+	t.Parallel()
+	c, err := Parse([]byte("upstream:\n  url: http://u:1\nidempotency:\n  tenant: fallback\n  tenant_hosts:\n    a.example: a\n"))
+	if err != nil {
+		t.Fatalf("Parse = %v", err)
+	}
+	if err := c.Validate(); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "idempotency.tenant") {
+		t.Errorf("Validate = %v; want a conflict on idempotency.tenant", err)
+	}
+}
+
+func TestPathCase(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		yaml, want string
+		valid      bool
+	}{
+		{"", PathCaseInsensitive, true},
+		{"path_case: insensitive\n", PathCaseInsensitive, true},
+		{"path_case: sensitive\n", PathCaseSensitive, true},
+		{"path_case: Sensitive\n", "Sensitive", false},
+		{"path_case: \"\"\n", "", false},
+		{"path_case: \"no\"\n", "no", false},
+	} {
+		c, err := Parse([]byte("upstream:\n  url: http://u:1\n" + tt.yaml))
+		if err != nil {
+			t.Fatalf("Parse(%q) = %v", tt.yaml, err)
+		}
+		if c.PathCase != tt.want {
+			t.Errorf("Parse(%q).PathCase = %q; want %q", tt.yaml, c.PathCase, tt.want)
+		}
+		err = c.Validate()
+		if tt.valid && err != nil || !tt.valid && (!errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "path_case")) {
+			t.Errorf("Parse(%q).Validate() = %v; want valid %v", tt.yaml, err, tt.valid)
+		}
 	}
 }
 

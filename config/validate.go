@@ -97,6 +97,9 @@ func (c *Config) validateTop(p *problems) {
 			c.MaxBufferedBytes, c.Idempotency.MaxBodyBytes)
 	}
 	checkMode(p, "mode", c.Mode, false)
+	if _, err := pathtmpl.ParseCase(c.PathCase); err != nil || c.PathCase == "" {
+		p.add("path_case", ErrInvalid, "%q: want %q or %q", c.PathCase, PathCaseInsensitive, PathCaseSensitive)
+	}
 	if c.Sessions.QueueDepth < 0 {
 		p.add("sessions.queue_depth", ErrRange, "must be >= 0; got %d", c.Sessions.QueueDepth)
 	}
@@ -255,11 +258,28 @@ func (c *Config) validateIdempotency(p *problems) {
 		checkHeader(p, "idempotency.header", id.Header)
 	}
 	c.validateIdentity(p)
+	if id.Tenant != "" && len(id.TenantHosts) > 0 {
+		p.add("idempotency.tenant", ErrConflict, "%q is set together with idempotency.tenant_hosts; hosts without an entry get 421 tenant_unknown, never a shared tenant: remove one", id.Tenant)
+	}
+	groups := make(map[string][]string, len(id.TenantHosts))
+	for h := range id.TenantHosts {
+		n := NormalizeHost(h)
+		groups[n] = append(groups[n], h)
+	}
 	for _, h := range slices.Sorted(maps.Keys(id.TenantHosts)) {
 		tenant := id.TenantHosts[h]
 		key := "idempotency.tenant_hosts[" + h + "]"
-		if h != NormalizeHost(h) || !validHost(h) {
-			p.add(key, ErrInvalid, "%q: want a lower-case host name or IP address, without port or trailing dot", h)
+		n := NormalizeHost(h)
+		switch {
+		case !isASCII(h):
+			p.add(key, ErrInvalid, "%q is not ASCII; write an internationalized name in IDNA punycode (xn--...), as clients send it", h)
+		case len(groups[n]) > 1:
+			// One line per group, on its last key.
+			if same := slices.Sorted(slices.Values(groups[n])); h == same[len(same)-1] {
+				p.add(key, ErrDuplicate, "%q is the same host %q as %q; keep one entry", h, n, same[:len(same)-1])
+			}
+		case h != n || !validHost(h):
+			p.add(key, ErrInvalid, "%q: want a host name or IP address, without port or trailing dot", h)
 		}
 		if tenant == "" {
 			p.add(key, ErrRequired, "the tenant must not be empty")
@@ -548,16 +568,20 @@ func (c *Config) validateRoutes(p *problems) {
 			}
 		}
 	}
+	pc, _ := pathtmpl.ParseCase(c.PathCase) // an invalid path_case is reported above
 	for j := range c.Routes {
 		for i := range j {
 			a, b := &c.Routes[i], &c.Routes[j]
-			if a.Method != b.Method || tmpls[i] == nil || tmpls[j] == nil || !pathtmpl.Ambiguous(tmpls[i], tmpls[j]) {
+			if a.Method != b.Method || tmpls[i] == nil || tmpls[j] == nil {
 				continue
 			}
-			example, _ := pathtmpl.Overlap(tmpls[i], tmpls[j])
+			example, ok := pathtmpl.AmbiguousNormalized(tmpls[i], tmpls[j], pc)
+			if !ok {
+				continue
+			}
 			p.add(fmt.Sprintf("routes[%d].path", j), ErrAmbiguous,
-				"route %q (%s %s) and routes[%d] %q (%s %s) both match %s %s equally (literal segments: %d each); make one more specific",
-				b.Name, b.Method, b.Path, i, a.Name, a.Method, a.Path, b.Method, example, tmpls[j].Literals())
+				"route %q (%s %s) and routes[%d] %q (%s %s) both match %s %s equally (literal segments: %d each; paths are normalized, path_case %s); make one more specific",
+				b.Name, b.Method, b.Path, i, a.Name, a.Method, a.Path, b.Method, example, tmpls[j].Literals(), pc)
 		}
 	}
 }
@@ -672,6 +696,15 @@ func validHost(h string) bool {
 			if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
 				return false
 			}
+		}
+	}
+	return true
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
 		}
 	}
 	return true

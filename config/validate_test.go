@@ -171,6 +171,26 @@ func TestValidateRules(t *testing.T) {
 				Route{Name: "by_kind", Method: "GET", Path: "/ucp/v1/{kind}/{id}"},
 				Route{Name: "by_session", Method: "GET", Path: "/ucp/{v}/checkout-sessions/{id}"})
 		}, "routes[4].path", ErrAmbiguous, []string{`"by_session"`, `"by_kind"`, "routes[3]", "/ucp/v1/checkout-sessions/{id}"}},
+		{"trailing slash route", func(c *Config) {
+			c.Routes = append(c.Routes, Route{Name: "carts_slash", Method: "POST", Path: "/ucp/v1/carts/"})
+		}, "routes[3].path", ErrAmbiguous, []string{`"carts_slash"`, `"create_cart"`, "path_case insensitive"}},
+		{"other case", func(c *Config) {
+			c.Routes = append(c.Routes, Route{Name: "carts_upper", Method: "POST", Path: "/UCP/v1/Carts"})
+		}, "routes[3].path", ErrAmbiguous, []string{`"carts_upper"`, `"create_cart"`}},
+		{"other encoding", func(c *Config) {
+			c.Routes = append(c.Routes, Route{Name: "carts_enc", Method: "POST", Path: "/ucp/v1/%63arts"})
+		}, "routes[3].path", ErrAmbiguous, []string{`"carts_enc"`, `"create_cart"`}},
+		{"path_case", func(c *Config) { c.PathCase = "Insensitive" }, "path_case", ErrInvalid, nil},
+		{"path_case empty", func(c *Config) { c.PathCase = "" }, "path_case", ErrInvalid, nil},
+		{"route path with ;", func(c *Config) { c.Routes[0].Path = "/ucp/v1/carts;v=1" }, "routes[0].path", ErrInvalid, []string{"parameters"}},
+		{"route path with %2F", func(c *Config) { c.Routes[0].Path = "/ucp/v1/a%2Fb" }, "routes[0].path", ErrInvalid, []string{"separator"}},
+		{"tenant with tenant_hosts", func(c *Config) {
+			c.Idempotency.Tenant = "shop"
+			c.Idempotency.TenantHosts = map[string]string{"a.example": "a"}
+		}, "idempotency.tenant", ErrConflict, []string{"421"}},
+		{"tenant_hosts duplicate", func(c *Config) { c.Idempotency.TenantHosts = map[string]string{"a.example": "a", "a.example.": "b"} }, "idempotency.tenant_hosts[a.example.]", ErrDuplicate, []string{`"a.example"`}},
+		{"tenant_hosts non-ascii", func(c *Config) { c.Idempotency.TenantHosts = map[string]string{"b\u00fccher.example": "a"} }, "idempotency.tenant_hosts[b\u00fccher.example]", ErrInvalid, []string{"punycode"}},
+		{"tenant_hosts ipv6 not canonical", func(c *Config) { c.Idempotency.TenantHosts = map[string]string{"2001:DB8::1": "a"} }, "idempotency.tenant_hosts[2001:DB8::1]", ErrInvalid, nil},
 		{"identical routes", func(c *Config) {
 			c.Routes = append(c.Routes, Route{Name: "again", Method: "PUT", Path: "/ucp/v1/checkout-sessions/{cid}"})
 		}, "routes[3].path", ErrAmbiguous, []string{`"again"`, `"update_checkout"`}},
@@ -257,8 +277,9 @@ func TestValidateAccepts(t *testing.T) {
 			c.Idempotency.Lease, c.Idempotency.MaxLease, c.Idempotency.Retention = time.Hour, time.Hour, time.Hour
 		}},
 		{"tenant hosts", func(c *Config) {
-			c.Idempotency.TenantHosts = map[string]string{"shop.example.com": "a", "192.0.2.1": "b", "2001:db8::1": "c"}
+			c.Idempotency.TenantHosts = map[string]string{"shop.example.com": "a", "192.0.2.1": "b", "2001:db8::1": "c", "xn--bcher-kva.example": "d"}
 		}},
+		{"tenant without tenant_hosts", func(c *Config) { c.Idempotency.Tenant = "shop" }},
 		{"queue depth zero", func(c *Config) { c.Sessions.QueueDepth = 0 }},
 		{"listen port zero twice", func(c *Config) { c.Listen, c.AdminListen = "127.0.0.1:0", "127.0.0.1:0" }},
 		{"listen hosts", func(c *Config) { c.Listen, c.AdminListen = "[::1]:8080", "localhost:9090" }},
@@ -278,8 +299,9 @@ func TestValidateAccepts(t *testing.T) {
 		{"same path other method", func(c *Config) {
 			c.Routes = append(c.Routes, Route{Name: "head", Method: "HEAD", Path: "/ucp/v1/checkout-sessions/{id}"})
 		}},
-		{"trailing slash route", func(c *Config) {
-			c.Routes = append(c.Routes, Route{Name: "carts_slash", Method: "POST", Path: "/ucp/v1/carts/"})
+		{"other case, path_case sensitive", func(c *Config) {
+			c.PathCase = PathCaseSensitive
+			c.Routes = append(c.Routes, Route{Name: "carts_upper", Method: "POST", Path: "/UCP/v1/carts"})
 		}},
 		{"DELETE idempotent", func(c *Config) {
 			c.Routes = append(c.Routes, Route{Name: "del", Method: "DELETE", Path: "/ucp/v1/carts/{id}", Idempotent: true, RequireKey: true})

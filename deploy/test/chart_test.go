@@ -551,7 +551,7 @@ func TestChartKubeVersionConstraint(t *testing.T) {
 func TestChartYAML11Strings(t *testing.T) {
 	t.Parallel()
 	vals := values(t, []string{filepath.Join(chartDir, "ci", "standalone-memory-values.yaml")},
-		`config: {tls: {mode: "none"}, idempotency: {tenant: "on", replay_header: "yes", tenant_hosts: {"a.example.com": "off", "b.example.com": "1.0"}}}`)
+		`config: {tls: {mode: "none"}, idempotency: {replay_header: "yes", tenant_hosts: {"a.example.com": "off", "b.example.com": "1.0", "c.example.com": "on"}}}`)
 	out, err := render(chartDir, vals, "v1.33.0")
 	if err != nil {
 		t.Fatal(err)
@@ -565,7 +565,7 @@ func TestChartYAML11Strings(t *testing.T) {
 	}
 	cm = objs.ConfigMaps[0]
 	text := cm.Data["idemgate.yaml"]
-	for _, want := range []string{`tenant: "on"`, `replay_header: "yes"`, `a.example.com: "off"`, `b.example.com: "1.0"`, `mode: none`} {
+	for _, want := range []string{`c.example.com: "on"`, `replay_header: "yes"`, `a.example.com: "off"`, `b.example.com: "1.0"`, `mode: none`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("rendered config lacks %s:\n%s", want, text)
 		}
@@ -575,8 +575,8 @@ func TestChartYAML11Strings(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(text), &cfg); err != nil {
 		t.Fatal(err)
 	}
-	for path, want := range map[string]any{"tenant": "on", "replay_header": "yes"} {
-		if got := dig(cfg, "idempotency", path); got != want {
+	for path, want := range map[string]any{"tenant_hosts.c.example.com": "on", "replay_header": "yes"} {
+		if got := dig(cfg, append([]string{"idempotency"}, strings.SplitN(path, ".", 2)...)...); got != want {
 			t.Errorf("idempotency.%s read back as %#v; want %#v", path, got, want)
 		}
 	}

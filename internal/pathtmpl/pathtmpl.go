@@ -13,8 +13,14 @@
 // wins (see [Table]). Two templates that could match the same path with the
 // same number of literal segments are [Ambiguous]; a [Table] refuses them.
 //
+// That byte-exact matching is [Template.Match], [Template.Param] and
+// [Table.Lookup]. [Table.Match] matches instead on the normalized path of
+// DESIGN.md's Path matching ([Normalize]), folds case as [Options] says,
+// and refuses spellings that upstreams may read differently; it is the one
+// a proxy uses.
+//
 // Templates and tables are immutable after construction and safe for
-// concurrent use. Matching never allocates.
+// concurrent use. Byte-exact matching never allocates.
 package pathtmpl
 
 import (
@@ -33,6 +39,10 @@ type Template struct {
 	segs     []segment
 	params   []string
 	literals int
+	// norm are the segments that [Table.Match] compares with a normalized
+	// path: literals normalized as [Normalize] does, without the trailing
+	// slash, which normalization drops.
+	norm []segment
 }
 
 // segment is one "/"-separated part of a template.
@@ -51,7 +61,11 @@ type segment struct {
 // allowed only around a whole parameter segment. Empty segments are refused
 // except for a final trailing slash ("/" and "/a/" are valid, "/a//b" is
 // not), and so are the dot segments "." and "..", which RFC 3986 §5.2.4
-// clients remove before sending. Errors wrap [ErrInvalid].
+// clients remove before sending. So are literals that no request could
+// reach unambiguously (see [Normalize] and [Table.Match]): one with a ";"
+// (requests have their ";parameters" cut), one with "%2F", "%5C" or "%3B"
+// (which some upstreams read as "/", "/" and ";"), and one that is a
+// dot-segment once decoded ("%2E"). Errors wrap [ErrInvalid].
 func Parse(s string) (*Template, error) {
 	if s == "" {
 		return nil, fmt.Errorf("%w: empty; want a path starting with \"/\"", ErrInvalid)
@@ -80,11 +94,17 @@ func Parse(s string) (*Template, error) {
 			}
 			t.params = append(t.params, name)
 			t.segs = append(t.segs, segment{param: name})
+			t.norm = append(t.norm, segment{param: name})
 		default:
 			if err := checkLiteral(p); err != nil {
 				return nil, fmt.Errorf("%w %q: segment %q: %v", ErrInvalid, s, p, err)
 			}
+			norm, err := normalizeLiteral(p)
+			if err != nil {
+				return nil, fmt.Errorf("%w %q: segment %q: %v", ErrInvalid, s, p, err)
+			}
 			t.segs = append(t.segs, segment{lit: p})
+			t.norm = append(t.norm, segment{lit: norm})
 			t.literals++
 		}
 	}
@@ -118,6 +138,27 @@ func paramName(p string) (string, error) {
 		}
 	}
 	return name, nil
+}
+
+// normalizeLiteral returns the literal segment p as [Normalize] would write
+// it, refusing what no request could reach unambiguously.
+func normalizeLiteral(p string) (string, error) {
+	if strings.IndexByte(p, ';') >= 0 {
+		return "", errors.New("\";\" starts parameters, which requests have cut before matching")
+	}
+	norm, err := encode(p, isMatchDecoded)
+	if err != nil {
+		return "", err
+	}
+	for _, esc := range []string{"%2F", "%5C", "%3B"} {
+		if strings.Contains(norm, esc) {
+			return "", fmt.Errorf("%q is read as a separator by some upstreams; such requests are refused as ambiguous", esc)
+		}
+	}
+	if norm == "." || norm == ".." {
+		return "", errors.New("an encoded dot segment is removed before matching and can never match")
+	}
+	return norm, nil
 }
 
 // checkLiteral reports whether p is a valid literal segment.

@@ -19,7 +19,8 @@ func TestParse(t *testing.T) {
 		{"/ucp/v1/carts/", nil, 3},
 		{"/ucp/v1/carts/{id}", []string{"id"}, 3},
 		{"/{a}/{B_2}/{_c}", []string{"a", "B_2", "_c"}, 0},
-		{"/a%2Fb/x:y@z/[v]/~!$&'()*+,;=", nil, 4},
+		{"/a%2Bb/x:y@z/[v]/~!$&'()*+,=", nil, 4},
+		{"/caf%c3%a9/%7Eme/%41", nil, 3},
 		{"/{id}/", []string{"id"}, 0},
 		{"/.well-known/...", nil, 2},
 	}
@@ -76,6 +77,14 @@ func TestParseErrors(t *testing.T) {
 		{"dot", "/a/./b", "dot segments"},
 		{"dot dot", "/a/..", "dot segments"},
 		{"non-ascii", "/caf\u00e9", "not allowed"},
+		{"semicolon", "/a;b", "starts parameters"},
+		{"semicolon alone", "/a/;", "starts parameters"},
+		{"encoded slash", "/a%2Fb", "separator"},
+		{"encoded slash lower", "/a%2fb", "separator"},
+		{"encoded backslash", "/a%5cb", "separator"},
+		{"encoded semicolon", "/a%3Bb", "separator"},
+		{"encoded dot", "/a/%2E", "encoded dot segment"},
+		{"encoded dot dot", "/a/%2e%2E/b", "encoded dot segment"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -131,9 +140,9 @@ func TestMatchAndParam(t *testing.T) {
 		{"/carts/{id}", "/carts/AbC%2Fd", true, map[string]string{"id": "AbC%2Fd"}},
 		{"/carts/{id}/", "/carts/42/", true, map[string]string{"id": "42"}},
 		{"/carts/{id}/", "/carts//", false, nil},
-		{"/a%2Fb", "/a%2Fb", true, nil},
-		{"/a%2Fb", "/a%2fb", false, nil},
-		{"/a%2Fb", "/a/b", false, nil},
+		{"/caf%C3%A9", "/caf%C3%A9", true, nil},
+		{"/caf%C3%A9", "/caf%c3%a9", false, nil},
+		{"/caf%C3%A9", "/caf\u00e9", false, nil},
 		{"/{x}/{y}", "/1/2", true, map[string]string{"x": "1", "y": "2"}},
 		{"/{x}/{y}", "//2", false, nil},
 		{"/{x}", "/", false, nil},
