@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 )
 
 const monitoringAPI = "monitoring.coreos.com/v1"
@@ -301,5 +302,40 @@ func TestChartExtrasRefused(t *testing.T) {
 				t.Errorf("render error = %v; want it to mention %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestChartMetadata: what Artifact Hub and `helm search` show: an icon, the
+// maintainers, the license and the image, which is the appVersion's.
+func TestChartMetadata(t *testing.T) {
+	t.Parallel()
+	meta := chartMeta(t)
+	if !strings.HasPrefix(meta.Icon, "https://") {
+		t.Errorf("icon %q; want an https URL", meta.Icon)
+	}
+	if rel, ok := strings.CutPrefix(meta.Icon, "https://raw.githubusercontent.com/idemgate/idemgate/main/"); ok {
+		if _, err := os.Stat(filepath.Join(repoRoot, rel)); err != nil {
+			t.Errorf("icon %s: %v", meta.Icon, err)
+		}
+	}
+	if len(meta.Maintainers) == 0 || meta.Maintainers[0].Name == "" {
+		t.Errorf("no maintainers")
+	}
+	if got := meta.Annotations["artifacthub.io/license"]; got != "Apache-2.0" {
+		t.Errorf("artifacthub.io/license %q; want Apache-2.0", got)
+	}
+	var images []struct{ Name, Image string }
+	if err := yaml.UnmarshalStrict([]byte(meta.Annotations["artifacthub.io/images"]), &images); err != nil {
+		t.Fatalf("artifacthub.io/images: %v", err)
+	}
+	if want := "ghcr.io/idemgate/idemgate:" + meta.AppVersion; len(images) != 1 || images[0].Image != want {
+		t.Errorf("artifacthub.io/images %+v; want %s", images, want)
+	}
+	var links []struct{ Name, URL string }
+	if err := yaml.UnmarshalStrict([]byte(meta.Annotations["artifacthub.io/links"]), &links); err != nil || len(links) == 0 {
+		t.Errorf("artifacthub.io/links: %v %v", links, err)
+	}
+	if _, err := os.Stat(filepath.Join(repoRoot, "LICENSE")); err != nil {
+		t.Errorf("LICENSE: %v", err)
 	}
 }
