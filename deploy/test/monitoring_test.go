@@ -386,7 +386,8 @@ func TestPromQLSelectors(t *testing.T) {
 
 // TestMetricListCoversCode: every metric the Go code registers (Name: in
 // an Opts, a histogramOpts name, a NewDesc) is in metrics.txt, with the
-// same type where the code says it.
+// same type where the code says it; README's Metrics table names only listed
+// metrics, with their types.
 func TestMetricListCoversCode(t *testing.T) {
 	t.Parallel()
 	defs := readMetricList(t)
@@ -424,6 +425,24 @@ func TestMetricListCoversCode(t *testing.T) {
 	}
 	if found < 10 {
 		t.Fatalf("found %d metric registrations in the Go code; the pattern no longer matches how metrics are registered", found)
+	}
+
+	// The README's Metrics table names only listed metrics.
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := regexp.MustCompile("(?m)^\\| `(idemgate_[a-z0-9_]+)` \\| ([a-z]+) \\|").FindAllSubmatch(readme, -1)
+	if len(rows) < 10 {
+		t.Fatalf("found %d rows in README's Metrics table; the pattern no longer matches it", len(rows))
+	}
+	for _, r := range rows {
+		name, typ := string(r[1]), string(r[2])
+		if d, ok := defs[name]; !ok {
+			t.Errorf("README's Metrics table has %s, which metrics.txt does not list", name)
+		} else if d.typ != typ {
+			t.Errorf("README says %s is a %s; metrics.txt says %s", name, typ, d.typ)
+		}
 	}
 }
 
