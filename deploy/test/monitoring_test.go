@@ -385,9 +385,8 @@ func TestPromQLSelectors(t *testing.T) {
 }
 
 // TestMetricListCoversCode: every metric the Go code registers (Name: in
-// an Opts, a histogramOpts name, a NewDesc) is in metrics.txt, with the
-// same type where the code says it; README's Metrics table names only listed
-// metrics, with their types.
+// an Opts, a histogramOpts name, a NewDesc) is in metrics.txt; README's
+// Metrics table names only listed metrics, with their listed types.
 func TestMetricListCoversCode(t *testing.T) {
 	t.Parallel()
 	defs := readMetricList(t)
