@@ -2,7 +2,9 @@
 #
 # idemgate image: a static binary on distroless, running as nonroot (65532).
 #
-#   docker build --build-arg VERSION=$(git describe --tags --always) -t idemgate .
+#   docker build --build-arg VERSION=$(git describe --tags --always) \
+#     --build-arg REVISION=$(git rev-parse HEAD) \
+#     --build-arg CREATED=$(date -u +%Y-%m-%dT%H:%M:%SZ) -t idemgate .
 #   docker run -v "$PWD/examples:/etc/idemgate:ro" -p 8080:8080 -p 9090:9090 idemgate
 #
 # The config is read from /etc/idemgate/idemgate.yaml: mount a directory
@@ -30,6 +32,22 @@ RUN --mount=type=cache,target=/go/pkg/mod \
 # static image has CA certificates, tzdata, /tmp and the nonroot user, and
 # no shell: ENTRYPOINT, CMD and HEALTHCHECK are in exec form.
 FROM gcr.io/distroless/static-debian13:nonroot
+# OCI image annotations (github.com/opencontainers/image-spec, annotations.md):
+# VERSION as above, REVISION the source commit, CREATED the build time (RFC 3339).
+ARG VERSION=dev
+ARG REVISION=unknown
+ARG CREATED=unknown
+LABEL org.opencontainers.image.title="idemgate" \
+      org.opencontainers.image.description="Idempotency reverse proxy: makes an unmodified HTTP API's writes safe to retry" \
+      org.opencontainers.image.url="https://github.com/idemgate/idemgate" \
+      org.opencontainers.image.source="https://github.com/idemgate/idemgate" \
+      org.opencontainers.image.documentation="https://github.com/idemgate/idemgate/blob/main/README.md" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.vendor="idemgate" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.created="${CREATED}" \
+      org.opencontainers.image.base.name="gcr.io/distroless/static-debian13:nonroot"
 COPY --from=build /out/idemgate /idemgate
 USER 65532:65532
 # public listener, admin listener (/healthz, /readyz, /metrics)

@@ -7,7 +7,7 @@ PKGS      ?= ./...
 FUZZTIME  ?= 10s
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: all test test-deploy bench-e2e check fmt-check vet unit build bench fuzz redis-start redis-stop lint clean
+.PHONY: all test test-deploy test-monitoring bench-e2e check fmt-check vet unit build bench fuzz redis-start redis-stop lint clean
 
 all: check build
 
@@ -32,6 +32,7 @@ test: fmt-check vet
 	IDEMGATE_REQUIRE_REDIS=1 $(GO) test -race -shuffle=on -count=1 -timeout 20m $(PKGS); \
 	$(MAKE) --no-print-directory validate-examples
 	@$(MAKE) --no-print-directory test-deploy
+	@$(MAKE) --no-print-directory test-monitoring
 
 # test-deploy: the packaging proofs in their own module (deploy/test: Helm,
 # k8s.io/api and BuildKit stay out of go.mod): chart render and lint for
@@ -40,6 +41,15 @@ test: fmt-check vet
 # templates and files, not concurrent code, and Helm compiles slowly enough.
 test-deploy:
 	cd deploy/test && $(GO) vet ./... && $(GO) test -shuffle=on -count=1 -timeout 20m ./...
+
+# test-monitoring: promtool (Debian's prometheus package, downloaded and
+# unpacked under .tmp/promtool by scripts/promtool.sh, never installed or
+# started) checks the alerting rules and runs their unit tests. The dashboard
+# and the rules' metric names are checked in deploy/test (test-deploy).
+PROMTOOL_DIR ?= $(CURDIR)/.tmp/promtool
+test-monitoring:
+	bash scripts/promtool.sh $(PROMTOOL_DIR) check rules deploy/monitoring/idemgate-rules.yaml
+	cd deploy/monitoring && bash ../../scripts/promtool.sh $(PROMTOOL_DIR) test rules idemgate-rules.test.yaml
 
 # unit: the tests without Redis (the Redis suites skip).
 unit:

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -83,6 +84,13 @@ func mergeMaps(a, b map[string]any) map[string]any {
 // mode (a reference to a missing value is an error). It returns the
 // manifests by template path, NOTES.txt and empty ones left out.
 func render(dir string, vals map[string]any, kubeVersion string) (map[string]string, error) {
+	return renderWithAPIs(dir, vals, kubeVersion)
+}
+
+// renderWithAPIs is render on a cluster that also serves apiVersions (as
+// `helm template --api-versions`), e.g. monitoring.coreos.com/v1 where the
+// Prometheus Operator's CRDs are installed.
+func renderWithAPIs(dir string, vals map[string]any, kubeVersion string, apiVersions ...string) (map[string]string, error) {
 	ch, err := loader.Load(dir)
 	if err != nil {
 		return nil, err
@@ -99,6 +107,7 @@ func render(dir string, vals map[string]any, kubeVersion string) (map[string]str
 	}
 	caps := chartutil.DefaultCapabilities.Copy()
 	caps.KubeVersion = *kv
+	caps.APIVersions = append(slices.Clone(caps.APIVersions), apiVersions...)
 	rv, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{
 		Name: releaseName, Namespace: namespace, Revision: 1, IsInstall: true,
 	}, caps)
@@ -254,13 +263,17 @@ func checkRelease(t *testing.T, objs *objects, vals map[string]any, kubeVersion 
 		(dig(v, "nativeSidecar") == "auto" && kubeVersion >= "v1.29.0"))
 
 	configMaps := map[string]*corev1.ConfigMap{}
+	var configs []*corev1.ConfigMap
 	for _, cm := range objs.ConfigMaps {
 		configMaps[cm.Name] = cm
+		if _, ok := cm.Data["idemgate.yaml"]; ok {
+			configs = append(configs, cm)
+		}
 	}
-	if len(objs.ConfigMaps) != 1 {
-		t.Fatalf("rendered %d ConfigMaps; want 1 (%v)", len(objs.ConfigMaps), objs.kinds)
+	if len(configs) != 1 {
+		t.Fatalf("rendered %d ConfigMaps with an idemgate.yaml; want 1 (%v)", len(configs), objs.kinds)
 	}
-	cfgText := objs.ConfigMaps[0].Data["idemgate.yaml"]
+	cfgText := configs[0].Data["idemgate.yaml"]
 	out := validateConfig(t, mode+"/"+kubeVersion, cfgText)
 	if !strings.Contains(out, "valid") {
 		t.Errorf("idemgate validate said %q", out)
@@ -318,6 +331,9 @@ func checkRelease(t *testing.T, objs *objects, vals map[string]any, kubeVersion 
 	if hasSleep != wantSleep {
 		t.Errorf("preStop sleep = %v; want %v", hasSleep, wantSleep)
 	}
+	if spec.EnableServiceLinks == nil || *spec.EnableServiceLinks {
+		t.Errorf("enableServiceLinks is not false: every Service of the namespace would become environment variables")
+	}
 	if g := d.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || *g <= 30 {
 		t.Errorf("terminationGracePeriodSeconds = %v; want more than idemgate's 30s grace", g)
 	}
@@ -344,14 +360,16 @@ func checkRelease(t *testing.T, objs *objects, vals map[string]any, kubeVersion 
 		if got := d.Spec.Template.Annotations["kubectl.kubernetes.io/default-container"]; got != app {
 			t.Errorf("default-container = %q; want the app, %q", got, app)
 		}
-		if len(spec.Containers) != map[bool]int{true: 1, false: 2}[isNative] {
+		extra, _ := dig(v, "extraContainers").([]any)
+		if len(spec.Containers) != map[bool]int{true: 1, false: 2}[isNative]+len(extra) {
 			t.Errorf("sidecar pod has %d containers", len(spec.Containers))
 		}
 	case "standalone":
 		if upstream != dig(v, "config", "upstream", "url") {
 			t.Errorf("standalone upstream.url = %v; want %v", upstream, dig(v, "config", "upstream", "url"))
 		}
-		if len(spec.Containers) != 1 || len(spec.InitContainers) != 0 {
+		extra, _ := dig(v, "extraContainers").([]any)
+		if len(spec.Containers) != 1+len(extra) || len(spec.InitContainers) != 0 {
 			t.Errorf("standalone pod: %d containers, %d init containers; want idemgate alone", len(spec.Containers), len(spec.InitContainers))
 		}
 		if len(objs.PDBs) != 1 {
@@ -425,6 +443,9 @@ func checkRelease(t *testing.T, objs *objects, vals map[string]any, kubeVersion 
 
 	// helm test pod: idemgate validate on the same ConfigMap.
 	for _, p := range objs.Pods {
+		if p.Spec.EnableServiceLinks == nil || *p.Spec.EnableServiceLinks {
+			t.Errorf("test pod %s: enableServiceLinks is not false", p.Name)
+		}
 		if p.Annotations["helm.sh/hook"] != "test" {
 			t.Errorf("Pod %s is not a helm test hook", p.Name)
 		}
@@ -480,7 +501,10 @@ func checkSecrets(t *testing.T, objs *objects, c *corev1.Container, v map[string
 		}
 	}
 	if dig(v, "encryptionKey", "value") != "" || dig(v, "encryptionKey", "existingSecret") != "" {
-		cfgText := objs.ConfigMaps[0].Data["idemgate.yaml"]
+		cfgText := ""
+		for _, cm := range objs.ConfigMaps {
+			cfgText += cm.Data["idemgate.yaml"]
+		}
 		if !strings.Contains(cfgText, "encryption_key_env: IDEMGATE_ENCRYPTION_KEY") {
 			t.Errorf("encryption key set, but the config does not name IDEMGATE_ENCRYPTION_KEY:\n%s", cfgText)
 		}

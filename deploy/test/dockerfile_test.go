@@ -122,6 +122,8 @@ func TestDockerfilePolicy(t *testing.T) {
 		exposed               []string
 		health                *instructions.HealthCheckCommand
 		copiedFrom            []string
+		labels                = map[string]string{}
+		args                  = map[string]bool{}
 	)
 	entrypointShell := false
 	for _, c := range final.Commands {
@@ -141,6 +143,15 @@ func TestDockerfilePolicy(t *testing.T) {
 			health = c
 		case *instructions.CopyCommand:
 			copiedFrom = append(copiedFrom, c.From)
+		case *instructions.LabelCommand:
+			for _, kv := range c.Labels {
+				// The parser keeps a value's quotes; the build removes them.
+				labels[kv.Key] = strings.TrimSuffix(strings.TrimPrefix(kv.Value, `"`), `"`)
+			}
+		case *instructions.ArgCommand:
+			for _, a := range c.Args {
+				args[a.Key] = true
+			}
 		case *instructions.RunCommand:
 			t.Errorf("final stage has RUN %v: distroless has no shell to run it", c.CmdLine)
 		case *instructions.AddCommand:
@@ -171,6 +182,25 @@ func TestDockerfilePolicy(t *testing.T) {
 		t.Errorf("no HEALTHCHECK")
 	} else if got := health.Health.Test; len(got) < 3 || got[0] != "CMD" || got[1] != "/idemgate" || got[2] != "healthcheck" {
 		t.Errorf("HEALTHCHECK %q; want exec form CMD /idemgate healthcheck", got)
+	}
+	// OCI annotations: the fixed ones set, version, revision and creation
+	// time from build arguments declared in the final stage (an ARG of
+	// another stage would leave them empty).
+	for _, k := range []string{"title", "description", "url", "source", "documentation", "licenses", "vendor", "base.name"} {
+		if labels["org.opencontainers.image."+k] == "" {
+			t.Errorf("final stage has no LABEL org.opencontainers.image.%s", k)
+		}
+	}
+	if got := labels["org.opencontainers.image.licenses"]; got != "Apache-2.0" {
+		t.Errorf("licenses label %q; want Apache-2.0 (LICENSE)", got)
+	}
+	if got := labels["org.opencontainers.image.base.name"]; got != final.BaseName {
+		t.Errorf("base.name label %q; want the final stage's FROM %q", got, final.BaseName)
+	}
+	for k, arg := range map[string]string{"version": "VERSION", "revision": "REVISION", "created": "CREATED"} {
+		if got := labels["org.opencontainers.image."+k]; got != "${"+arg+"}" || !args[arg] {
+			t.Errorf("label org.opencontainers.image.%s = %q (ARG %s in the final stage: %v); want ${%s} from the final stage's ARG", k, got, arg, args[arg], arg)
+		}
 	}
 	for _, from := range copiedFrom {
 		if from != build.Name {

@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -18,21 +19,111 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// serviceMonitor is the part of the Prometheus Operator's ServiceMonitor
-// (monitoring.coreos.com/v1) that the chart renders. Its type is not in
-// k8s.io/api; strict decoding into this subset still catches a misspelled
-// field of ours.
+// The Prometheus Operator's (monitoring.coreos.com/v1) and the Gateway
+// API's (gateway.networking.k8s.io/v1) types are not in k8s.io/api. The
+// chart's objects of those kinds are decoded strictly into the subsets
+// below, written from the CRDs' schemas: a misspelled or misplaced field of
+// ours is an error, as the API server's structural schema would make it.
+
+// relabelConfig is the operator's RelabelConfig.
+type relabelConfig struct {
+	SourceLabels []string `json:"sourceLabels,omitempty"`
+	Separator    *string  `json:"separator,omitempty"`
+	TargetLabel  string   `json:"targetLabel,omitempty"`
+	Regex        string   `json:"regex,omitempty"`
+	Modulus      uint64   `json:"modulus,omitempty"`
+	Replacement  *string  `json:"replacement,omitempty"`
+	Action       string   `json:"action,omitempty"`
+}
+
+// scrapeEndpoint is what a ServiceMonitor's Endpoint and a PodMonitor's
+// PodMetricsEndpoint share, as far as the chart sets them.
+type scrapeEndpoint struct {
+	Port              string          `json:"port"`
+	Path              string          `json:"path"`
+	Interval          string          `json:"interval"`
+	ScrapeTimeout     string          `json:"scrapeTimeout"`
+	Scheme            string          `json:"scheme,omitempty"`
+	HonorLabels       bool            `json:"honorLabels,omitempty"`
+	TLSConfig         map[string]any  `json:"tlsConfig,omitempty"`
+	Relabelings       []relabelConfig `json:"relabelings,omitempty"`
+	MetricRelabelings []relabelConfig `json:"metricRelabelings,omitempty"`
+}
+
+type namespaceSelector struct {
+	Any        bool     `json:"any,omitempty"`
+	MatchNames []string `json:"matchNames,omitempty"`
+}
+
 type serviceMonitor struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata"`
 	Spec              struct {
-		Selector  metav1.LabelSelector `json:"selector"`
-		Endpoints []struct {
-			Port          string `json:"port"`
-			Path          string `json:"path"`
-			Interval      string `json:"interval"`
-			ScrapeTimeout string `json:"scrapeTimeout"`
-		} `json:"endpoints"`
+		NamespaceSelector *namespaceSelector   `json:"namespaceSelector,omitempty"`
+		Selector          metav1.LabelSelector `json:"selector"`
+		Endpoints         []scrapeEndpoint     `json:"endpoints"`
+	} `json:"spec"`
+}
+
+type podMonitor struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		NamespaceSelector   *namespaceSelector   `json:"namespaceSelector,omitempty"`
+		Selector            metav1.LabelSelector `json:"selector"`
+		PodMetricsEndpoints []scrapeEndpoint     `json:"podMetricsEndpoints"`
+	} `json:"spec"`
+}
+
+type prometheusRule struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		Groups []struct {
+			Name     string `json:"name"`
+			Interval string `json:"interval,omitempty"`
+			Limit    *int   `json:"limit,omitempty"`
+			Rules    []struct {
+				Alert         string            `json:"alert,omitempty"`
+				Record        string            `json:"record,omitempty"`
+				Expr          string            `json:"expr"`
+				For           string            `json:"for,omitempty"`
+				KeepFiringFor string            `json:"keep_firing_for,omitempty"`
+				Labels        map[string]string `json:"labels,omitempty"`
+				Annotations   map[string]string `json:"annotations,omitempty"`
+			} `json:"rules"`
+		} `json:"groups"`
+	} `json:"spec"`
+}
+
+// httpRoute is gateway.networking.k8s.io/v1 HTTPRoute; matches and filters
+// are kept as maps (their many variants are the user's values).
+type httpRoute struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		ParentRefs []struct {
+			Group       *string `json:"group,omitempty"`
+			Kind        *string `json:"kind,omitempty"`
+			Namespace   *string `json:"namespace,omitempty"`
+			Name        string  `json:"name"`
+			SectionName *string `json:"sectionName,omitempty"`
+			Port        *int32  `json:"port,omitempty"`
+		} `json:"parentRefs"`
+		Hostnames []string `json:"hostnames,omitempty"`
+		Rules     []struct {
+			Matches     []map[string]any `json:"matches,omitempty"`
+			Filters     []map[string]any `json:"filters,omitempty"`
+			Timeouts    map[string]any   `json:"timeouts,omitempty"`
+			BackendRefs []struct {
+				Group     *string `json:"group,omitempty"`
+				Kind      *string `json:"kind,omitempty"`
+				Name      string  `json:"name"`
+				Namespace *string `json:"namespace,omitempty"`
+				Port      *int32  `json:"port,omitempty"`
+				Weight    *int32  `json:"weight,omitempty"`
+			} `json:"backendRefs"`
+		} `json:"rules"`
 	} `json:"spec"`
 }
 
@@ -47,6 +138,11 @@ type objects struct {
 	PDBs            []*policyv1.PodDisruptionBudget
 	HPAs            []*autoscalingv2.HorizontalPodAutoscaler
 	ServiceMonitors []*serviceMonitor
+	PodMonitors     []*podMonitor
+	PrometheusRules []*prometheusRule
+	HTTPRoutes      []*httpRoute
+	Ingresses       []*networkingv1.Ingress
+	NetworkPolicies []*networkingv1.NetworkPolicy
 	kinds           []string // "Kind/name", in render order
 }
 
@@ -81,6 +177,21 @@ func (o *objects) newObject(apiVersion, kind string) (any, func(), error) {
 	case "monitoring.coreos.com/v1 ServiceMonitor":
 		v := &serviceMonitor{}
 		return v, func() { o.ServiceMonitors = append(o.ServiceMonitors, v) }, nil
+	case "monitoring.coreos.com/v1 PodMonitor":
+		v := &podMonitor{}
+		return v, func() { o.PodMonitors = append(o.PodMonitors, v) }, nil
+	case "monitoring.coreos.com/v1 PrometheusRule":
+		v := &prometheusRule{}
+		return v, func() { o.PrometheusRules = append(o.PrometheusRules, v) }, nil
+	case "gateway.networking.k8s.io/v1 HTTPRoute":
+		v := &httpRoute{}
+		return v, func() { o.HTTPRoutes = append(o.HTTPRoutes, v) }, nil
+	case "networking.k8s.io/v1 Ingress":
+		v := &networkingv1.Ingress{}
+		return v, func() { o.Ingresses = append(o.Ingresses, v) }, nil
+	case "networking.k8s.io/v1 NetworkPolicy":
+		v := &networkingv1.NetworkPolicy{}
+		return v, func() { o.NetworkPolicies = append(o.NetworkPolicies, v) }, nil
 	}
 	return nil, nil, fmt.Errorf("no decoder for %s %s: add its k8s.io/api type", apiVersion, kind)
 }
@@ -132,8 +243,8 @@ func decodeStrict(source string, stream []byte, into *objects) error {
 		name := ""
 		if m, ok := obj.(metav1.Object); ok {
 			name = m.GetName()
-		} else if sm, ok := obj.(*serviceMonitor); ok {
-			name = sm.Name
+		} else if m, ok := obj.(interface{ GetObjectMeta() metav1.Object }); ok {
+			name = m.GetObjectMeta().GetName()
 		}
 		into.kinds = append(into.kinds, tm.Kind+"/"+name)
 	}

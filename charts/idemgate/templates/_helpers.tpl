@@ -38,6 +38,9 @@ helm.sh/chart: {{ include "idemgate.chart" . }}
 {{ include "idemgate.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{- define "idemgate.serviceAccountName" -}}
@@ -180,6 +183,9 @@ args:
   - --config=/etc/idemgate/idemgate.yaml
   - --grace={{ .Values.shutdown.grace }}
   - --log-level={{ .Values.logLevel }}
+  {{- with .Values.extraArgs }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
 ports:
   - name: http
     containerPort: {{ .Values.ports.http }}
@@ -216,6 +222,10 @@ env:
   {{- with .Values.extraEnv }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
+{{- with .Values.envFrom }}
+envFrom:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 startupProbe:
   {{- include "idemgate.probe" (dict "path" "/readyz" "p" .Values.probes.startup) | nindent 2 }}
 readinessProbe:
@@ -291,5 +301,43 @@ dataVolume (default an emptyDir) for /var/lib/idemgate.
   {{- end }}
 {{- with .Values.extraVolumes }}
 {{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+idemgate.monitorNamespace: the namespace of a monitoring object (a
+ServiceMonitor, PodMonitor, PrometheusRule or dashboard ConfigMap), given
+its values: their namespace, else the release's.
+*/}}
+{{- define "idemgate.monitorNamespace" -}}
+{{- .values.namespace | default .root.Release.Namespace }}
+{{- end }}
+
+{{/*
+idemgate.scrapeEndpoint: the fields a ServiceMonitor endpoint and a
+PodMonitor podMetricsEndpoint share, from serviceMonitor or podMonitor.
+*/}}
+{{- define "idemgate.scrapeEndpoint" -}}
+port: admin
+path: /metrics
+interval: {{ .interval }}
+scrapeTimeout: {{ .scrapeTimeout }}
+{{- with .scheme }}
+scheme: {{ . }}
+{{- end }}
+{{- if .honorLabels }}
+honorLabels: true
+{{- end }}
+{{- with .tlsConfig }}
+tlsConfig:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .relabelings }}
+relabelings:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .metricRelabelings }}
+metricRelabelings:
+  {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
