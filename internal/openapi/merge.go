@@ -1,0 +1,424 @@
+package openapi
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/idemgate/idemgate/internal/pathtmpl"
+)
+
+// Merge updates the routes of config (the bytes of an idemgate YAML config)
+// with res, and returns the new bytes and one note per thing an operator
+// should know about (a route kept that the document no longer has, a value
+// it changed).
+//
+// It edits the text, not a re-encoding of it: every line outside the routes
+// it changes stays byte for byte as it was, comments, blank lines, quoting
+// and key order included. A generated route is matched with an existing
+// one by method and path (parameter names aside), else by name. A matched
+// route keeps:
+//
+//   - its name, and its path when only parameter names differ (a session
+//     parameter from the document is renamed to match);
+//   - every key the importer never sets (timeout, mode, release_statuses,
+//     drop_headers, wait_timeout, errors, ...);
+//   - every key the document says nothing about: require_key, session,
+//     fingerprint_ignore, retention, in_progress, rate_limit and protocol
+//     are replaced only when the document sets them (an extension or a
+//     required key header parameter);
+//   - the comments inside it (a changed value keeps its line comment).
+//
+// A write route gets idempotent: true. Generated routes matching no
+// existing route are appended to routes; existing routes matching no
+// generated one are kept, with a note. path_case: sensitive is added when
+// the document needs it.
+func Merge(config []byte, res *Result) ([]byte, []string, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(config, &doc); err != nil {
+		return nil, nil, fmt.Errorf("not YAML: %v", oneLine(err))
+	}
+	var root *yaml.Node
+	switch {
+	case doc.Kind == 0:
+		root = &yaml.Node{Kind: yaml.MappingNode}
+	case doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 && doc.Content[0].Kind == yaml.MappingNode:
+		root = doc.Content[0]
+	default:
+		return nil, nil, errors.New("the config is not a YAML mapping")
+	}
+	m := &merger{lines: splitLines(config), root: root}
+	var notes []string
+	routesKey, routes := lookup(root, "routes")
+	var items []*yaml.Node
+	if routes != nil && routes.Kind == yaml.SequenceNode {
+		items = routes.Content
+	} else if routes != nil && !(routes.Kind == yaml.ScalarNode && routes.Tag == "!!null") {
+		return nil, nil, errors.New("routes is not a list")
+	}
+	type existing struct {
+		node               *yaml.Node
+		name, method, path string
+		shape              string
+		matched, changed   bool
+	}
+	ex := make([]*existing, len(items))
+	for i, it := range items {
+		e := &existing{node: it}
+		if it.Kind == yaml.AliasNode {
+			it = it.Alias
+		}
+		if it.Kind != yaml.MappingNode {
+			return nil, nil, fmt.Errorf("routes[%d] is not a mapping", i)
+		}
+		e.node = it
+		_, n := lookup(it, "name")
+		_, mt := lookup(it, "method")
+		_, p := lookup(it, "path")
+		e.name, e.method, e.path = scalarValue(n), strings.ToUpper(scalarValue(mt)), scalarValue(p)
+		if t, err := pathtmpl.Parse(e.path); err == nil {
+			e.shape = shapeOf(t)
+		}
+		ex[i] = e
+	}
+	var added []Route
+	for _, g := range res.Routes {
+		gshape := shapeOf(pathtmpl.MustParse(g.Path))
+		var e *existing
+		for _, c := range ex {
+			if !c.matched && c.method == g.Method && c.shape == gshape {
+				e = c
+				break
+			}
+		}
+		if e == nil {
+			for _, c := range ex {
+				if !c.matched && c.name == g.Name {
+					e = c
+					break
+				}
+			}
+		}
+		if e == nil {
+			added = append(added, g)
+			continue
+		}
+		e.matched = true
+		if items[slices.IndexFunc(ex, func(c *existing) bool { return c == e })].Kind == yaml.AliasNode {
+			notes = append(notes, fmt.Sprintf("route %q is a YAML alias; not changed", e.name))
+			continue
+		}
+		if c, n := updateRoute(e.node, e.path, e.shape == gshape, g); c {
+			e.changed = true
+			notes = append(notes, n...)
+		}
+	}
+	for _, e := range ex {
+		if !e.matched {
+			notes = append(notes, fmt.Sprintf("route %q (%s %s) has no operation in the document; kept as it is", e.name, e.method, e.path))
+		}
+	}
+
+	// Text edits, applied bottom up.
+	if routes != nil && routes.Kind == yaml.SequenceNode && routes.Style&yaml.FlowStyle == 0 && len(items) > 0 {
+		dash := routes.Column - 1
+		starts := make([]int, len(items))
+		for i, it := range items {
+			starts[i] = m.itemStart(it, dash)
+		}
+		var lastEnd int
+		for i := range items {
+			end := m.blockEnd(starts[i], dash)
+			if i+1 < len(items) {
+				end = m.trimTrailing(starts[i+1], dash)
+			}
+			if i == len(items)-1 {
+				lastEnd = end
+			}
+			if ex[i].changed {
+				m.edit(starts[i], end, itemText(ex[i].node, dash))
+			}
+		}
+		if len(added) > 0 {
+			var b strings.Builder
+			for _, r := range added {
+				b.WriteString(itemText(RouteNode(r), dash))
+			}
+			m.edit(lastEnd, lastEnd, b.String())
+		}
+	} else if len(added) > 0 || routes != nil && routes.Kind == yaml.SequenceNode && len(items) > 0 {
+		// No routes, null routes or a flow list: write the whole section.
+		seq := &yaml.Node{Kind: yaml.SequenceNode}
+		for _, e := range ex {
+			n := *e.node
+			n.Style &^= yaml.FlowStyle
+			seq.Content = append(seq.Content, &n)
+		}
+		for _, r := range added {
+			seq.Content = append(seq.Content, RouteNode(r))
+		}
+		text := string(encode(&yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{scalar("routes"), seq}}))
+		if routesKey == nil {
+			m.edit(len(m.lines), len(m.lines), ensureNewline(m.lines)+text)
+		} else {
+			start := routesKey.Line - 1
+			m.edit(start, m.blockEnd(start, routesKey.Column-1), indent(text, routesKey.Column-1))
+		}
+	}
+	if res.PathCaseSensitive {
+		pcKey, pc := lookup(root, "path_case")
+		switch {
+		case pc == nil:
+			at := len(m.lines)
+			if routesKey != nil {
+				at = routesKey.Line - 1
+			}
+			m.edit(at, at, "path_case: sensitive  # two paths of the API differ only in case\n")
+			notes = append(notes, "path_case: sensitive added: two paths of the document differ only in case")
+		case scalarValue(pc) != "sensitive":
+			notes = append(notes, fmt.Sprintf("path_case is %q, but two paths of the document differ only in case; set to sensitive", scalarValue(pc)))
+			line := m.lines[pcKey.Line-1]
+			m.edit(pcKey.Line-1, pcKey.Line, strings.Replace(line, scalarValue(pc), "sensitive", 1))
+		}
+	}
+	for _, r := range added {
+		notes = append(notes, fmt.Sprintf("route %q (%s %s) added", r.Name, r.Method, r.Path))
+	}
+	return m.apply(), notes, nil
+}
+
+// updateRoute sets in n the keys of g the document states; it reports
+// whether anything changed, and notes for changed values.
+func updateRoute(n *yaml.Node, path string, sameShape bool, g Route) (bool, []string) {
+	var notes []string
+	changed := false
+	name := scalarValue(func() *yaml.Node { _, v := lookup(n, "name"); return v }())
+	// Keep a hand-written path whose parameters are only named differently;
+	// a session parameter then takes the hand-written name.
+	rename := map[string]string{}
+	if sameShape {
+		gt, pt := pathtmpl.MustParse(g.Path), pathtmpl.MustParse(path)
+		for i, p := range gt.Params() {
+			rename[p] = pt.Params()[i]
+		}
+	}
+	if g.SessionParam != "" {
+		if r, ok := rename[g.SessionParam]; ok {
+			g.SessionParam = r
+		}
+	}
+	want := routePairs(g)
+	for _, p := range want {
+		switch p.key {
+		case "name":
+			continue
+		case "path":
+			if sameShape {
+				continue
+			}
+		}
+		k, v := lookup(n, p.key)
+		if v != nil && sameValue(v, p.val) {
+			continue
+		}
+		changed = true
+		if k == nil {
+			n.Content = append(n.Content, scalar(p.key), p.val)
+			if p.key != "method" {
+				notes = append(notes, fmt.Sprintf("route %q: %s set from the document", name, p.key))
+			}
+			continue
+		}
+		notes = append(notes, fmt.Sprintf("route %q: %s changed from %s to %s (the document says so)", name, p.key, valueText(v), valueText(p.val)))
+		p.val.LineComment, p.val.HeadComment, p.val.FootComment = v.LineComment, v.HeadComment, v.FootComment
+		for i := 0; i < len(n.Content); i += 2 {
+			if n.Content[i] == k {
+				n.Content[i+1] = p.val
+			}
+		}
+	}
+	return changed, notes
+}
+
+// valueText is n as one line of YAML, without its comments.
+func valueText(n *yaml.Node) string {
+	c := *n
+	c.HeadComment, c.LineComment, c.FootComment = "", "", ""
+	return strings.TrimSpace(string(encode(&c)))
+}
+
+// sameValue compares two YAML values by what they decode to.
+func sameValue(a, b *yaml.Node) bool {
+	var x, y any
+	if a.Decode(&x) != nil || b.Decode(&y) != nil {
+		return false
+	}
+	return fmt.Sprint(x) == fmt.Sprint(y)
+}
+
+func lookup(m *yaml.Node, key string) (k, v *yaml.Node) {
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil, nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i], m.Content[i+1]
+		}
+	}
+	return nil, nil
+}
+
+func scalarValue(n *yaml.Node) string {
+	if n == nil || n.Kind != yaml.ScalarNode {
+		return ""
+	}
+	return n.Value
+}
+
+// configKeyHeader is config's idempotency.header, or "".
+func configKeyHeader(config []byte) string {
+	var c struct {
+		Idempotency struct {
+			Header string `yaml:"header"`
+		} `yaml:"idempotency"`
+	}
+	_ = yaml.Unmarshal(config, &c)
+	return c.Idempotency.Header
+}
+
+// itemText is one sequence entry, its "-" at column dash.
+func itemText(n *yaml.Node, dash int) string {
+	c := *n
+	c.HeadComment = "" // it stays in place above the entry
+	return indent(string(encode(&yaml.Node{Kind: yaml.SequenceNode, Content: []*yaml.Node{&c}})), dash)
+}
+
+func indent(text string, n int) string {
+	if n == 0 {
+		return text
+	}
+	pad := strings.Repeat(" ", n)
+	lines := strings.SplitAfter(text, "\n")
+	for i, l := range lines {
+		if l != "" && l != "\n" {
+			lines[i] = pad + l
+		}
+	}
+	return strings.Join(lines, "")
+}
+
+func ensureNewline(lines []string) string {
+	if len(lines) > 0 && !strings.HasSuffix(lines[len(lines)-1], "\n") {
+		return "\n"
+	}
+	return ""
+}
+
+// merger edits the config's lines.
+type merger struct {
+	lines []string // each with its "\n" (the last may lack it)
+	root  *yaml.Node
+	edits []edit
+}
+
+type edit struct {
+	from, to int // lines [from, to) replaced
+	text     string
+}
+
+func (m *merger) edit(from, to int, text string) {
+	m.edits = append(m.edits, edit{from, to, text})
+}
+
+func (m *merger) apply() []byte {
+	// Bottom up; at one line, a replacement before an insertion, so the
+	// insertion lands above what replaced the line.
+	slices.SortStableFunc(m.edits, func(a, b edit) int {
+		if a.from != b.from {
+			return b.from - a.from
+		}
+		return b.to - a.to
+	})
+	lines := m.lines
+	for _, e := range m.edits {
+		repl := strings.SplitAfter(e.text, "\n")
+		if repl[len(repl)-1] == "" {
+			repl = repl[:len(repl)-1]
+		}
+		lines = slices.Concat(lines[:e.from], repl, lines[e.to:])
+	}
+	return []byte(strings.Join(lines, ""))
+}
+
+// itemStart is the 0-based line of the "-" that starts entry it.
+func (m *merger) itemStart(it *yaml.Node, dash int) int {
+	for l := it.Line - 1; l >= 0; l-- {
+		s := m.lines[l]
+		if len(s) > dash && s[dash] == '-' && strings.TrimSpace(s[:dash]) == "" {
+			return l
+		}
+	}
+	return it.Line - 1
+}
+
+// blockEnd is the line after the block that starts at line start with a
+// "-" or key at column col: the first later line with content at a smaller
+// column, or at col but not a "-", with trailing blank and comment lines
+// left out.
+func (m *merger) blockEnd(start, col int) int {
+	l := start + 1
+	for ; l < len(m.lines); l++ {
+		s := strings.TrimRight(m.lines[l], "\r\n")
+		t := strings.TrimLeft(s, " ")
+		if t == "" || t[0] == '#' {
+			continue
+		}
+		ind := len(s) - len(t)
+		if ind < col || ind == col && t[0] != '-' {
+			break
+		}
+		if ind == col && t[0] == '-' && col == m.dashColOf(start) {
+			break // the next entry of the same list
+		}
+	}
+	return m.trimTrailing(l, col)
+}
+
+// dashColOf is the column of the "-" on line l, or -1.
+func (m *merger) dashColOf(l int) int {
+	s := m.lines[l]
+	t := strings.TrimLeft(s, " ")
+	if strings.HasPrefix(t, "-") {
+		return len(s) - len(t)
+	}
+	return -1
+}
+
+// trimTrailing moves end back over blank lines and comment lines at column
+// col or less: they belong to what follows.
+func (m *merger) trimTrailing(end, col int) int {
+	for end > 0 {
+		s := strings.TrimRight(m.lines[end-1], "\r\n")
+		t := strings.TrimLeft(s, " ")
+		if t == "" || t[0] == '#' && len(s)-len(t) <= col {
+			end--
+			continue
+		}
+		break
+	}
+	return end
+}
+
+func splitLines(b []byte) []string {
+	if len(b) == 0 {
+		return nil
+	}
+	parts := strings.SplitAfter(string(b), "\n")
+	if parts[len(parts)-1] == "" {
+		parts = parts[:len(parts)-1]
+	}
+	return parts
+}
