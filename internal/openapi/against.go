@@ -41,8 +41,8 @@ func (f Finding) String() string {
 // Against checks routes against spec. A write operation is protected when
 // the route that idemgate would pick for a request to it (same method, the
 // operation's path with a sample value in each parameter, the most specific
-// template winning) is idempotent. A route matches an operation when the
-// route's path with sample values is a path of an operation of its method.
+// template winning) is idempotent. A route matches an operation when some
+// path matches both its template and the operation's, method equal.
 // Paths compare as idemgate's path templates do (internal/pathtmpl), with
 // the base path of [Options] or the document's servers applied.
 func Against(spec *Spec, routes []Route, opts Options) *Report {
@@ -117,10 +117,9 @@ func Against(spec *Spec, routes []Route, opts Options) *Report {
 		if tmpls[i] == nil {
 			continue
 		}
-		sample := samplePath(tmpls[i])
 		found := false
 		for _, o := range ops {
-			if o.method == r.Method && o.t.Match(sample) {
+			if _, ok := pathtmpl.Overlap(tmpls[i], o.t); ok && o.method == r.Method {
 				found = true
 				break
 			}
