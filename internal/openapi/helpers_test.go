@@ -59,6 +59,21 @@ func knownKeys(t reflect.Type) map[string]reflect.Type {
 // config can check today and checks those keys as soon as they exist.
 func validateConfig(t *testing.T, fragment []byte) (*config.Config, []string) {
 	t.Helper()
+	data, dropped := knownOnly(t, fragment, map[string]any{"upstream": map[string]any{"url": "http://127.0.0.1:1"}})
+	cfg, err := config.Parse(data)
+	if err != nil {
+		t.Fatalf("config.Parse: %v", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("config.Validate:\n%v", err)
+	}
+	return cfg, dropped
+}
+
+// knownOnly is fragment with the keys config does not know yet removed
+// (returned), and the top-level keys of extra added.
+func knownOnly(t *testing.T, fragment []byte, extra map[string]any) ([]byte, []string) {
+	t.Helper()
 	var doc map[string]any
 	if err := yaml.Unmarshal(fragment, &doc); err != nil {
 		t.Fatalf("generated YAML does not parse: %v\n%s", err, fragment)
@@ -91,19 +106,14 @@ func validateConfig(t *testing.T, fragment []byte) (*config.Config, []string) {
 			}
 		}
 	}
-	doc["upstream"] = map[string]any{"url": "http://127.0.0.1:1"}
+	for k, v := range extra {
+		doc[k] = v
+	}
 	data, err := yaml.Marshal(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Parse(data)
-	if err != nil {
-		t.Fatalf("config.Parse: %v", err)
-	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatalf("config.Validate:\n%v", err)
-	}
-	return cfg, dropped
+	return data, dropped
 }
 
 func writeFile(t *testing.T, dir, name, body string) string {
