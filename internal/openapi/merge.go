@@ -16,9 +16,13 @@ import (
 // should know about (a route kept that the document no longer has, a value
 // it changed).
 //
-// It edits the text, not a re-encoding of it: every line outside the routes
-// it changes stays byte for byte as it was, comments, blank lines, quoting
-// and key order included. A generated route is matched with an existing
+// It edits the text, not a re-encoding of it: every line it does not change
+// stays byte for byte as it was, comments, blank lines, quoting, alignment
+// and key order included. In a block-style route entry, a changed value is
+// replaced on its own line (keeping its line comment) and an added key is
+// inserted after the entry's last key; a flow-style entry, or one whose
+// changed value spans several lines, is re-encoded whole (two-space indent,
+// its comments kept). A generated route is matched with an existing
 // one by method and path (parameter names aside), else by name. A matched
 // route keeps:
 //
@@ -30,7 +34,7 @@ import (
 //     fingerprint_ignore, retention, in_progress, rate_limit and protocol
 //     are replaced only when the document sets them (an extension or a
 //     required key header parameter);
-//   - the comments inside it (a changed value keeps its line comment).
+//   - the comments inside it.
 //
 // A write route gets idempotent: true. Generated routes matching no
 // existing route are appended to routes; existing routes matching no
@@ -63,7 +67,8 @@ func Merge(config []byte, res *Result) ([]byte, []string, error) {
 		node               *yaml.Node
 		name, method, path string
 		shape              string
-		matched, changed   bool
+		matched            bool
+		changes            []change
 	}
 	ex := make([]*existing, len(items))
 	for i, it := range items {
@@ -85,6 +90,7 @@ func Merge(config []byte, res *Result) ([]byte, []string, error) {
 		ex[i] = e
 	}
 	var added []Route
+	var n []string
 	for _, g := range res.Routes {
 		gshape := shapeOf(pathtmpl.MustParse(g.Path))
 		var e *existing
@@ -111,10 +117,8 @@ func Merge(config []byte, res *Result) ([]byte, []string, error) {
 			notes = append(notes, fmt.Sprintf("route %q is a YAML alias; not changed", e.name))
 			continue
 		}
-		if c, n := updateRoute(e.node, e.path, e.shape == gshape, g); c {
-			e.changed = true
-			notes = append(notes, n...)
-		}
+		e.changes, n = updateRoute(e.node, e.path, e.shape == gshape, g)
+		notes = append(notes, n...)
 	}
 	for _, e := range ex {
 		if !e.matched {
@@ -138,14 +142,14 @@ func Merge(config []byte, res *Result) ([]byte, []string, error) {
 			if i == len(items)-1 {
 				lastEnd = end
 			}
-			if ex[i].changed {
-				m.edit(starts[i], end, itemText(ex[i].node, dash))
+			if len(ex[i].changes) > 0 && !m.patch(ex[i].node, ex[i].changes, starts[i], end) {
+				m.edit(starts[i], end, m.itemText(ex[i].node, dash, starts[i], end))
 			}
 		}
 		if len(added) > 0 {
 			var b strings.Builder
 			for _, r := range added {
-				b.WriteString(itemText(RouteNode(r), dash))
+				b.WriteString(indent(string(encode(&yaml.Node{Kind: yaml.SequenceNode, Content: []*yaml.Node{RouteNode(r)}})), dash))
 			}
 			m.edit(lastEnd, lastEnd, b.String())
 		}
@@ -190,11 +194,11 @@ func Merge(config []byte, res *Result) ([]byte, []string, error) {
 	return m.apply(), notes, nil
 }
 
-// updateRoute sets in n the keys of g the document states; it reports
-// whether anything changed, and notes for changed values.
-func updateRoute(n *yaml.Node, path string, sameShape bool, g Route) (bool, []string) {
+// updateRoute sets in n the keys of g the document states; it returns what
+// it changed, and notes for changed values.
+func updateRoute(n *yaml.Node, path string, sameShape bool, g Route) ([]change, []string) {
 	var notes []string
-	changed := false
+	var changes []change
 	name := scalarValue(func() *yaml.Node { _, v := lookup(n, "name"); return v }())
 	// Keep a hand-written path whose parameters are only named differently;
 	// a session parameter then takes the hand-written name.
@@ -224,7 +228,7 @@ func updateRoute(n *yaml.Node, path string, sameShape bool, g Route) (bool, []st
 		if v != nil && sameValue(v, p.val) {
 			continue
 		}
-		changed = true
+		changes = append(changes, change{key: k, old: v, val: p.val, name: p.key})
 		if k == nil {
 			n.Content = append(n.Content, scalar(p.key), p.val)
 			if p.key != "method" {
@@ -240,7 +244,14 @@ func updateRoute(n *yaml.Node, path string, sameShape bool, g Route) (bool, []st
 			}
 		}
 	}
-	return changed, notes
+	return changes, notes
+}
+
+// change is one key updateRoute set: old is nil for a key it added.
+type change struct {
+	name     string
+	key, old *yaml.Node
+	val      *yaml.Node
 }
 
 // valueText is n as one line of YAML, without its comments.
@@ -289,11 +300,150 @@ func configKeyHeader(config []byte) string {
 	return c.Idempotency.Header
 }
 
-// itemText is one sequence entry, its "-" at column dash.
-func itemText(n *yaml.Node, dash int) string {
-	c := *n
+// itemText is entry n re-encoded, its "-" at column dash, for lines
+// [start, end) of the config. Comments that yaml.v3 attached to n but that
+// stand outside those lines (it sometimes gives the head comment of the next
+// entry to this one) stay where they are and are left out here.
+func (m *merger) itemText(n *yaml.Node, dash, start, end int) string {
+	inside := map[string]bool{}
+	for _, l := range m.lines[start:end] {
+		if t := strings.TrimSpace(l); strings.HasPrefix(t, "#") {
+			inside[t] = true
+		} else if i := strings.Index(l, " #"); i >= 0 {
+			inside[strings.TrimSpace(l[i:])] = true
+		}
+	}
+	keep := func(c string) string {
+		var out []string
+		for _, l := range strings.Split(c, "\n") {
+			if inside[strings.TrimSpace(l)] {
+				out = append(out, l)
+			}
+		}
+		return strings.Join(out, "\n")
+	}
+	var filter func(*yaml.Node) *yaml.Node
+	filter = func(x *yaml.Node) *yaml.Node {
+		c := *x
+		c.HeadComment, c.LineComment, c.FootComment = keep(c.HeadComment), keep(c.LineComment), keep(c.FootComment)
+		c.Content = make([]*yaml.Node, len(x.Content))
+		for i, k := range x.Content {
+			c.Content[i] = filter(k)
+		}
+		return &c
+	}
+	c := filter(n)
 	c.HeadComment = "" // it stays in place above the entry
-	return indent(string(encode(&yaml.Node{Kind: yaml.SequenceNode, Content: []*yaml.Node{&c}})), dash)
+	return indent(string(encode(&yaml.Node{Kind: yaml.SequenceNode, Content: []*yaml.Node{c}})), dash)
+}
+
+// patch edits the lines [start, end) of entry n in place for changes:
+// each changed value is replaced on its own line, added keys are inserted
+// after the entry's last line of content. It returns false, having done
+// nothing, when n's layout does not allow it (a flow mapping, a value over
+// several lines): the entry is then re-encoded whole.
+func (m *merger) patch(n *yaml.Node, changes []change, start, end int) bool {
+	if n.Style&yaml.FlowStyle != 0 {
+		return false
+	}
+	type lineEdit struct {
+		line int
+		text string
+	}
+	var edits []lineEdit
+	var adds []*yaml.Node
+	for _, c := range changes {
+		if c.old == nil {
+			adds = append(adds, scalar(c.name), c.val)
+			continue
+		}
+		l := c.old.Line - 1
+		if c.old.Line != c.key.Line || l < start || l >= end || c.old.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0 ||
+			c.old.Kind != yaml.ScalarNode && c.old.Style&yaml.FlowStyle == 0 {
+			return false
+		}
+		line := m.lines[l]
+		from := byteOffset(line, c.old.Column-1)
+		to, ok := valueEnd(line, from, c.old)
+		if !ok {
+			return false
+		}
+		edits = append(edits, lineEdit{l, line[:from] + valueText(c.val) + line[to:]})
+	}
+	for _, e := range edits {
+		m.edit(e.line, e.line+1, e.text)
+	}
+	if len(adds) > 0 {
+		at := end
+		for at > start+1 {
+			t := strings.TrimSpace(m.lines[at-1])
+			if t != "" && t[0] != '#' {
+				break
+			}
+			at--
+		}
+		text := string(encode(&yaml.Node{Kind: yaml.MappingNode, Content: adds}))
+		m.edit(at, at, indent(text, n.Column-1))
+	}
+	return true
+}
+
+// byteOffset converts a 0-based column in runes to a byte offset in line.
+func byteOffset(line string, col int) int {
+	for i := range line {
+		if col == 0 {
+			return i
+		}
+		col--
+	}
+	return len(line)
+}
+
+// valueEnd is the byte offset just past value v, which starts at from on
+// line: a flow collection ends at its matching bracket on this line; a
+// scalar runs to its line comment or the end of the line.
+func valueEnd(line string, from int, v *yaml.Node) (int, bool) {
+	if v.Kind != yaml.ScalarNode {
+		depth := 0
+		var quote byte
+		for i := from; i < len(line); i++ {
+			c := line[i]
+			switch {
+			case quote != 0:
+				if c == quote {
+					quote = 0
+				} else if c == '\\' && quote == '"' {
+					i++
+				}
+			case c == '"' || c == '\'':
+				quote = c
+			case c == '[' || c == '{':
+				depth++
+			case c == ']' || c == '}':
+				depth--
+				if depth == 0 {
+					return i + 1, true
+				}
+			}
+		}
+		return 0, false
+	}
+	rest := strings.TrimRight(line, "\r\n")
+	if i := strings.Index(rest[from:], " #"); i >= 0 && v.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle) == 0 {
+		rest = rest[:from+i]
+	} else if v.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle) != 0 {
+		q := line[from]
+		for i := from + 1; i < len(rest); i++ {
+			if rest[i] == q && (q == '\'' && (i+1 >= len(rest) || rest[i+1] != '\'') || q == '"' && rest[i-1] != '\\') {
+				return i + 1, true
+			}
+			if q == '\'' && rest[i] == '\'' {
+				i++
+			}
+		}
+		return 0, false
+	}
+	return len(strings.TrimRight(rest, " \t")), true
 }
 
 func indent(text string, n int) string {

@@ -66,12 +66,12 @@ upstream:
 
 routes:
   # Carts are created by agents.
-  - name: create_cart # hand-picked name
+  - name: create_cart          # hand-picked name
     method: POST
     path: /api/carts
     idempotent: true
-    timeout: 5s # hand-set: the importer never touches it
-    rate_limit: {requests: 100, per: 60s} # the document says 100
+    timeout: 5s                # hand-set: the importer never touches it
+    rate_limit: {requests: 100, per: 60s}   # the document says 100
 
   - name: update_cart
     method: PUT
@@ -110,7 +110,7 @@ func TestMerge(t *testing.T) {
 		t.Errorf("--dry-run changed the file")
 	}
 	diff := out.String()
-	for _, want := range []string{"--- " + cfgPath + "\n", "+++ " + cfgPath + " (merged)\n", "-    rate_limit: { requests: 600, per: 60s }", "+    rate_limit: {requests: 100, per: 60s} # the document says 100", "+    session: id", "+  - name: placeOrder"} {
+	for _, want := range []string{"--- " + cfgPath + "\n", "+++ " + cfgPath + " (merged)\n", "-    rate_limit: { requests: 600, per: 60s }", "+    rate_limit: {requests: 100, per: 60s}   # the document says 100", "+    session: id", "+  - name: placeOrder"} {
 		if !strings.Contains(diff, want) {
 			t.Errorf("diff lacks %q:\n%s", want, diff)
 		}
@@ -189,6 +189,116 @@ func TestMergeShapes(t *testing.T) {
 		if _, _, err := Merge([]byte(bad), res); err == nil {
 			t.Errorf("Merge(%q) = nil error", bad)
 		}
+	}
+}
+
+// Entries whose layout allows it are edited line by line (values replaced
+// in place, keys inserted before trailing comments); others are
+// re-encoded whole, without duplicating comments yaml.v3 attaches to the
+// wrong node.
+func TestMergeLayouts(t *testing.T) {
+	t.Parallel()
+	spec, err := LoadSpec(writeFile(t, t.TempDir(), "spec.yaml", mergeSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Import(spec, Options{})
+	cases := []struct{ name, config, want string }{
+		{"wide indent, comments around", `routes:
+    # head of a
+    -   name: a
+        method: POST
+        path: /api/carts
+        # inner comment
+        timeout: 5s
+        # trailing inside a
+    # head of b (at dash col)
+
+    -   name: b   # line b
+        method: PUT
+        path: '/api/carts/{id}'   # quoted
+        session: "x"  # wrong
+        # foot of b inside
+# foot of routes at col 0
+mode: enforce # end
+`, `routes:
+    # head of a
+    -   name: a
+        method: POST
+        path: /api/carts
+        # inner comment
+        timeout: 5s
+        idempotent: true
+        rate_limit: {requests: 100, per: 60s}
+        # trailing inside a
+    # head of b (at dash col)
+
+    -   name: b   # line b
+        method: PUT
+        path: '/api/carts/{id}'   # quoted
+        session: id  # wrong
+        idempotent: true
+        # foot of b inside
+    - name: deleteCart
+      method: DELETE
+      path: /api/carts/{cartId}
+      idempotent: true
+      require_key: true
+    - name: placeOrder
+      method: POST
+      path: /api/orders
+      idempotent: true
+# foot of routes at col 0
+mode: enforce # end
+`},
+		{"block value re-encodes the entry", `routes:
+  - name: a   # keep me
+    method: POST
+    path: /api/carts
+    rate_limit:
+      requests: 1
+      per: 1s
+  # next
+  - {name: b, method: PUT, path: "/api/carts/{id}"}
+  - name: c
+    method: DELETE
+    path: /api/carts/{id}
+    require_key: true
+  - name: d
+    method: POST
+    path: /api/orders
+    idempotent: true
+`, `routes:
+  - name: a # keep me
+    method: POST
+    path: /api/carts
+    rate_limit: {requests: 100, per: 60s}
+    idempotent: true
+  # next
+  - {name: b, method: PUT, path: "/api/carts/{id}", idempotent: true, session: id}
+  - name: c
+    method: DELETE
+    path: /api/carts/{id}
+    require_key: true
+    idempotent: true
+  - name: d
+    method: POST
+    path: /api/orders
+    idempotent: true
+`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			got, _, err := Merge([]byte(c.config), res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != c.want {
+				t.Errorf("merged:\n%s", UnifiedDiff("want", "got", []byte(c.want), got))
+			}
+			validateConfig(t, got)
+		})
 	}
 }
 
