@@ -82,7 +82,7 @@ func Against(spec *Spec, routes []Route, opts Options) *Report {
 	for i, r := range routes {
 		t, err := pathtmpl.Parse(r.Path)
 		if err != nil {
-			rep.Problems = append(rep.Problems, Problem{Pointer: "route " + r.Name, Msg: err.Error()})
+			rep.Problems = append(rep.Problems, Problem{Pointer: fmt.Sprintf(" (route %q)", r.Name), Msg: err.Error()})
 			continue
 		}
 		tmpls[i] = t
@@ -90,7 +90,7 @@ func Against(spec *Spec, routes []Route, opts Options) *Report {
 	}
 	table, err := pathtmpl.NewTable(entries)
 	if err != nil {
-		rep.Problems = append(rep.Problems, Problem{Pointer: "routes", Msg: err.Error()})
+		rep.Problems = append(rep.Problems, Problem{Pointer: " (routes)", Msg: err.Error()})
 		return rep
 	}
 	// Deterministic order: by pointer.
@@ -163,7 +163,7 @@ func RunAgainst(specPath, configPath string, cfg *config.Config, stdout, stderr 
 	}
 	rep := Against(spec, RoutesOf(cfg), Options{})
 	for _, p := range rep.Problems {
-		fmt.Fprintln(stderr, p)
+		fmt.Fprintln(stderr, specPath+p.String())
 	}
 	for _, f := range rep.Unprotected {
 		fmt.Fprintln(stdout, "unprotected: "+f.String())

@@ -86,7 +86,7 @@ func RunImport(args []string, stdout, stderr io.Writer) error {
 	}
 	res := Import(spec, Options{BasePath: *basePath, KeyHeader: *keyHeader})
 	for _, p := range res.Problems {
-		fmt.Fprintln(stderr, p)
+		fmt.Fprintln(stderr, specs[0]+p.String()) // spec.yaml#/paths/...: a URI reference
 	}
 	switch {
 	case *mergeInto != "":

@@ -60,7 +60,7 @@ func TestImportGolden(t *testing.T) {
 func TestImportDeterministic(t *testing.T) {
 	t.Parallel()
 	var first []byte
-	for i := range 5 {
+	for i := range 3 {
 		var out bytes.Buffer
 		if err := RunImport([]string{"testdata/harbor/swagger.yaml"}, &out, &bytes.Buffer{}); err != nil {
 			t.Fatal(err)
@@ -319,6 +319,43 @@ webhooks:
 			},
 		},
 		{
+			name: "extensions above operations are reported",
+			doc: head + `x-ratelimit: {requests: 1, per: 1s}
+paths:
+  /a:
+    x-idempotency: {required: true}
+    post: {operationId: a, responses: {"200": {description: ok}}}
+`,
+			want: "POST /a a idempotent",
+			problems: []string{
+				"#/x-ratelimit: is read on operations only",
+				"#/paths/~1a/x-idempotency: is read on operations only",
+			},
+		},
+		{
+			name: "Swagger 2.0: consumes application/graphql, extensions, header parameter",
+			doc: `swagger: "2.0"
+info: {title: t, version: "1"}
+basePath: /api
+paths:
+  /graphql:
+    post:
+      consumes: [application/graphql]
+      parameters: [{name: body, in: body, schema: {type: string}}]
+      responses: {"200": {description: ok}}
+  /orders/{order.id}:
+    put:
+      operationId: putOrder
+      parameters:
+        - {name: order.id, in: path, required: true, type: string}
+        - {name: Idempotency-Key, in: header, required: true, type: string}
+      x-idempotency: {session: order.id, retention: 48h}
+      x-ratelimit: {requests: 5, per: 10}
+      responses: {"200": {description: ok}}
+`,
+			want: "POST /api/graphql post_graphql idempotent protocol=graphql\nPUT /api/orders/{order_id} putOrder idempotent require_key session=order_id rate_limit=5/10s",
+		},
+		{
 			name: "literals are escaped, trailing slash kept, empty segment dropped",
 			doc: head + `paths:
   /a b//c/:
@@ -362,6 +399,31 @@ webhooks:
 			}
 			out := Render(spec, res)
 			validateConfig(t, out)
+			// The command prints the same problems, one line each, as
+			// SPEC#POINTER: message.
+			var stdout, stderr bytes.Buffer
+			args := []string{p}
+			if c.opts.BasePath != "" {
+				args = append(args, "--base-path", c.opts.BasePath)
+			}
+			if err := RunImport(args, &stdout, &stderr); err != nil {
+				t.Fatal(err)
+			}
+			errLines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
+			if stderr.Len() == 0 {
+				errLines = nil
+			}
+			if len(errLines) != len(res.Problems) {
+				t.Errorf("stderr has %d lines; want %d:\n%s", len(errLines), len(res.Problems), stderr.String())
+			}
+			for i, l := range errLines {
+				if i < len(res.Problems) && l != p+res.Problems[i].String() {
+					t.Errorf("stderr line %d = %q; want %q", i, l, p+res.Problems[i].String())
+				}
+			}
+			if !bytes.Equal(stdout.Bytes(), out) {
+				t.Errorf("RunImport printed other routes than Render")
+			}
 		})
 	}
 }

@@ -142,9 +142,18 @@ func (im *importer) run() {
 	doc := im.spec.Doc
 	im.docBase = im.basePath(doc.Servers, "#/servers", "")
 	var ops []op
+	misplaced := func(ext map[string]any, ptr string) {
+		for _, k := range []string{"x-idempotency", "x-ratelimit"} {
+			if _, ok := ext[k]; ok {
+				im.problem(ptr+"/"+k, "is read on operations only; ignored here (put it on each operation)")
+			}
+		}
+	}
+	misplaced(doc.Extensions, "#")
 	for _, p := range sortedPaths(doc.Paths) {
 		item := doc.Paths.Value(p)
 		ptr := "#/paths/" + escapePointer(p)
+		misplaced(item.Extensions, ptr)
 		itemBase := im.basePath(item.Servers, ptr+"/servers", im.docBase)
 		methods := make([]string, 0, 8)
 		for m := range item.Operations() {

@@ -318,3 +318,33 @@ func TestMergeKeepsFileMode(t *testing.T) {
 		t.Errorf("mode after merge = %v, %v; want 0600", st.Mode(), err)
 	}
 }
+
+// With --merge, the key header is the config's idempotency.header.
+func TestMergeKeyHeaderFromConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	specPath := writeFile(t, dir, "spec.yaml", `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /a:
+    post:
+      operationId: a
+      parameters: [{name: X-Request-Key, in: header, required: true, schema: {type: string}}]
+      responses: {"200": {description: ok}}
+`)
+	cfgPath := writeFile(t, dir, "c.yaml", "upstream: {url: \"http://127.0.0.1:1\"}\nidempotency:\n  header: X-Request-Key\n")
+	if err := RunImport([]string{specPath, "--merge", cfgPath}, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(cfgPath)
+	if !strings.Contains(string(got), "require_key: true") {
+		t.Errorf("merged config lacks require_key:\n%s", got)
+	}
+	var out bytes.Buffer
+	if err := RunImport([]string{specPath}, &out, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "require_key") {
+		t.Errorf("without --merge the key header is Idempotency-Key; got require_key:\n%s", out.String())
+	}
+}
