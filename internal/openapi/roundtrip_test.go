@@ -152,14 +152,15 @@ func TestRoundTrip(t *testing.T) {
 	for _, spec := range []string{"testdata/petstore2/petstore.json", "testdata/petstore3/openapi.yaml", "testdata/ucp/ucp.yaml", "testdata/harbor/swagger.yaml"} {
 		t.Run(filepath.Base(filepath.Dir(spec)), func(t *testing.T) {
 			t.Parallel()
-			var out bytes.Buffer
-			if err := RunImport([]string{spec}, &out, io.Discard); err != nil {
+			loaded, err := LoadSpec(spec)
+			if err != nil {
 				t.Fatal(err)
 			}
+			res := Import(loaded, Options{})
 			up := &countingUpstream{runs: map[string]int{}}
 			upstream := httptest.NewServer(up)
 			t.Cleanup(upstream.Close)
-			cfg, dropped := knownOnly(t, out.Bytes(), map[string]any{
+			cfg, dropped := knownOnly(t, Render(loaded, res), map[string]any{
 				"listen":       "127.0.0.1:0",
 				"admin_listen": "127.0.0.1:0",
 				"upstream":     map[string]any{"url": upstream.URL},
@@ -169,11 +170,6 @@ func TestRoundTrip(t *testing.T) {
 				t.Logf("keys this build's config does not have yet, left out: %v", dropped)
 			}
 			base := "http://" + startIdemgate(t, cfg)
-			loaded, err := LoadSpec(spec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res := Import(loaded, Options{})
 			requireKey := map[string]bool{}
 			for _, r := range res.Routes {
 				requireKey[r.Method+" "+r.Path] = r.RequireKey
