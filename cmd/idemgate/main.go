@@ -48,6 +48,7 @@ const usage = `usage:
   idemgate --config FILE            run the proxy
   idemgate demo [--listen ADDR]     run the proxy in front of a built-in demo API
   idemgate validate --config FILE   check a config; print the routes it understood
+  idemgate validate --against SPEC CONFIG   report writes of an OpenAPI document no route protects
   idemgate healthcheck [--addr A]   probe the admin listener's /readyz; exit 0 if ready
   idemgate routes import SPEC       print routes from an OpenAPI/Swagger document (see routes import -h)
   idemgate version                  print the version

@@ -2,6 +2,8 @@ package openapi
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -113,5 +115,39 @@ func TestImportUsage(t *testing.T) {
 	}
 	if err := RunRoutes([]string{"export"}, &bytes.Buffer{}, &bytes.Buffer{}); err != ErrUsage {
 		t.Errorf("RunRoutes(export) = %v; want ErrUsage", err)
+	}
+}
+
+// External $refs to local files resolve, relative to the document (an
+// operation's parameters and a whole path item).
+func TestImportLocalExternalRefs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "parts"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir, "parts/common.yaml", `KeyRequired:
+  name: Idempotency-Key
+  in: header
+  required: true
+  schema: {type: string}
+`)
+	writeFile(t, dir, "parts/orders.yaml", `post:
+  operationId: placeOrder
+  parameters: [{$ref: "common.yaml#/KeyRequired"}]
+  responses: {"201": {description: ok}}
+`)
+	p := writeFile(t, dir, "spec.yaml", `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /orders: {$ref: "parts/orders.yaml"}
+`)
+	spec, err := LoadSpec(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Import(spec, Options{})
+	if len(res.Routes) != 1 || describe(res.Routes[0]) != "POST /orders placeOrder idempotent require_key" {
+		t.Errorf("routes = %+v; want POST /orders placeOrder with require_key", res.Routes)
 	}
 }
