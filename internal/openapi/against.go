@@ -41,7 +41,7 @@ func (f Finding) String() string {
 // Against checks routes against spec. A write operation is protected when
 // the route that idemgate would pick for a request to it (same method, the
 // operation's path with a sample value in each parameter, the most specific
-// template winning) is idempotent. A route matches an operation when some
+// template winning) is idempotent and not in observe mode. A route matches an operation when some
 // path matches both its template and the operation's, method equal.
 // Paths compare as idemgate's path templates do (internal/pathtmpl), with
 // the base path of [Options] or the document's servers applied.
@@ -108,6 +108,8 @@ func Against(spec *Spec, routes []Route, opts Options) *Report {
 			f.Msg = "no route matches this write"
 		case !routes[i].Idempotent:
 			f.Route, f.Msg = routes[i].Name, fmt.Sprintf("route %q matches it, but is not idempotent", routes[i].Name)
+		case routes[i].Observe:
+			f.Route, f.Msg = routes[i].Name, fmt.Sprintf("route %q matches it, but is in observe mode (nothing is enforced)", routes[i].Name)
 		default:
 			continue
 		}
@@ -147,7 +149,8 @@ func samplePath(t *pathtmpl.Template) string {
 func RoutesOf(cfg *config.Config) []Route {
 	out := make([]Route, len(cfg.Routes))
 	for i, r := range cfg.Routes {
-		out[i] = Route{Name: r.Name, Method: r.Method, Path: r.Path, Idempotent: r.Idempotent}
+		out[i] = Route{Name: r.Name, Method: r.Method, Path: r.Path, Idempotent: r.Idempotent,
+			Observe: r.EffectiveMode(cfg.Mode) == config.ModeObserve}
 	}
 	return out
 }

@@ -20,6 +20,7 @@ routes:
   - {name: special, method: DELETE, path: "/v2/user/admin", idempotent: true}
   - {name: orders, method: POST, path: "/v2/store/{any}", idempotent: true}
   - {name: read, method: GET, path: "/v2/pet/{id}", session: id}
+  - {name: watch, method: POST, path: "/v2/user", idempotent: true, mode: observe}
 `)
 	cfg, err := config.Load(cfgPath)
 	if err != nil {
@@ -41,12 +42,12 @@ unprotected: #/paths/~1pet~1{petId}/delete: DELETE /v2/pet/{petId}: no route mat
 unprotected: #/paths/~1pet~1{petId}/post: POST /v2/pet/{petId}: no route matches this write
 unprotected: #/paths/~1pet~1{petId}~1uploadImage/post: POST /v2/pet/{petId}/uploadImage: no route matches this write
 unprotected: #/paths/~1store~1order~1{orderId}/delete: DELETE /v2/store/order/{orderId}: no route matches this write
-unprotected: #/paths/~1user/post: POST /v2/user: no route matches this write
+unprotected: #/paths/~1user/post: POST /v2/user: route "watch" matches it, but is in observe mode (nothing is enforced)
 unprotected: #/paths/~1user~1createWithArray/post: POST /v2/user/createWithArray: no route matches this write
 unprotected: #/paths/~1user~1createWithList/post: POST /v2/user/createWithList: no route matches this write
 unprotected: #/paths/~1user~1{username}/put: PUT /v2/user/{username}: no route matches this write
 unmatched: route "typo" (POST /v2/pets): matches no operation of the document
-` + cfgPath + ` against testdata/petstore2/petstore.json: 3 of 12 write operations protected; 1 of 7 routes match no operation
+` + cfgPath + ` against testdata/petstore2/petstore.json: 3 of 12 write operations protected; 1 of 8 routes match no operation
 `
 	if out.String() != want {
 		t.Errorf("report:\n%s", UnifiedDiff("want", "got", []byte(want), out.Bytes()))

@@ -34,6 +34,10 @@ type Route struct {
 	InProgress        string // "reject" or "wait"
 	RateLimit         *RateLimit
 
+	// Observe is set for a config route in observe mode (see [RoutesOf]);
+	// the importer never sets it.
+	Observe bool
+
 	// Pointer is the JSON pointer of the operation in the document.
 	Pointer string
 	// SpecPath is the operation's path as the document writes it.
