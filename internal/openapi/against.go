@@ -60,7 +60,7 @@ func Against(spec *Spec, routes []Route, opts Options) *Report {
 		ptr := "#/paths/" + escapePointer(p)
 		itemBase := im.basePath(item.Servers, ptr+"/servers", docBase)
 		for m, o := range item.Operations() {
-			optr := ptr + "/" + strings.ToLower(m)
+			optr := opPointer(ptr, m)
 			base := itemBase
 			if o.Servers != nil {
 				base = im.basePath(*o.Servers, optr+"/servers", itemBase)

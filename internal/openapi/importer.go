@@ -159,17 +159,15 @@ func (im *importer) run() {
 		ptr := "#/paths/" + escapePointer(p)
 		misplaced(item.Extensions, ptr)
 		itemBase := im.basePath(item.Servers, ptr+"/servers", im.docBase)
-		methods := make([]string, 0, 8)
-		for m := range item.Operations() {
+		operations := item.Operations()
+		methods := make([]string, 0, len(operations))
+		for m := range operations {
 			methods = append(methods, m)
 		}
 		slices.SortFunc(methods, func(a, b string) int { return methodRank(a) - methodRank(b) })
 		for _, m := range methods {
-			o := item.Operations()[m]
-			optr := ptr + "/" + strings.ToLower(m)
-			if _, fixed := fixedMethod(m); !fixed {
-				optr = ptr + "/additionalOperations/" + escapePointer(m)
-			}
+			o := operations[m]
+			optr := opPointer(ptr, m)
 			im.res.Operations++
 			if writeMethods[m] {
 				im.res.Writes++
@@ -215,13 +213,21 @@ func (im *importer) run() {
 }
 
 // fixedMethod reports whether m is one of the path item's fixed fields.
-func fixedMethod(m string) (string, bool) {
+// opPointer is the JSON pointer of the operation m of the path item at ptr.
+func opPointer(ptr, m string) string {
+	if !fixedMethod(m) {
+		return ptr + "/additionalOperations/" + escapePointer(m)
+	}
+	return ptr + "/" + strings.ToLower(m)
+}
+
+func fixedMethod(m string) bool {
 	switch m {
 	case http.MethodConnect, http.MethodDelete, http.MethodGet, http.MethodHead, http.MethodOptions,
 		http.MethodPatch, http.MethodPost, http.MethodPut, http.MethodTrace, openapi3.MethodQuery:
-		return m, true
+		return true
 	}
-	return m, false
+	return false
 }
 
 func sortedPaths(p *openapi3.Paths) []string {

@@ -23,7 +23,8 @@ import (
 // inserted after the entry's last key; a flow-style entry, or one whose
 // changed value spans several lines, is re-encoded whole (two-space indent,
 // its comments kept). A generated route is matched with an existing
-// one by method and path (parameter names aside), else by name. A matched
+// one by method and path (parameter names aside), else by method and name
+// (the operation's path moved). A matched
 // route keeps:
 //
 //   - its name, and its path when only parameter names differ (a session
@@ -37,8 +38,9 @@ import (
 //   - the comments inside it.
 //
 // A write route gets idempotent: true. Generated routes matching no
-// existing route are appended to routes; existing routes matching no
-// generated one are kept, with a note. path_case: sensitive is added when
+// existing route are appended to routes (renamed when their name is taken;
+// left out, with a note, when they would be ambiguous with a route of the
+// config); existing routes matching no generated one are kept, with a note. path_case: sensitive is added when
 // the document needs it.
 func Merge(config []byte, res *Result) ([]byte, []string, error) {
 	var doc yaml.Node
@@ -71,6 +73,13 @@ func Merge(config []byte, res *Result) ([]byte, []string, error) {
 		changes            []change
 	}
 	ex := make([]*existing, len(items))
+	ex2routes := func(ex []*existing) []Route {
+		out := make([]Route, 0, len(ex))
+		for _, e := range ex {
+			out = append(out, Route{Name: e.name, Method: e.method, Path: e.path})
+		}
+		return out
+	}
 	for i, it := range items {
 		e := &existing{node: it}
 		if it.Kind == yaml.AliasNode {
@@ -101,14 +110,21 @@ func Merge(config []byte, res *Result) ([]byte, []string, error) {
 			}
 		}
 		if e == nil {
+			// The same operation under a moved path.
 			for _, c := range ex {
-				if !c.matched && c.name == g.Name {
+				if !c.matched && c.name == g.Name && c.method == g.Method {
 					e = c
 					break
 				}
 			}
 		}
 		if e == nil {
+			if note, ok := addable(&g, ex2routes(ex), added); !ok {
+				notes = append(notes, note)
+				continue
+			} else if note != "" {
+				notes = append(notes, note)
+			}
 			added = append(added, g)
 			continue
 		}
@@ -192,6 +208,37 @@ func Merge(config []byte, res *Result) ([]byte, []string, error) {
 		notes = append(notes, fmt.Sprintf("route %q (%s %s) added", r.Name, r.Method, r.Path))
 	}
 	return m.apply(), notes, nil
+}
+
+// addable checks a generated route g about to be appended to a config that
+// has routes have and will also get added: a name already taken gets a
+// suffix (with a note); a path ambiguous with a route of the same method
+// would make the config invalid, so g is not added (ok false, with a note
+// saying why).
+func addable(g *Route, have, added []Route) (note string, ok bool) {
+	all := append(slices.Clone(have), added...)
+	t := pathtmpl.MustParse(g.Path)
+	for _, r := range all {
+		rt, err := pathtmpl.Parse(r.Path)
+		if err != nil || r.Method != g.Method || !pathtmpl.Ambiguous(t, rt) {
+			continue
+		}
+		ex, _ := pathtmpl.Overlap(t, rt)
+		return fmt.Sprintf("route %q (%s %s) not added: it and route %q (%s %s) both match %s equally; write one by hand", g.Name, g.Method, g.Path, r.Name, r.Method, r.Path, ex), false
+	}
+	taken := func(n string) bool {
+		return slices.ContainsFunc(all, func(r Route) bool { return r.Name == n })
+	}
+	if !taken(g.Name) {
+		return "", true
+	}
+	name := g.Name
+	for i := 2; taken(name); i++ {
+		name = fmt.Sprintf("%s_%d", g.Name, i)
+	}
+	note = fmt.Sprintf("route name %q is taken; the route for %s %s is named %q", g.Name, g.Method, g.Path, name)
+	g.Name = name
+	return note, true
 }
 
 // updateRoute sets in n the keys of g the document states; it returns what

@@ -348,3 +348,44 @@ paths:
 		t.Errorf("without --merge the key header is Idempotency-Key; got require_key:\n%s", out.String())
 	}
 }
+
+// A generated route appended to a config never makes it invalid: a taken
+// name gets a suffix, an ambiguous path is not added; a route with the
+// operation's name but another method is not taken for it.
+func TestMergeAddsValidRoutes(t *testing.T) {
+	t.Parallel()
+	spec, err := LoadSpec(writeFile(t, t.TempDir(), "spec.yaml", mergeSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Import(spec, Options{})
+	config := `upstream: {url: "http://127.0.0.1:1"}
+routes:
+  - {name: placeOrder, method: GET, path: /api/orders}
+  - {name: odd, method: PUT, path: "/api/{x}/y"}
+`
+	// PUT /api/carts/{cartId} (updateCart) and PUT /api/{x}/y both match
+	// /api/carts/y with one literal each.
+	got, notes, err := Merge([]byte(config), res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := validateConfig(t, got)
+	var names []string
+	for _, r := range cfg.Routes {
+		names = append(names, r.Name+" "+r.Method+" "+r.Path)
+	}
+	want := "placeOrder GET /api/orders|odd PUT /api/{x}/y|createCart POST /api/carts|deleteCart DELETE /api/carts/{cartId}|placeOrder_2 POST /api/orders"
+	if strings.Join(names, "|") != want {
+		t.Errorf("routes = %s\nwant %s", strings.Join(names, "|"), want)
+	}
+	all := strings.Join(notes, "\n")
+	for _, w := range []string{
+		`route "updateCart" (PUT /api/carts/{cartId}) not added: it and route "odd" (PUT /api/{x}/y) both match /api/carts/y equally`,
+		`route name "placeOrder" is taken; the route for POST /api/orders is named "placeOrder_2"`,
+	} {
+		if !strings.Contains(all, w) {
+			t.Errorf("notes lack %q:\n%s", w, all)
+		}
+	}
+}
