@@ -2,7 +2,9 @@ package openapi
 
 import (
 	"encoding/json"
+
 	"fmt"
+	yaml "go.yaml.in/yaml/v3"
 	"os"
 	"path/filepath"
 	"testing"
@@ -54,5 +56,43 @@ func FuzzImportExtensions(f *testing.F) {
 		}
 		res := Import(spec, Options{})
 		validateConfig(t, Render(spec, res))
+	})
+}
+
+// FuzzMerge: for any config text, Merge either refuses it or returns YAML
+// that parses (Merge itself checks that the other keys and the routes came
+// out as intended), and that a second Merge leaves unchanged.
+func FuzzMerge(f *testing.F) {
+	for _, s := range []string{mergeConfig, "", "routes:\n", "routes: []\n", "routes:\n- name: x\n  method: GET\n  path: /x\n",
+		"routes:\n    -   name: a   # c\n        method: POST\n        path: '/api/carts'  # q\n        rate_limit: { requests: 1, per: 1s }\n    # next\n",
+		"a: 1\nroutes:\n  - {name: b, method: PUT, path: \"/api/carts/{id}\"}\n  -\n    name: c\n    method: DELETE\n    path: /api/carts/{x}\n"} {
+		f.Add(s)
+	}
+	dir := f.TempDir()
+	p := filepath.Join(dir, "spec.yaml")
+	if err := os.WriteFile(p, []byte(mergeSpec), 0o644); err != nil {
+		f.Fatal(err)
+	}
+	spec, err := LoadSpec(p)
+	if err != nil {
+		f.Fatal(err)
+	}
+	res := Import(spec, Options{})
+	f.Fuzz(func(t *testing.T, config string) {
+		got, _, err := Merge([]byte(config), res)
+		if err != nil {
+			return
+		}
+		var doc map[string]any
+		if err := yaml.Unmarshal(got, &doc); err != nil {
+			t.Fatalf("merged config does not parse: %v\n--- in\n%s\n--- out\n%s", err, config, got)
+		}
+		again, _, err := Merge(got, res)
+		if err != nil {
+			t.Fatalf("second merge: %v\n%s", err, got)
+		}
+		if string(again) != string(got) {
+			t.Fatalf("second merge changed the config:\n%s\n--- in\n%q", UnifiedDiff("first", "second", got, again), config)
+		}
 	})
 }

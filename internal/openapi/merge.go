@@ -57,6 +57,10 @@ func Merge(config []byte, res *Result) ([]byte, []string, error) {
 		return nil, nil, errors.New("the config is not a YAML mapping")
 	}
 	m := &merger{lines: splitLines(config), root: root}
+	rootCol := 0 // the column of the top-level keys
+	if len(root.Content) > 0 {
+		rootCol = root.Content[0].Column - 1
+	}
 	var notes []string
 	routesKey, routes := lookup(root, "routes")
 	var items []*yaml.Node
@@ -73,6 +77,13 @@ func Merge(config []byte, res *Result) ([]byte, []string, error) {
 		changes            []change
 	}
 	ex := make([]*existing, len(items))
+	ex2nodes := func(ex []*existing) []*yaml.Node {
+		out := make([]*yaml.Node, len(ex))
+		for i, e := range ex {
+			out[i] = e.node
+		}
+		return out
+	}
 	ex2routes := func(ex []*existing) []Route {
 		out := make([]Route, 0, len(ex))
 		for _, e := range ex {
@@ -182,7 +193,7 @@ func Merge(config []byte, res *Result) ([]byte, []string, error) {
 		}
 		text := string(encode(&yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{scalar("routes"), seq}}))
 		if routesKey == nil {
-			m.edit(len(m.lines), len(m.lines), ensureNewline(m.lines)+text)
+			m.edit(len(m.lines), len(m.lines), ensureNewline(m.lines)+indent(text, rootCol))
 		} else {
 			start := routesKey.Line - 1
 			m.edit(start, m.blockEnd(start, routesKey.Column-1), indent(text, routesKey.Column-1))
@@ -196,7 +207,7 @@ func Merge(config []byte, res *Result) ([]byte, []string, error) {
 			if routesKey != nil {
 				at = routesKey.Line - 1
 			}
-			m.edit(at, at, "path_case: sensitive  # two paths of the API differ only in case\n")
+			m.edit(at, at, indent("path_case: sensitive  # two paths of the API differ only in case\n", rootCol))
 			notes = append(notes, "path_case: sensitive added: two paths of the document differ only in case")
 		case scalarValue(pc) != "sensitive":
 			notes = append(notes, fmt.Sprintf("path_case is %q, but two paths of the document differ only in case; set to sensitive", scalarValue(pc)))
@@ -207,7 +218,98 @@ func Merge(config []byte, res *Result) ([]byte, []string, error) {
 	for _, r := range added {
 		notes = append(notes, fmt.Sprintf("route %q (%s %s) added", r.Name, r.Method, r.Path))
 	}
-	return m.apply(), notes, nil
+	out := m.apply()
+	if err := checkMerged(config, out, ex2nodes(ex), added, res.PathCaseSensitive); err != nil {
+		// A layout the line edits cannot follow (a top-level plain scalar
+		// running over several lines, odd indentation): re-encode the whole
+		// document from the updated tree instead. Comments are kept,
+		// formatting is not.
+		out = reencode(&doc, root, routesKey, routes, added, res.PathCaseSensitive)
+		if err2 := checkMerged(config, out, ex2nodes(ex), added, res.PathCaseSensitive); err2 != nil {
+			return nil, nil, fmt.Errorf("cannot merge into this config: %v", err2)
+		}
+		notes = append(notes, "the config's layout could not be edited line by line ("+err.Error()+"); it was re-encoded: comments kept, formatting not")
+	}
+	return out, notes, nil
+}
+
+// checkMerged verifies the merged text: it parses, every top-level key
+// other than routes and path_case decodes as in config, routes are the
+// existing entries (as updated) followed by added, and path_case is
+// sensitive when wanted.
+func checkMerged(config, merged []byte, existing []*yaml.Node, added []Route, caseSensitive bool) error {
+	var before, after map[string]any
+	if err := yaml.Unmarshal(config, &before); err != nil {
+		return err
+	}
+	if err := yaml.Unmarshal(merged, &after); err != nil {
+		return fmt.Errorf("the result does not parse: %v", oneLine(err))
+	}
+	for k, v := range before {
+		if k != "routes" && k != "path_case" && fmt.Sprint(after[k]) != fmt.Sprint(v) {
+			return fmt.Errorf("key %q changed", k)
+		}
+	}
+	for k := range after {
+		if _, ok := before[k]; !ok && k != "routes" && k != "path_case" {
+			return fmt.Errorf("key %q appeared", k)
+		}
+	}
+	var want []any
+	for _, n := range existing {
+		var v any
+		if err := n.Decode(&v); err != nil {
+			return err
+		}
+		want = append(want, v)
+	}
+	for _, r := range added {
+		var v any
+		if err := RouteNode(r).Decode(&v); err != nil {
+			return err
+		}
+		want = append(want, v)
+	}
+	got, _ := after["routes"].([]any)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		return errors.New("the routes did not come out as intended")
+	}
+	if caseSensitive && after["path_case"] != "sensitive" {
+		return errors.New("path_case did not come out as intended")
+	}
+	return nil
+}
+
+// reencode is the whole document, encoded from the updated tree.
+func reencode(doc, root, routesKey, routes *yaml.Node, added []Route, caseSensitive bool) []byte {
+	if routes == nil || routes.Kind != yaml.SequenceNode {
+		seq := &yaml.Node{Kind: yaml.SequenceNode}
+		if routesKey == nil {
+			root.Content = append(root.Content, scalar("routes"), seq)
+		} else {
+			for i := 0; i < len(root.Content); i += 2 {
+				if root.Content[i] == routesKey {
+					root.Content[i+1] = seq
+				}
+			}
+		}
+		routes = seq
+	}
+	routes.Style &^= yaml.FlowStyle
+	for _, r := range added {
+		routes.Content = append(routes.Content, RouteNode(r))
+	}
+	if caseSensitive {
+		if _, pc := lookup(root, "path_case"); pc != nil {
+			pc.Value = "sensitive"
+		} else {
+			root.Content = append(root.Content, scalar("path_case"), scalar("sensitive"))
+		}
+	}
+	if doc.Kind == 0 {
+		return encode(root)
+	}
+	return encode(doc)
 }
 
 // addable checks a generated route g about to be appended to a config that
@@ -524,20 +626,28 @@ type merger struct {
 type edit struct {
 	from, to int // lines [from, to) replaced
 	text     string
+	seq      int // order of recording
 }
 
 func (m *merger) edit(from, to int, text string) {
-	m.edits = append(m.edits, edit{from, to, text})
+	m.edits = append(m.edits, edit{from: from, to: to, text: text})
 }
 
 func (m *merger) apply() []byte {
-	// Bottom up; at one line, a replacement before an insertion, so the
-	// insertion lands above what replaced the line.
-	slices.SortStableFunc(m.edits, func(a, b edit) int {
+	// Bottom up. At one line, a replacement goes before an insertion (so the
+	// insertion lands above what replaced the line), and insertions go in
+	// reverse order of recording (so the first recorded ends up on top).
+	for i := range m.edits {
+		m.edits[i].seq = i
+	}
+	slices.SortFunc(m.edits, func(a, b edit) int {
 		if a.from != b.from {
 			return b.from - a.from
 		}
-		return b.to - a.to
+		if a.to != b.to {
+			return b.to - a.to
+		}
+		return b.seq - a.seq
 	})
 	lines := m.lines
 	for _, e := range m.edits {
