@@ -89,13 +89,6 @@ type Result struct {
 	Operations, Writes int
 }
 
-// Operation is one operation of a document, for [Against].
-type Operation struct {
-	Method   string
-	Template *pathtmpl.Template
-	Pointer  string
-}
-
 // writeMethods become idempotent routes; safeMethods become routes only when
 // an extension asks for a session or a limit.
 var (

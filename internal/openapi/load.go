@@ -2,7 +2,6 @@ package openapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -185,5 +184,3 @@ func oneLine(err error) string {
 	}
 	return b.String()
 }
-
-var errNoSpec = errors.New("SPEC is required")
