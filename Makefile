@@ -83,6 +83,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzMatch$$' -fuzztime $(FUZZTIME) ./internal/pathtmpl/
 	$(GO) test -run '^$$' -fuzz '^FuzzNormalize$$' -fuzztime $(FUZZTIME) ./internal/pathtmpl/
 	$(GO) test -run '^$$' -fuzz '^FuzzFinding2Spellings$$' -fuzztime $(FUZZTIME) ./internal/pathtmpl/
+	$(GO) test -run '^$$' -fuzz '^FuzzConvertPath$$' -fuzztime $(FUZZTIME) ./internal/openapi/
+	$(GO) test -run '^$$' -fuzz '^FuzzImportExtensions$$' -fuzztime $(FUZZTIME) ./internal/openapi/
+	$(GO) test -run '^$$' -fuzz '^FuzzMerge$$' -fuzztime $(FUZZTIME) ./internal/openapi/
 	$(GO) test -run '^$$' -fuzz '^FuzzClientAddr$$' -fuzztime $(FUZZTIME) ./limiter/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeAnswer$$' -fuzztime $(FUZZTIME) ./keystore/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodePlain$$' -fuzztime $(FUZZTIME) ./keystore/sealed/

@@ -15,6 +15,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/idemgate/idemgate/internal/openapi"
 )
 
 // version is stamped at build time: -ldflags "-X main.version=v1.2.3".
@@ -33,11 +35,22 @@ func main() {
 
 var errUsage = errors.New("usage")
 
+// usageErr maps a subcommand package's usage error to errUsage (its
+// message is already printed).
+func usageErr(err error) error {
+	if errors.Is(err, openapi.ErrUsage) {
+		return errUsage
+	}
+	return err
+}
+
 const usage = `usage:
   idemgate --config FILE            run the proxy
   idemgate demo [--listen ADDR]     run the proxy in front of a built-in demo API
   idemgate validate --config FILE   check a config; print the routes it understood
+  idemgate validate --against SPEC CONFIG   report writes of an OpenAPI document no route protects
   idemgate healthcheck [--addr A]   probe the admin listener's /readyz; exit 0 if ready
+  idemgate routes import SPEC       print routes from an OpenAPI/Swagger document (see routes import -h)
   idemgate version                  print the version
 `
 
@@ -57,6 +70,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runValidate(args, stdout, stderr)
 	case "healthcheck":
 		return runHealthcheck(ctx, args, stdout, stderr)
+	case "routes":
+		return usageErr(openapi.RunRoutes(args, stdout, stderr))
 	case "version":
 		fmt.Fprintln(stdout, "idemgate", version)
 		return nil

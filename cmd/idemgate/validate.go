@@ -7,14 +7,19 @@ import (
 	"strings"
 
 	"github.com/idemgate/idemgate/config"
+	"github.com/idemgate/idemgate/internal/openapi"
 )
 
 func runValidate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "config file (YAML)")
+	against := fs.String("against", "", "OpenAPI/Swagger document: report unprotected writes and routes matching no operation")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
+	}
+	if *path == "" && fs.NArg() == 1 {
+		*path = fs.Arg(0) // validate --against SPEC CONFIG
 	}
 	if *path == "" {
 		fmt.Fprintln(stderr, "idemgate validate: --config FILE is required")
@@ -26,6 +31,9 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintln(stderr, line)
 		}
 		return fmt.Errorf("%s: invalid config", *path)
+	}
+	if *against != "" {
+		return openapi.RunAgainst(*against, *path, cfg, stdout, stderr)
 	}
 	fmt.Fprintf(stdout, "%s: valid; upstream %s, store %s, %d routes\n", *path, cfg.Upstream.URL, cfg.Store.Backend, len(cfg.Routes))
 	for _, r := range cfg.Routes {
