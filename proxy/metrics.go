@@ -170,6 +170,21 @@ func NewMetrics(reg prometheus.Registerer, version string) *Metrics {
 	return m
 }
 
+// countInFlight keeps idemgate_http_requests_in_flight. It runs outside
+// the access log, so that when in-flight drops, the request has been
+// counted. Without metrics it adds nothing.
+func (p *Proxy) countInFlight(next http.Handler) http.Handler {
+	m := p.metrics
+	if m == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.inFlight.Inc()
+		defer m.inFlight.Dec()
+		next.ServeHTTP(w, r)
+	})
+}
+
 // observeRequest records a finished request: its outcome, status and
 // duration, and a limiter's refusal.
 func (m *Metrics) observeRequest(r *http.Request, ex *exchange, status int, outcome string, d time.Duration) {
@@ -188,7 +203,7 @@ func (m *Metrics) observeRequest(r *http.Request, ex *exchange, status int, outc
 			// Refused before the route was matched: the edge limiter. Name
 			// the route the request would have matched.
 			limiter = LimiterEdge
-			if rt := ex.routing; rt != nil {
+			if rt := ex.stages; rt != nil {
 				if i, ok := rt.table.Lookup(r.Method, r.URL.EscapedPath()); ok {
 					route = rt.routes[i].Name
 				}

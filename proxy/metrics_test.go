@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	itestutil "github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/memstore"
+	"github.com/idemgate/idemgate/limiter"
 	"github.com/idemgate/idemgate/session"
 )
 
@@ -41,7 +43,7 @@ func newMeteredProxy(t *testing.T, up string, routes []Route, mod func(*Options,
 	logs := &syncBuffer{}
 	opts := Options{
 		Upstream: u,
-		Routes:   routes,
+		Stages:   Stages{Routes: routes},
 		Store:    m.Store(st),
 		Idempotency: Idempotency{
 			IdentityHeaders: []string{"Authorization"},
@@ -68,18 +70,24 @@ func newMeteredProxy(t *testing.T, up string, routes []Route, mod func(*Options,
 	return &meteredProxy{testProxy: &testProxy{Server: srv, p: p, store: st, clock: clk, logs: logs}, reg: reg, m: m}
 }
 
-// rejectIf is a limit stage that refuses the requests carrying header, as
-// a limiter would: 429 rate_limited.
-func rejectIf(header string) Middleware {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Header.Get(header) != "" {
-				WriteProblem(w, r, ProblemRateLimited.WithRetryAfter(1))
-				return
-			}
-			next.ServeHTTP(w, r)
-		})
+// switchLimiter is a limiter that refuses every request while refuse is
+// set, as a limiter over its budget would: 429 rate_limited.
+type switchLimiter struct{ refuse atomic.Bool }
+
+func (l *switchLimiter) AllowContext(context.Context, limiter.Key, time.Time) limiter.Decision {
+	if l.refuse.Load() {
+		return limiter.Decision{RetryAfter: time.Second}
 	}
+	return limiter.Decision{OK: true}
+}
+
+func (l *switchLimiter) Policy() limiter.Policy { return limiter.Policy{} }
+
+// refusing runs f while l refuses.
+func (l *switchLimiter) refusing(f func()) {
+	l.refuse.Store(true)
+	defer l.refuse.Store(false)
+	f()
 }
 
 // TestMetrics drives real requests through a proxy and checks every family
@@ -112,16 +120,15 @@ func TestMetrics(t *testing.T) {
 		{Name: "hold", Method: "POST", Path: "/hold", Idempotent: true},
 		{Name: "get_cart", Method: "GET", Path: "/carts/{id}", Session: Session{Param: "id"}},
 	}
+	edge, route := &switchLimiter{}, &switchLimiter{}
 	mp := newMeteredProxy(t, up.URL, routes, func(o *Options, m *Metrics) {
-		o.EdgeLimit = rejectIf("X-Edge-Reject")
-		o.RouteLimit = rejectIf("X-Route-Reject")
+		o.Stages.Edge = edge
+		o.Stages.RouteLimits = map[string]Limiter{"create_cart": route}
 		q, err := session.New(session.Options{QueueDepth: 1, QueueTimeout: time.Minute, Metrics: m.Session()})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if o.SessionTurn, err = SessionTurn(q, o.Idempotency); err != nil {
-			t.Fatal(err)
-		}
+		o.Stages.Sessions = q
 	})
 	m := mp.m
 	expect := func(what string, r result, status int) {
@@ -137,9 +144,11 @@ func TestMetrics(t *testing.T) {
 	expect("bad key", mp.do(t, "POST", "/ucp/v1/carts", "bad key", `{}`), 400)
 	expect("released", mp.do(t, "POST", "/ucp/v1/carts", "k404", `{}`, "X-Status", "404"), 404)
 	expect("unmatched", mp.do(t, "GET", "/nowhere", "", ""), 201)
-	expect("edge", mp.do(t, "POST", "/ucp/v1/carts", "k2", `{}`, "X-Edge-Reject", "1"), 429)
-	expect("edge unmatched", mp.do(t, "GET", "/nowhere", "", "", "X-Edge-Reject", "1"), 429)
-	expect("route", mp.do(t, "POST", "/ucp/v1/carts", "k3", `{}`, "X-Route-Reject", "1"), 429)
+	edge.refusing(func() {
+		expect("edge", mp.do(t, "POST", "/ucp/v1/carts", "k2", `{}`), 429)
+		expect("edge unmatched", mp.do(t, "GET", "/nowhere", "", ""), 429)
+	})
+	route.refusing(func() { expect("route", mp.do(t, "POST", "/ucp/v1/carts", "k3", `{}`), 429) })
 	expect("broken", mp.do(t, "POST", "/ucp/v1/carts", "kb", `{}`, "X-Break", "1"), 502)
 
 	// A claim in progress, a duplicate, a takeover and the first holder's

@@ -95,7 +95,7 @@ func (a *app) setAdminToken(token string) {
 		Store:            st,
 		Token:            token,
 		ScopeKey:         a.proxy.ScopeKey,
-		TenantFor:        a.proxy.TenantFor,
+		TenantFor:        a.cfg.Idempotency.TenantFor,
 		MaxResponseBytes: a.cfg.Idempotency.MaxResponseBytes,
 		Registerer:       a.reg,
 		Logger:           log,

@@ -227,19 +227,8 @@ func (a *app) buildLimits(opts *proxy.Options) error {
 	for name := range routes {
 		set.rejected[rejectLabel{proxy.LimiterRoute, name}] = new(atomic.Uint64)
 	}
-	ls, err := proxy.NewLimits(proxy.LimitOptions{
-		Edge:           edge,
-		Routes:         routes,
-		Now:            time.Now,
-		IETFHeaders:    cfg.Limiter.IETFHeaders,
-		TrustedProxies: opts.TrustedProxies,
-		Logger:         a.log.With("component", "limiter"),
-		OnReject:       set.onReject,
-	})
-	if err != nil {
-		return err
-	}
-	opts.EdgeLimit, opts.RouteLimit = ls.Edge(), ls.Route()
+	opts.Stages.Edge, opts.Stages.RouteLimits = edge, routes
+	opts.Stages.IETFHeaders, opts.Stages.OnReject = cfg.Limiter.IETFHeaders, set.onReject
 	a.limits = set
 	return nil
 }

@@ -14,7 +14,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/idemgate/idemgate/config"
-	"github.com/idemgate/idemgate/proxy"
 )
 
 // reloadState is the state of the configuration reload (DESIGN.md's routes,
@@ -164,8 +163,9 @@ func (a *app) applyRouting(applied *config.Config) error {
 	if err != nil {
 		return err
 	}
-	cur := a.proxy.Routing()
-	rt := proxy.Routing{Routes: opts.Routes, EdgeLimit: cur.EdgeLimit, RouteLimit: cur.RouteLimit, SessionTurn: cur.SessionTurn}
+	cur := a.proxy.Stages()
+	rt := cur
+	rt.Routes = opts.Stages.Routes
 
 	// Stages are built by the same code as at the start, on a copy of the
 	// app that carries the applied config; what they open is theirs to
@@ -184,10 +184,10 @@ func (a *app) applyRouting(applied *config.Config) error {
 			closeEach(sh.closers)
 			return err
 		}
-		rt.EdgeLimit, rt.RouteLimit = o.EdgeLimit, o.RouteLimit
+		rt.Edge, rt.RouteLimits, rt.IETFHeaders, rt.OnReject = o.Stages.Edge, o.Stages.RouteLimits, o.Stages.IETFHeaders, o.Stages.OnReject
 		limitClosers, limits, newLimits = sh.closers, sh.limits, true
 	}
-	if sessionsChanged(rl.live, applied, cur.SessionTurn != nil) {
+	if sessionsChanged(rl.live, applied, cur.Sessions != nil) {
 		sh := a.shadow(applied)
 		o := opts
 		if err := sh.buildSessions(&o); err != nil {
@@ -195,7 +195,7 @@ func (a *app) applyRouting(applied *config.Config) error {
 			undo()
 			return err
 		}
-		rt.SessionTurn = o.SessionTurn
+		rt.Sessions = o.Stages.Sessions
 		sessionClosers, newSessions = sh.closers, true
 	}
 	if err := a.proxy.Reload(rt); err != nil {

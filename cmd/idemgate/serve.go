@@ -174,8 +174,7 @@ func (a *app) proxyOptions(cfg *config.Config, transport http.RoundTripper) (pro
 			Header:           id.Header,
 			IdentityHeaders:  id.IdentityHeaders,
 			RequireIdentity:  id.RequireIdentity,
-			Tenant:           id.Tenant,
-			TenantHosts:      id.TenantHosts,
+			TenantFor:        cfg.Idempotency.TenantFor,
 			Retention:        id.Retention,
 			Lease:            id.Lease,
 			MaxLease:         id.MaxLease,
@@ -192,7 +191,7 @@ func (a *app) proxyOptions(cfg *config.Config, transport http.RoundTripper) (pro
 		Logger:           a.log.With("component", "proxy"),
 		Metrics:          a.metrics,
 	}
-	opts.Routes = proxyRoutes(cfg)
+	opts.Stages.Routes = proxyRoutes(cfg)
 	return opts, nil
 }
 

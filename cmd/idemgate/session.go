@@ -61,10 +61,6 @@ func (a *app) buildSessions(opts *proxy.Options) error {
 	if err != nil {
 		return fmt.Errorf("sessions: %w", err)
 	}
-	mw, err := proxy.SessionTurn(q, opts.Idempotency)
-	if err != nil {
-		return fmt.Errorf("sessions: %w", err)
-	}
-	opts.SessionTurn = mw
+	opts.Stages.Sessions = q
 	return nil
 }
