@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"fmt"
@@ -370,7 +370,7 @@ func TestReloadSIGHUP(t *testing.T) {
 	}
 	oa := startOpsApp(t, v1, path, nil)
 	// Wait until the watcher made its first read (nothing to apply).
-	waitUntil(t, "watcher started", func() bool { oa.rl.mu.Lock(); defer oa.rl.mu.Unlock(); return oa.rl.started })
+	waitUntil(t, "watcher started", func() bool { oa.reload.mu.Lock(); defer oa.reload.mu.Unlock(); return oa.reload.started })
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
