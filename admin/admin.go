@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/idemgate/idemgate/internal/problem"
 	"github.com/idemgate/idemgate/keystore"
 )
 
@@ -127,6 +128,10 @@ func (h *Handler) Enabled() bool { return h.o.Token != "" }
 
 // ServeHTTP implements http.Handler: it checks the token, then routes.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Every answer and log line carries the request's ID, as the proxy's do.
+	id := problem.RequestID(r.Header.Get(problem.RequestIDHeader))
+	r.Header.Set(problem.RequestIDHeader, id)
+	w.Header().Set(problem.RequestIDHeader, id)
 	w.Header().Set("Cache-Control", "no-store")
 	if !h.Enabled() {
 		h.fail(w, r, "disabled", http.StatusNotFound, "admin_disabled", "the admin API is disabled: set IDEMGATE_ADMIN_TOKEN to enable it")
@@ -495,15 +500,8 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, action string, st
 
 func (h *Handler) problem(w http.ResponseWriter, r *http.Request, action string, status int, code, detail string) {
 	h.count(action, status)
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{
-		"type":   "urn:idemgate:problem:" + code,
-		"title":  http.StatusText(status),
-		"status": status,
-		"code":   code,
-		"detail": detail,
-	})
+	p := problem.Problem{Status: status, Code: code, Title: http.StatusText(status), Detail: detail}
+	problem.Write(w, r, problem.JSON{}, p, r.Header.Get(problem.RequestIDHeader))
 }
 
 func (h *Handler) ok(w http.ResponseWriter, r *http.Request, action string, v any) {
@@ -537,6 +535,7 @@ func (h *Handler) log(r *http.Request, action string, status int, key, reason st
 		slog.String("method", r.Method),
 		slog.String("path", r.URL.Path),
 		slog.String("remote", r.RemoteAddr),
+		slog.String("request_id", r.Header.Get(problem.RequestIDHeader)),
 	}
 	if key != "" {
 		base = append(base, slog.String("key", key))

@@ -342,3 +342,40 @@ func mustCounter(t *testing.T, g prometheus.Gatherer, name string, labels ...str
 	}
 	return c
 }
+
+// TestProblemRequestID: the admin API's problems carry the request's ID,
+// the client's when it sent a sane one, as the proxy's problems do.
+func TestProblemRequestID(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, token)
+	for _, sent := range []string{"", "ops-42", "bad id"} {
+		req, err := http.NewRequest("GET", f.srv.URL+"/admin/claims", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sent != "" {
+			req.Header.Set("X-Request-Id", sent)
+		}
+		res, err := f.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Code      string `json:"code"`
+			RequestID string `json:"request_id"`
+		}
+		err = json.NewDecoder(res.Body).Decode(&body)
+		res.Body.Close()
+		id := res.Header.Get("X-Request-Id")
+		switch {
+		case err != nil || res.StatusCode != 401 || body.Code != "unauthorized":
+			t.Errorf("sent %q: %d %q, %v; want 401 unauthorized", sent, res.StatusCode, body.Code, err)
+		case body.RequestID == "" || body.RequestID != id:
+			t.Errorf("sent %q: request_id %q, X-Request-Id %q; want the same, not empty", sent, body.RequestID, id)
+		case sent == "ops-42" && id != sent:
+			t.Errorf("sent %q: X-Request-Id %q; want the client's", sent, id)
+		case sent == "bad id" && id == sent:
+			t.Errorf("sent %q: the unsafe ID was kept", sent)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/idemgate/idemgate/internal/identity"
@@ -237,6 +238,8 @@ func (c *Config) validateLimits(p *problems) {
 	e := c.EdgeLimit
 	if math.IsNaN(e.Rate) || math.IsInf(e.Rate, 0) || e.Rate < 0 {
 		p.add("edge_limit.rate", ErrRange, "must be >= 0 (0 disables); got %v", e.Rate)
+	} else if _, _, err := e.PerPeriod(); err != nil {
+		p.add("edge_limit.rate", ErrRange, "%v", err)
 	}
 	if e.Burst < 0 {
 		p.add("edge_limit.burst", ErrRange, "must be >= 0; got %d", e.Burst)
@@ -548,6 +551,17 @@ func (c *Config) validateRoutes(p *problems) {
 			}
 			if rl.Per <= 0 {
 				p.add(rkey+".per", ErrRange, "must be > 0; got %s", rl.Per)
+			}
+			if c.Limiter.Backend == LimiterRedis {
+				// The Redis scripts count in microseconds.
+				for _, f := range []struct {
+					name string
+					d    time.Duration
+				}{{"per", rl.Per}, {"block", rl.Block}} {
+					if f.d%time.Microsecond != 0 {
+						p.add(rkey+"."+f.name, ErrRange, "%v is not a whole number of microseconds, which limiter.backend redis needs", f.d)
+					}
+				}
 			}
 			switch rl.Algorithm {
 			case "", AlgorithmTokenBucket:

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"time"
 
@@ -209,41 +208,4 @@ func (fw *fileWatch) read(force bool) {
 	}
 	fw.sum, fw.have = sum, true
 	fw.fn(data, nil)
-}
-
-// ChangedKeys returns the keys whose values differ between a and b, as
-// dotted paths of their YAML names ("store.backend", "idempotency.lease",
-// "routes"), sorted by the order of the fields in [Config]. Structs are
-// compared field by field; lists and maps as a whole (a change anywhere in
-// routes is "routes").
-func ChangedKeys(a, b *Config) []string {
-	if a == nil || b == nil {
-		return nil
-	}
-	var out []string
-	diffStruct(reflect.ValueOf(a).Elem(), reflect.ValueOf(b).Elem(), "", &out)
-	return out
-}
-
-func diffStruct(a, b reflect.Value, prefix string, out *[]string) {
-	t := a.Type()
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
-		if name == "" || name == "-" {
-			continue
-		}
-		key := name
-		if prefix != "" {
-			key = prefix + "." + name
-		}
-		fa, fb := a.Field(i), b.Field(i)
-		if f.Type.Kind() == reflect.Struct {
-			diffStruct(fa, fb, key, out)
-			continue
-		}
-		if !reflect.DeepEqual(fa.Interface(), fb.Interface()) {
-			*out = append(*out, key)
-		}
-	}
 }

@@ -2,16 +2,14 @@ package proxy
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
-	"strconv"
-	"sync/atomic"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/problem"
 )
 
 // Access-log attribute keys.
@@ -32,45 +30,41 @@ const (
 // statusClientClosed is logged (never sent) when the client hung up first.
 const statusClientClosed = 499
 
-const requestIDHeader = "X-Request-Id"
+const requestIDHeader = problem.RequestIDHeader
 
-// serveExchange is the outermost stage: it recovers panics, takes or makes
-// the request ID, decides the client address and writes one access-log line
-// per request.
-func (p *Proxy) serveExchange(next http.Handler) http.Handler {
+// logAccess writes one access-log line per request, and records the
+// request's metrics, when the rest of the chain returns (a panic included).
+func (p *Proxy) logAccess(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ex := &exchange{ResponseWriter: w, start: time.Now()}
-		ex.id = requestID(r.Header.Get(requestIDHeader))
-		r.Header.Set(requestIDHeader, ex.id)
-		w.Header().Set(requestIDHeader, ex.id)
-		ex.client = p.opts.ClientAddr(remoteAddr(r), r.Header.Values("X-Forwarded-For"), p.opts.TrustedProxies)
-		r = withExchange(r, ex)
-		if m := p.metrics; m != nil {
-			// Registered before the access-log defer, so it runs after it:
-			// when in-flight drops, the request has been counted.
-			m.inFlight.Inc()
-			defer m.inFlight.Dec()
-		}
+		defer p.logExchange(r, exchangeOf(r))
+		next.ServeHTTP(w, r)
+	})
+}
+
+// recoverPanic answers a request whose stage panicked with 500 internal, in
+// the route's problem shape, when nothing was written yet; otherwise (and
+// for http.ErrAbortHandler, an upstream body that broke mid-stream) it
+// aborts the connection, so that the client sees the answer cut.
+func (p *Proxy) recoverPanic(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ex := exchangeOf(r)
 		defer func() {
 			v := recover()
-			if v != nil && v != http.ErrAbortHandler {
+			if v == nil {
+				return
+			}
+			if v != http.ErrAbortHandler {
 				p.log.Error("panic serving request", "panic", v, logRequestID, ex.id)
 				if !ex.wroteHeader {
-					ex.code = "internal"
-					ex.status = http.StatusInternalServerError
-					http.Error(ex, "internal error", http.StatusInternalServerError)
-					v = nil
+					writeProblem(w, r, problemInternal)
+					return
 				}
-			}
-			if v == http.ErrAbortHandler && ex.outcome == "" {
+			} else if ex.outcome == "" {
 				ex.outcome = OutcomeUpstreamError
 			}
-			p.logExchange(r, ex)
-			if v != nil {
-				panic(http.ErrAbortHandler) // abort the connection: the answer is cut
-			}
+			panic(http.ErrAbortHandler) // abort the connection: the answer is cut
 		}()
-		next.ServeHTTP(ex, r)
+		next.ServeHTTP(w, r)
 	})
 }
 
@@ -105,44 +99,6 @@ func (p *Proxy) logExchange(r *http.Request, ex *exchange) {
 		slog.String(logClient, ex.client.String()),
 		slog.String(logRequestID, ex.id),
 	)
-}
-
-// requestID returns the client's X-Request-Id when it is sane (1–128
-// characters from '!' to '~' other than quote and backslash), else a new
-// one.
-func requestID(v string) string {
-	if len(v) > 0 && len(v) <= 128 {
-		ok := true
-		for i := 0; i < len(v); i++ {
-			if c := v[i]; c < '!' || c > '~' || c == '"' || c == '\\' {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return v
-		}
-	}
-	return newRequestID()
-}
-
-var (
-	idPrefix = func() string {
-		var b [6]byte
-		rand.Read(b[:])
-		return hex.EncodeToString(b[:])
-	}()
-	idSeq atomic.Uint64
-)
-
-// newRequestID returns a process-unique ID: a random per-process prefix and
-// a counter, cheaper than reading crypto/rand per request.
-func newRequestID() string {
-	b := make([]byte, 0, 32)
-	b = append(b, idPrefix...)
-	b = append(b, '-')
-	b = strconv.AppendUint(b, idSeq.Add(1), 36)
-	return string(b)
 }
 
 // remoteAddr parses the TCP peer of r.

@@ -73,10 +73,10 @@ func newBenchIdemgate(b *testing.B, upstream string) *httptest.Server {
 	p, err := New(Options{
 		Upstream:  u,
 		Transport: tr,
-		Routes: []Route{
+		Stages: Stages{Routes: []Route{
 			{Name: "create_cart", Method: http.MethodPost, Path: "/ucp/v1/carts", Idempotent: true},
 			{Name: "get_cart", Method: http.MethodGet, Path: "/ucp/v1/carts/{id}"},
-		},
+		}},
 		Store:       st,
 		Idempotency: Idempotency{ReplayHeader: benchReplayHeader},
 	})

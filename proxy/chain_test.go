@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,8 +28,9 @@ func TestChainOrder(t *testing.T) {
 	}
 	t.Cleanup(func() { edge.Close(); route.Close() })
 	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) {
-		o.EdgeLimit = EdgeLimit(edge, clock)
-		o.RouteLimit = RouteLimit(map[string]*limiter.Limiter{"create_cart": route}, clock)
+		o.Now = clock
+		o.Stages.Edge = edge
+		o.Stages.RouteLimits = map[string]Limiter{"create_cart": route}
 	})
 
 	first := tp.do(t, "POST", "/ucp/v1/carts", "k", `{}`)
@@ -52,5 +55,32 @@ func TestChainOrder(t *testing.T) {
 	r = tp.do(t, "POST", "/ucp/v1/carts", "other-key", `{}`)
 	if r.status != 201 || r.header.Get("Idempotent-Replayed") != "" {
 		t.Errorf("after the block = %v; want a first execution", r)
+	}
+}
+
+// panicLimiter panics in the edge stage, as a broken stage would.
+type panicLimiter struct{}
+
+func (panicLimiter) AllowContext(context.Context, limiter.Key, time.Time) limiter.Decision {
+	panic("broken limiter")
+}
+
+func (panicLimiter) Policy() limiter.Policy { return limiter.Policy{} }
+
+// TestPanicAnswersProblem: a stage that panics before anything was written
+// gets the same problem+json as every other refusal (500 internal, with the
+// request ID), is logged, and the proxy keeps serving.
+func TestPanicAnswersProblem(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) { o.Stages.Edge = panicLimiter{} })
+	for range 2 {
+		r := tp.do(t, "POST", "/ucp/v1/carts", "k", `{}`)
+		if r.status != 500 || problemCode(t, r) != "internal" {
+			t.Errorf("a panicking stage = %v; want 500 internal", r)
+		}
+	}
+	if n := strings.Count(tp.logs.String(), "panic serving request"); n != 2 {
+		t.Errorf("%d panics logged; want 2", n)
 	}
 }

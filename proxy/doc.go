@@ -1,20 +1,26 @@
 // Package proxy is idemgate's request pipeline: an [http.Handler] that sits
 // in front of an unmodified HTTP API and makes its keyed writes idempotent.
 //
-// The pipeline is a chain of [Middleware] stages in the order of
-// DESIGN.md, which is authoritative (see chain.go):
+// The proxy builds every stage itself, from its [Options] and one [Stages]
+// value (the routes, the limiters and the session queue), in the order of
+// DESIGN.md, which is authoritative; chain.go assembles it on one screen:
 //
-//	recover, request ID, access log  (outermost, every request)
-//	edge limit                        (every request; filled by the limiter)
-//	route match                       (exact method + path template)
-//	route limit                       (per route; filled by the limiter)
-//	key check + claim                 (keyed writes only)
-//	session turn                      (routes with a session)
-//	upstream                          (httputil.ReverseProxy)
+//	begin, in-flight, access log, recover  (outermost, every request)
+//	edge limit                              (every request)
+//	route match                             (exact method + path template)
+//	route limit                             (per route)
+//	key check                               (keyed writes: key, identity, body)
+//	claim                                   (keyed writes; records the answer)
+//	session turn                            (routes with a session)
+//	upstream                                (httputil.ReverseProxy)
 //
-// A keyed write is claimed in a [keystore.Store] before it is forwarded, its
-// answer is streamed to the client while at most MaxResponseBytes are kept,
-// and the answer is then stored (and replayed to every retry) or the key is
-// released, as DESIGN.md step 8 says. Every answer the proxy makes itself is
-// an application/problem+json document with a stable code; see errors.go.
+// [Proxy.Reload] swaps the stages while the proxy serves. A keyed write is
+// claimed in a [keystore.Store] before it is forwarded, its answer is
+// streamed to the client while at most MaxResponseBytes are kept, and the
+// answer is then stored (and replayed to every retry) or the claim is given
+// up, as DESIGN.md step 8 says. Observe mode and GraphQL routes are
+// policies of the same key check, body reader, claim and record. Every
+// answer the proxy makes itself goes through one writer (problem.go), in
+// the route's shape: application/problem+json with a stable code and the
+// request ID, or GraphQL's errors.
 package proxy

@@ -2,11 +2,12 @@ package proxy
 
 import (
 	"context"
-
-	"github.com/idemgate/idemgate/internal/gql"
 	"net/http"
 	"net/netip"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/gql"
+	"github.com/idemgate/idemgate/internal/problem"
 )
 
 // exchange is the state of one request as it moves through the chain. The
@@ -20,15 +21,17 @@ type exchange struct {
 	id     string     // request ID
 	client netip.Addr // client address (after trusted proxies)
 
-	routing  *routing // the routing this request runs on (see Proxy.Reload)
-	pastEdge bool     // the request passed the edge limit (for metrics)
-	observed bool     // observe mode forwarded a keyed write unclaimed
+	stages   *stages // the stages this request runs on (see Proxy.Reload)
+	pastEdge bool    // the request passed the edge limit (for metrics)
+	observed bool    // observe mode forwarded a keyed write unclaimed
 
 	route   *route // nil: no route matched
 	params  string // the request's escaped path, for path parameters
 	outcome string
 	code    string // problem code, "" when the upstream answered
 
+	key     string       // the key check passed this key (keycheck.go)
+	body    []byte       // keyed writes: the body, read whole (body.go)
 	keyed   bool         // a keyed write under a claim
 	sent    sendState    // how far the request got to the upstream
 	capture *capture     // keyed writes: the answer kept for storage
@@ -65,22 +68,27 @@ func withExchange(r *http.Request, ex *exchange) *http.Request {
 	return r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
 }
 
-// ClientAddr returns the client address the proxy decided for r (the TCP
-// peer, or the X-Forwarded-For entry from a trusted proxy). It is for the
-// limiter stages; the zero Addr when r did not pass the outermost stage.
-func ClientAddr(r *http.Request) netip.Addr {
+// begin is the outermost stage: it starts the request's exchange, takes or
+// makes its request ID and decides its client address (the TCP peer, or the
+// X-Forwarded-For entry from a trusted proxy).
+func (p *Proxy) begin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ex := &exchange{ResponseWriter: w, start: time.Now()}
+		ex.id = problem.RequestID(r.Header.Get(requestIDHeader))
+		r.Header.Set(requestIDHeader, ex.id)
+		w.Header().Set(requestIDHeader, ex.id)
+		ex.client = p.opts.ClientAddr(remoteAddr(r), r.Header.Values("X-Forwarded-For"), p.opts.TrustedProxies)
+		next.ServeHTTP(ex, withExchange(r, ex))
+	})
+}
+
+// clientAddr returns the client address the proxy decided for r; the zero
+// Addr when r did not pass the outermost stage.
+func clientAddr(r *http.Request) netip.Addr {
 	if ex := exchangeOf(r); ex != nil {
 		return ex.client
 	}
 	return netip.Addr{}
-}
-
-// RouteName returns the name of the route r matched, or "".
-func RouteName(r *http.Request) string {
-	if ex := exchangeOf(r); ex != nil && ex.route != nil {
-		return ex.route.Name
-	}
-	return ""
 }
 
 func (ex *exchange) WriteHeader(code int) {

@@ -13,13 +13,13 @@ func FuzzValidKey(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		got := ValidKey(s)
+		got := validKey(s)
 		want := len(s) >= 1 && len(s) <= 255 && strings.IndexFunc(s, func(r rune) bool { return r < '!' || r > '~' }) < 0
 		if got != want {
-			t.Fatalf("ValidKey(%q) = %v; want %v", s, got, want)
+			t.Fatalf("validKey(%q) = %v; want %v", s, got, want)
 		}
 		if got && textproto.TrimString(s) != s {
-			t.Fatalf("ValidKey(%q) accepted surrounding space", s)
+			t.Fatalf("validKey(%q) accepted surrounding space", s)
 		}
 	})
 }

@@ -2,36 +2,36 @@ package proxy
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/idemgate/idemgate/internal/gql"
+	"github.com/idemgate/idemgate/internal/problem"
 )
 
 // ProtocolGraphQL is the Route.Protocol of a GraphQL-over-HTTP endpoint.
 const ProtocolGraphQL = "graphql"
 
-// serveGraphQL is the key check of a route with protocol: graphql (issue
+// keyCheckGraphQL is the key check of a route with protocol: graphql (issue
 // 10): every operation is a POST to one path, so the body decides. Queries
 // and subscriptions ignore the key and pass through; mutations, and bodies
-// whose operation cannot be told, follow the core rules with a fingerprint
-// of the normalized operation (internal/gql) and the GraphQL release rule.
+// whose operation cannot be told, must carry a key (the core rule of
+// [Proxy.checkKey]) and are claimed with a fingerprint of the normalized
+// operation (internal/gql) and recorded with the GraphQL release rule.
 // vals are the request's key header values.
-func (p *Proxy) serveGraphQL(w http.ResponseWriter, r *http.Request, next http.Handler, vals []string) {
+func (p *Proxy) keyCheckGraphQL(w http.ResponseWriter, r *http.Request, next http.Handler, vals []string) {
 	ex := exchangeOf(r)
-	rt := ex.route
 	noKey := len(vals) == 0 || (len(vals) == 1 && vals[0] == "")
-	if noKey && !rt.RequireKey {
+	if noKey && !ex.route.RequireKey {
 		// Nothing to protect whatever the operation: stream it.
 		ex.outcome = OutcomeUnprotected
 		next.ServeHTTP(w, r)
 		return
 	}
-	body, release, prob := p.readBody(w, r)
+	body, free, prob := p.readBody(w, r, false)
 	if prob != nil {
-		WriteProblem(w, r, *prob)
+		writeProblem(w, r, *prob)
 		return
 	}
-	defer release()
+	defer free()
 	req, err := gql.ParseRequest(r.Header.Get("Content-Type"), body)
 	if err == nil && !req.Keyed() {
 		ex.outcome = OutcomePassthrough
@@ -40,50 +40,33 @@ func (p *Proxy) serveGraphQL(w http.ResponseWriter, r *http.Request, next http.H
 	}
 	// A mutation, or a body that may write (not a GraphQL request this
 	// proxy understands: fingerprinted raw, released only by status).
-	switch {
-	case len(vals) > 1:
-		WriteProblem(w, r, p.keyInvalid())
-		return
-	case noKey:
-		WriteProblem(w, r, ProblemKeyMissing)
-		return
-	case !ValidKey(vals[0]):
-		WriteProblem(w, r, p.keyInvalid())
-		return
-	case p.opts.Idempotency.RequireIdentity && !p.hasIdentity(r):
-		WriteProblem(w, r, ProblemIdentityMissing)
+	key, prob := p.checkKey(r, vals, true)
+	if prob != nil {
+		writeProblem(w, r, *prob)
 		return
 	}
 	if err == nil {
 		ex.gql = &req
 	}
-	if prob := p.serveKeyed(w, r, next, vals[0], body); prob != nil {
-		WriteProblem(w, r, *prob)
-	}
+	ex.key, ex.body = key, body
+	next.ServeHTTP(w, r)
 }
 
 // graphqlFingerprintBody returns what stands for a GraphQL request's body in
 // its fingerprint.
 func graphqlFingerprintBody(req *gql.Request) []byte { return req.AppendFingerprint(nil) }
 
-// releaseGraphQL reports whether a GraphQL answer proves nothing ran.
-func (p *Proxy) releaseGraphQL(req *gql.Request, status int, body []byte) bool {
-	return gql.ReleaseOnAnswer(*req, status, func(s int) bool { return s >= 0 && s < len(p.release) && p.release[s] }, body)
+// releasableGraphQL reports whether a GraphQL answer proves nothing ran.
+func (p *Proxy) releasableGraphQL(req *gql.Request, status int, body []byte) bool {
+	return gql.ReleaseOnAnswer(*req, status, p.releasableStatus, body)
 }
 
-// writeGraphQLProblem answers with a problem in GraphQL's shape, same status
-// and headers (issue 10): {"errors":[{"message":…,"extensions":{"code":…}}]}.
-func writeGraphQLProblem(w http.ResponseWriter, r *http.Request, p Problem, requestID string) {
-	h := w.Header()
-	h.Set("Content-Type", gql.ContentType)
-	h.Set("Cache-Control", "no-store")
-	if p.RetryAfter != "" {
-		h.Set("Retry-After", p.RetryAfter)
-	}
-	body := gql.ErrorBody(p.Detail, p.Code, map[string]any{"status": p.Status, "request_id": requestID})
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(p.Status)
-	if r.Method != http.MethodHead {
-		w.Write(body)
-	}
+// graphQLShape is the problem shape of GraphQL routes (issue 10), same
+// status and headers: {"errors":[{"message":…,"extensions":{"code":…}}]}.
+type graphQLShape struct{}
+
+func (graphQLShape) ContentType() string { return gql.ContentType }
+
+func (graphQLShape) AppendBody(b []byte, p problem.Problem, requestID string) []byte {
+	return append(b, gql.ErrorBody(p.Detail, p.Code, map[string]any{"status": p.Status, "request_id": requestID})...)
 }

@@ -76,7 +76,7 @@ func TestGraphQLRoute(t *testing.T) {
 	up := httptest.NewServer(&relay.Handler{Schema: graphql.MustParseSchema(shopSchema, shop)})
 	t.Cleanup(up.Close)
 	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) {
-		o.Routes = []Route{{Name: "graphql", Method: "POST", Path: "/graphql", Idempotent: true, Protocol: ProtocolGraphQL}}
+		o.Stages.Routes = []Route{{Name: "graphql", Method: "POST", Path: "/graphql", Idempotent: true, Protocol: ProtocolGraphQL}}
 	})
 	do := func(key, body string) result { return tp.do(t, "POST", "/graphql", key, body) }
 

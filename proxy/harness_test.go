@@ -19,6 +19,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/idemgate/idemgate/config"
+	"github.com/idemgate/idemgate/internal/problem"
 	"github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore/memstore"
 )
@@ -113,7 +115,7 @@ func newTestProxy(t *testing.T, up string, mod func(*Options, *memstore.Options)
 	logs := &syncBuffer{}
 	opts := Options{
 		Upstream: u,
-		Routes:   defaultRoutes,
+		Stages:   Stages{Routes: defaultRoutes},
 		Idempotency: Idempotency{
 			IdentityHeaders: []string{"Authorization"},
 			ReplayHeader:    "Idempotent-Replayed",
@@ -184,7 +186,7 @@ func (tp *testProxy) do(t *testing.T, method, path, key, body string, hdr ...str
 // problemCode returns the code of a problem document, or "".
 func problemCode(t *testing.T, r result) string {
 	t.Helper()
-	if r.header.Get("Content-Type") != problemContentType {
+	if r.header.Get("Content-Type") != (problem.JSON{}).ContentType() {
 		return ""
 	}
 	var p struct {
@@ -202,6 +204,12 @@ func problemCode(t *testing.T, r result) string {
 		t.Errorf("problem request_id %q; want the response's X-Request-Id %q", p.RequestID, r.header.Get("X-Request-Id"))
 	}
 	return p.Code
+}
+
+// tenantHosts is the tenant rule of a config with these tenant_hosts.
+func tenantHosts(hosts map[string]string) func(host string) string {
+	id := &config.Idempotency{TenantHosts: hosts}
+	return func(h string) string { t, _ := id.TenantFor(h); return t }
 }
 
 func mustPrefixes(ss ...string) []netip.Prefix {

@@ -233,7 +233,7 @@ func TestTenantHosts(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t)
 	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) {
-		o.Idempotency.TenantHosts = map[string]string{"shop-a.example": "a", "shop-b.example": "b", "alias-a.example": "a"}
+		o.Idempotency.TenantFor = tenantHosts(map[string]string{"shop-a.example": "a", "shop-b.example": "b", "alias-a.example": "a"})
 	})
 	do := func(host string) result {
 		req, _ := http.NewRequest("POST", tp.URL+"/ucp/v1/carts", strings.NewReader(`{}`))

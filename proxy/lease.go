@@ -16,11 +16,12 @@ import (
 type renewer struct {
 	store keystore.Store
 	log   *slog.Logger
+	now   func() time.Time
 	wg    sync.WaitGroup // one per claim not yet stopped, and per background task
 }
 
-func (rn *renewer) init(s keystore.Store, log *slog.Logger) {
-	rn.store, rn.log = s, log
+func (rn *renewer) init(s keystore.Store, log *slog.Logger, now func() time.Time) {
+	rn.store, rn.log, rn.now = s, log, now
 }
 
 // leaseHandle is one claim's renewals.
@@ -43,7 +44,7 @@ func (rn *renewer) start(key keystore.Key, token uint64, lease, maxLease time.Du
 	h := &leaseHandle{
 		rn: rn, key: key, token: token, lease: lease, maxLease: maxLease,
 		every:   max(lease/3, time.Millisecond),
-		claimed: time.Now(),
+		claimed: rn.now(),
 	}
 	rn.wg.Add(1)
 	h.mu.Lock()
@@ -62,7 +63,7 @@ func (h *leaseHandle) renew() {
 	h.mu.Unlock()
 	defer h.renewing.Done()
 
-	elapsed := time.Since(h.claimed)
+	elapsed := h.rn.now().Sub(h.claimed)
 	if elapsed >= h.maxLease {
 		h.rn.log.Warn("request outlived max_lease; its claim is no longer renewed")
 		return

@@ -5,64 +5,77 @@ import (
 	"errors"
 	"log/slog"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/memstore"
 )
 
-// TestLeaseRenewal runs on the real clock with short leases: a renewed claim
-// outlives its first lease, stops being renewed at max_lease, and stop ends
-// the renewals.
+// TestLeaseRenewal runs in a synctest bubble, on its fake clock: a renewed
+// claim outlives its first lease many times, stops being renewed at
+// max_lease, and stop ends the renewals; a lost lease stops renewing
+// quietly.
 func TestLeaseRenewal(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	st := memstore.New(memstore.Options{})
-	t.Cleanup(func() { st.Close() })
-	var rn renewer
-	rn.init(st, slog.New(slog.DiscardHandler))
-	claim := func(k keystore.Key, lease time.Duration) keystore.Reservation {
-		res, err := st.Reserve(ctx, k, keystore.ReserveOptions{Lease: lease, Retention: time.Hour})
-		if err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := memstore.New(memstore.Options{})
+		defer st.Close()
+		var rn renewer
+		rn.init(st, slog.New(slog.DiscardHandler), time.Now)
+		claim := func(k keystore.Key, lease time.Duration) keystore.Reservation {
+			res, err := st.Reserve(ctx, k, keystore.ReserveOptions{Lease: lease, Retention: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res
+		}
+		takenOver := func(k keystore.Key, lease time.Duration) bool {
+			synctest.Wait() // every renewal due by now has run
+			_, err := st.Reserve(ctx, k, keystore.ReserveOptions{Lease: lease, Retention: time.Hour})
+			return err == nil
+		}
+
+		const lease = 300 * time.Millisecond
+		renewed := keystore.NewKey("renewed")
+		h := rn.start(renewed, claim(renewed, lease).Token, lease, time.Hour)
+		for i := range 30 { // five leases
+			time.Sleep(lease / 6)
+			if takenOver(renewed, lease) {
+				t.Fatalf("a renewed claim was taken over after %v", time.Duration(i+1)*lease/6)
+			}
+		}
+		h.stop()
+		time.Sleep(lease + time.Millisecond)
+		if !takenOver(renewed, lease) {
+			t.Error("a lease after stop = still held; want it ended")
+		}
+
+		capped := keystore.NewKey("capped")
+		h2 := rn.start(capped, claim(capped, lease).Token, lease, 2*lease)
+		time.Sleep(2*lease - time.Millisecond)
+		if takenOver(capped, lease) {
+			t.Error("a claim within max_lease was taken over")
+		}
+		time.Sleep(2 * time.Millisecond)
+		if !takenOver(capped, lease) {
+			t.Error("a claim at max_lease = still held; want its last renewal to end there")
+		}
+		h2.stop()
+		rn.close()
+
+		lost := keystore.NewKey("lost")
+		res := claim(lost, lease)
+		if err := st.Release(ctx, lost, res.Token); err != nil {
 			t.Fatal(err)
 		}
-		return res
-	}
-	takenOver := func(k keystore.Key, lease time.Duration) bool {
-		_, err := st.Reserve(ctx, k, keystore.ReserveOptions{Lease: lease, Retention: time.Hour})
-		return err == nil
-	}
-
-	const lease = 300 * time.Millisecond
-	renewed := keystore.NewKey("renewed")
-	h := rn.start(renewed, claim(renewed, lease).Token, lease, time.Hour)
-	deadline := time.Now().Add(5 * lease)
-	for time.Now().Before(deadline) {
-		if takenOver(renewed, lease) {
-			t.Fatalf("a renewed claim was taken over")
+		h3 := rn.start(lost, res.Token, lease, time.Hour)
+		time.Sleep(lease / 2)
+		h3.stop()
+		if _, err := st.Renew(ctx, lost, res.Token, lease); !errors.Is(err, keystore.ErrNotFound) {
+			t.Errorf("Renew after release = %v; want ErrNotFound", err)
 		}
-		time.Sleep(lease / 6)
-	}
-	h.stop()
-	waitFor(t, func() bool { return takenOver(renewed, lease) }) // after stop, the lease ends
-
-	capped := keystore.NewKey("capped")
-	h2 := rn.start(capped, claim(capped, lease).Token, lease, 2*lease)
-	waitFor(t, func() bool { return takenOver(capped, lease) }) // max_lease reached
-	h2.stop()
-	rn.close()
-
-	// A lost lease stops renewing quietly.
-	lost := keystore.NewKey("lost")
-	res := claim(lost, lease)
-	if err := st.Release(ctx, lost, res.Token); err != nil {
-		t.Fatal(err)
-	}
-	h3 := rn.start(lost, res.Token, lease, time.Hour)
-	time.Sleep(lease / 2)
-	h3.stop()
-	if _, err := st.Renew(ctx, lost, res.Token, lease); !errors.Is(err, keystore.ErrNotFound) {
-		t.Errorf("Renew after release = %v; want ErrNotFound", err)
-	}
-	rn.close()
+		rn.close()
+	})
 }

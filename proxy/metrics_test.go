@@ -2,12 +2,12 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +17,8 @@ import (
 	itestutil "github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/memstore"
+	"github.com/idemgate/idemgate/keystore/metered"
+	"github.com/idemgate/idemgate/limiter"
 	"github.com/idemgate/idemgate/session"
 )
 
@@ -41,8 +43,8 @@ func newMeteredProxy(t *testing.T, up string, routes []Route, mod func(*Options,
 	logs := &syncBuffer{}
 	opts := Options{
 		Upstream: u,
-		Routes:   routes,
-		Store:    m.Store(st),
+		Stages:   Stages{Routes: routes},
+		Store:    metered.New(st, reg),
 		Idempotency: Idempotency{
 			IdentityHeaders: []string{"Authorization"},
 			ReplayHeader:    "Idempotent-Replayed",
@@ -68,18 +70,24 @@ func newMeteredProxy(t *testing.T, up string, routes []Route, mod func(*Options,
 	return &meteredProxy{testProxy: &testProxy{Server: srv, p: p, store: st, clock: clk, logs: logs}, reg: reg, m: m}
 }
 
-// rejectIf is a limit stage that refuses the requests carrying header, as
-// a limiter would: 429 rate_limited.
-func rejectIf(header string) Middleware {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Header.Get(header) != "" {
-				WriteProblem(w, r, ProblemRateLimited.WithRetryAfter(1))
-				return
-			}
-			next.ServeHTTP(w, r)
-		})
+// switchLimiter is a limiter that refuses every request while refuse is
+// set, as a limiter over its budget would: 429 rate_limited.
+type switchLimiter struct{ refuse atomic.Bool }
+
+func (l *switchLimiter) AllowContext(context.Context, limiter.Key, time.Time) limiter.Decision {
+	if l.refuse.Load() {
+		return limiter.Decision{RetryAfter: time.Second}
 	}
+	return limiter.Decision{OK: true}
+}
+
+func (l *switchLimiter) Policy() limiter.Policy { return limiter.Policy{} }
+
+// refusing runs f while l refuses.
+func (l *switchLimiter) refusing(f func()) {
+	l.refuse.Store(true)
+	defer l.refuse.Store(false)
+	f()
 }
 
 // TestMetrics drives real requests through a proxy and checks every family
@@ -112,16 +120,15 @@ func TestMetrics(t *testing.T) {
 		{Name: "hold", Method: "POST", Path: "/hold", Idempotent: true},
 		{Name: "get_cart", Method: "GET", Path: "/carts/{id}", Session: Session{Param: "id"}},
 	}
+	edge, route := &switchLimiter{}, &switchLimiter{}
 	mp := newMeteredProxy(t, up.URL, routes, func(o *Options, m *Metrics) {
-		o.EdgeLimit = rejectIf("X-Edge-Reject")
-		o.RouteLimit = rejectIf("X-Route-Reject")
+		o.Stages.Edge = edge
+		o.Stages.RouteLimits = map[string]Limiter{"create_cart": route}
 		q, err := session.New(session.Options{QueueDepth: 1, QueueTimeout: time.Minute, Metrics: m.Session()})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if o.SessionTurn, err = SessionTurn(q, o.Idempotency); err != nil {
-			t.Fatal(err)
-		}
+		o.Stages.Sessions = q
 	})
 	m := mp.m
 	expect := func(what string, r result, status int) {
@@ -137,9 +144,11 @@ func TestMetrics(t *testing.T) {
 	expect("bad key", mp.do(t, "POST", "/ucp/v1/carts", "bad key", `{}`), 400)
 	expect("released", mp.do(t, "POST", "/ucp/v1/carts", "k404", `{}`, "X-Status", "404"), 404)
 	expect("unmatched", mp.do(t, "GET", "/nowhere", "", ""), 201)
-	expect("edge", mp.do(t, "POST", "/ucp/v1/carts", "k2", `{}`, "X-Edge-Reject", "1"), 429)
-	expect("edge unmatched", mp.do(t, "GET", "/nowhere", "", "", "X-Edge-Reject", "1"), 429)
-	expect("route", mp.do(t, "POST", "/ucp/v1/carts", "k3", `{}`, "X-Route-Reject", "1"), 429)
+	edge.refusing(func() {
+		expect("edge", mp.do(t, "POST", "/ucp/v1/carts", "k2", `{}`), 429)
+		expect("edge unmatched", mp.do(t, "GET", "/nowhere", "", ""), 429)
+	})
+	route.refusing(func() { expect("route", mp.do(t, "POST", "/ucp/v1/carts", "k3", `{}`), 429) })
 	expect("broken", mp.do(t, "POST", "/ucp/v1/carts", "kb", `{}`, "X-Break", "1"), 502)
 
 	// A claim in progress, a duplicate, a takeover and the first holder's
@@ -176,14 +185,15 @@ func TestMetrics(t *testing.T) {
 	expect("session", <-sess, 201)
 	expect("session waiter", <-waiter, 201)
 	m.Session().Fallback() // needs a shared lock that is down; counted by the queue
-	waitFor(t, func() bool { return testutil.ToFloat64(m.late) == 1 })
+	waitFor(t, func() bool {
+		return gatheredValue(t, mp.reg, "idemgate_idempotency_late_completions_rejected_total") == 1
+	})
 	waitFor(t, func() bool { return testutil.ToFloat64(m.inFlight) == 0 })
 
 	// The store fails: closed.
 	mp.store.Close()
 	expect("store closed", mp.do(t, "POST", "/ucp/v1/carts", "k9", `{}`), 503)
 	waitFor(t, func() bool { return testutil.ToFloat64(m.inFlight) == 0 }) // counted
-	m.ObserveConfigReload(false, false)
 
 	req := func(route, outcome, code string) float64 {
 		return testutil.ToFloat64(m.requests.WithLabelValues(route, outcome, code))
@@ -227,10 +237,10 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("idemgate_limiter_rejections_total{limiter=%q,route=%q} = %v; want %v", c.limiter, c.route, got, c.want)
 		}
 	}
-	if got := testutil.ToFloat64(m.takeovers.WithLabelValues("hold")); got != 1 {
+	if got := gatheredValue(t, mp.reg, "idemgate_idempotency_takeovers_total", "route", "hold"); got != 1 {
 		t.Errorf("takeovers{hold} = %v; want 1", got)
 	}
-	if got := testutil.ToFloat64(m.storeErrs.WithLabelValues(opReserve, "closed")); got != 1 {
+	if got := gatheredValue(t, mp.reg, "idemgate_store_errors_total", "op", "reserve", "kind", "closed"); got != 1 {
 		t.Errorf("store errors{reserve,closed} = %v; want 1", got)
 	}
 	if got := testutil.ToFloat64(m.queueReject.WithLabelValues(string(session.ResultFull))); got != 1 {
@@ -255,26 +265,18 @@ func TestMetrics(t *testing.T) {
 	}
 	counts = histogramCounts(t, mp.reg, "idemgate_store_operation_duration_seconds", "op")
 	// reserve: k1×3, k404, kb, h1×3, k9; complete: k1, h1×2; release: k404.
-	if counts[opReserve] != 9 || counts[opComplete] != 3 || counts[opRelease] != 1 {
+	if counts["reserve"] != 9 || counts["complete"] != 3 || counts["release"] != 1 {
 		t.Errorf("store operation counts = %v; want reserve 9, complete 3, release 1", counts)
 	}
 
 	err := testutil.GatherAndCompare(mp.reg, strings.NewReader(`
-# HELP idemgate_config_last_reload_successful 1 if the last configuration reload succeeded (or none was tried), 0 if it was refused.
-# TYPE idemgate_config_last_reload_successful gauge
-idemgate_config_last_reload_successful 0
-# HELP idemgate_config_reloads_total Configuration reloads, by result: success (applied, or nothing to apply) or failure (refused; the running configuration kept serving).
-# TYPE idemgate_config_reloads_total counter
-idemgate_config_reloads_total{result="failure"} 1
-idemgate_config_reloads_total{result="success"} 0
 # HELP idemgate_idempotency_late_completions_rejected_total Answers not stored because the claim had been taken over, released or repaired by an operator while the request ran.
 # TYPE idemgate_idempotency_late_completions_rejected_total counter
 idemgate_idempotency_late_completions_rejected_total 1
 # HELP idemgate_http_requests_in_flight Requests on the public listener being served now.
 # TYPE idemgate_http_requests_in_flight gauge
 idemgate_http_requests_in_flight 0
-`), "idemgate_config_last_reload_successful", "idemgate_config_reloads_total",
-		"idemgate_idempotency_late_completions_rejected_total", "idemgate_http_requests_in_flight")
+`), "idemgate_idempotency_late_completions_rejected_total", "idemgate_http_requests_in_flight")
 	if err != nil {
 		t.Error(err)
 	}
@@ -304,9 +306,6 @@ idemgate_http_requests_in_flight 0
 		"idemgate_limiter_rejections_total", "idemgate_idempotency_takeovers_total",
 		"idemgate_idempotency_late_completions_rejected_total", "idemgate_session_queue_depth",
 		"idemgate_session_rejections_total", "idemgate_session_wait_seconds", "idemgate_session_lock_fallbacks_total",
-		"idemgate_config_reloads_total",
-		"idemgate_config_last_reload_successful", "idemgate_config_last_reload_success_timestamp_seconds",
-		"idemgate_config_restart_required",
 	} {
 		if !have[name] {
 			t.Errorf("family %s missing", name)
@@ -315,6 +314,38 @@ idemgate_http_requests_in_flight 0
 	if strings.Contains(dumpText(t, mp.reg), "k1") || strings.Contains(dumpText(t, mp.reg), "/nowhere") {
 		t.Errorf("a key or a raw path became a label value")
 	}
+}
+
+// gatheredValue returns the value of the counter or gauge series name with
+// the label pairs labels, or 0 when there is none.
+func gatheredValue(t *testing.T, g prometheus.Gatherer, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, mt := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, lp := range mt.GetLabel() {
+				have[lp.GetName()] = lp.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if have[labels[i]] != labels[i+1] {
+					continue series
+				}
+			}
+			if c := mt.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return mt.GetGauge().GetValue()
+		}
+	}
+	return 0
 }
 
 // histogramCounts returns the sample count of each series of a histogram
@@ -376,73 +407,15 @@ func dumpText(t *testing.T, g prometheus.Gatherer) string {
 	return b.String()
 }
 
-// TestMeteredStoreErrors: the decorator classifies errors, forwards the
-// admin operations, and works on a nil Metrics.
-func TestMeteredStoreErrors(t *testing.T) {
+// TestNilMetrics: a nil Metrics records nothing and gives the queue no-op
+// hooks.
+func TestNilMetrics(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	st := memstore.New(memstore.Options{MaxEntries: 1})
-	t.Cleanup(func() { st.Close() })
-	reg := prometheus.NewPedanticRegistry()
-	m := NewMetrics(reg, "v")
-	ms := m.Store(st)
-	opts := keystore.ReserveOptions{Lease: time.Minute, Retention: time.Hour}
-	res, err := ms.Reserve(ctx, keystore.NewKey("a"), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ms.Reserve(ctx, keystore.NewKey("a"), opts); !errors.Is(err, keystore.ErrInFlight) {
-		t.Fatalf("second Reserve = %v; want ErrInFlight", err)
-	}
-	if _, err := ms.Reserve(ctx, keystore.NewKey("b"), opts); !errors.Is(err, keystore.ErrFull) {
-		t.Fatalf("Reserve on a full store = %v; want ErrFull", err)
-	}
-	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	ms.Get(cctx, keystore.NewKey("a"))
-	if recs, err := ms.InFlight(ctx, 0, 10); err != nil || len(recs) != 1 {
-		t.Errorf("InFlight = %d records, %v; want 1", len(recs), err)
-	}
-	if err := ms.ForceComplete(ctx, keystore.NewKey("a"), &keystore.Response{Status: 200}); err != nil {
-		t.Errorf("ForceComplete = %v", err)
-	}
-	if err := ms.Complete(ctx, keystore.NewKey("a"), res.Token, &keystore.Response{Status: 201}); !errors.Is(err, keystore.ErrLeaseLost) {
-		t.Errorf("late Complete = %v; want ErrLeaseLost", err)
-	}
-	for _, c := range []struct {
-		op, kind string
-		want     float64
-	}{
-		{opReserve, "full", 1},
-		{opGet, "canceled", 1},
-	} {
-		if got := testutil.ToFloat64(m.storeErrs.WithLabelValues(c.op, c.kind)); got != c.want {
-			t.Errorf("store errors{%s,%s} = %v; want %v", c.op, c.kind, got, c.want)
-		}
-	}
-	if n := testutil.CollectAndCount(m.storeErrs); n != 2 {
-		t.Errorf("store error series = %d; want 2 (in flight and lease lost are not errors)", n)
-	}
-	if got := testutil.ToFloat64(m.late); got != 1 {
-		t.Errorf("late completions = %v; want 1", got)
-	}
-	// A nil Metrics forwards only; a store without admin operations says so.
 	var none *Metrics
-	plain := none.Store(noAdmin{st})
-	if _, err := plain.Get(ctx, keystore.NewKey("a")); err != nil {
-		t.Errorf("Get through a nil Metrics = %v", err)
-	}
-	if err := plain.ForceRelease(ctx, keystore.NewKey("a")); !errors.Is(err, errNoAdmin) {
-		t.Errorf("ForceRelease without admin = %v; want errNoAdmin", err)
-	}
-	none.ObserveConfigReload(true, false)
 	if _, ok := none.Session().(session.NopMetrics); !ok {
 		t.Errorf("nil Metrics' Session() is not NopMetrics")
 	}
 }
-
-// noAdmin hides a store's admin operations.
-type noAdmin struct{ keystore.Store }
 
 // BenchmarkMetricsPerRequest is what the metrics add to a keyed request:
 // the request's series and histogram, and a timed store operation.
@@ -450,7 +423,7 @@ func BenchmarkMetricsPerRequest(b *testing.B) {
 	m := NewMetrics(prometheus.NewRegistry(), "bench")
 	st := memstore.New(memstore.Options{})
 	b.Cleanup(func() { st.Close() })
-	ms := m.Store(st)
+	ms := metered.New(st, prometheus.NewRegistry())
 	rt := &route{Route: Route{Name: "create_cart"}}
 	req := httptest.NewRequest("POST", "/ucp/v1/carts", nil)
 	k := keystore.NewKey("bench")

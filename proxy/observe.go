@@ -1,13 +1,6 @@
 package proxy
 
-import (
-	"bytes"
-	"errors"
-	"io"
-	"net/http"
-
-	"github.com/idemgate/idemgate/keystore"
-)
+import "net/http"
 
 // The outcomes of observe mode: what idemgate would have done to a keyed
 // write, had the route been enforced, while it forwarded the request
@@ -22,81 +15,37 @@ const (
 	OutcomeWouldUnavailable = "would_unavailable" // enforce: 503 (store unreachable or full, or overloaded)
 )
 
-// observe is the idempotency stage of a route in observe mode (mode:
-// observe). It forwards every request as if idemgate were absent, and keeps
-// the store as enforce mode would: a new key is claimed, run and recorded
-// (released or stored) exactly as in enforce mode, so that switching to
-// enforce later starts from a true history. A request that enforce mode
-// would have refused or replayed — a duplicate of a completed or running
-// request, a key reused with another request, a malformed key, a body over
-// max_body_bytes, a store that cannot be reached — is forwarded unclaimed
-// instead: its answer is not stored, and its outcome is the would_*
-// outcome that says what enforce mode would have done. (When the forwarded
-// request then fails upstream, the outcome is upstream_error.)
-//
-// Like every keyed write, a request forwarded unclaimed is never resent by
-// the Transport. Session turns and rate limits are not part of this stage:
-// they apply in both modes.
-func (p *Proxy) observe(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	ex := exchangeOf(r)
-	rt := ex.route
-	opts := &p.opts.Idempotency
+// refuse is the one place where the modes differ. Enforce mode answers a
+// keyed write with pr. Observe mode (mode: observe) forwards it instead, as
+// if idemgate were absent, with the would_* outcome that says what enforce
+// mode would have done; the key check, the body reader and the claim are
+// the same in both modes, so a new key is claimed, run and recorded in
+// observe mode exactly as in enforce mode, and switching to enforce later
+// starts from a true history. A request forwarded unclaimed is never
+// resent by the Transport and its answer is not stored; when it then fails
+// upstream, its outcome is upstream_error. Session turns and rate limits
+// apply in both modes.
+func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, next http.Handler, pr proxyProblem) {
+	if exchangeOf(r).route.Observe {
+		p.forwardObserved(w, r, next, wouldOutcome(pr.outcome))
+		return
+	}
+	writeProblem(w, r, pr)
+}
 
-	// 4. Key check, as enforce mode does it.
-	vals := r.Header.Values(opts.Header)
-	switch {
-	case len(vals) > 1:
-		p.forwardObserved(w, r, next, OutcomeWouldReject)
-		return
-	case len(vals) == 0 || vals[0] == "":
-		if rt.RequireKey {
-			p.forwardObserved(w, r, next, OutcomeWouldReject)
-			return
-		}
-		ex.outcome = OutcomeUnprotected
-		next.ServeHTTP(w, r)
-		return
-	case !ValidKey(vals[0]), opts.RequireIdentity && !p.hasIdentity(r):
-		p.forwardObserved(w, r, next, OutcomeWouldReject)
-		return
+// wouldOutcome is the observe-mode outcome of a refusal with this outcome.
+func wouldOutcome(outcome string) string {
+	switch outcome {
+	case OutcomeInProgress:
+		return OutcomeWouldInProgress
+	case OutcomeKeyReused:
+		return OutcomeWouldKeyReused
+	case OutcomeTooLarge:
+		return OutcomeWouldTooLarge
+	case OutcomeUnavailable:
+		return OutcomeWouldUnavailable
 	}
-	key := vals[0]
-	body, release, would := p.observeBody(r)
-	if would != "" {
-		p.forwardObserved(w, r, next, would)
-		return
-	}
-	defer release()
-
-	// 5. Claim.
-	sk := p.scope(r, key)
-	fp := Fingerprint(rt.Name, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Header.Get("Content-Type"), body, rt.ignore)
-	res, err := p.opts.Store.Reserve(r.Context(), sk, keystore.ReserveOptions{
-		Fingerprint: fp,
-		Route:       rt.Name,
-		Lease:       opts.Lease,
-		Retention:   opts.Retention,
-	})
-	switch {
-	case err == nil && res.Response == nil:
-		p.runClaimed(w, r, next, sk, res)
-		return
-	case err == nil && res.Response.TooLarge:
-		would = OutcomeWouldTooLarge
-	case err == nil:
-		would = OutcomeWouldReplay
-	case errors.Is(err, keystore.ErrInFlight):
-		would = OutcomeWouldInProgress
-	case errors.Is(err, keystore.ErrFingerprintMismatch):
-		would = OutcomeWouldKeyReused
-	case r.Context().Err() != nil:
-		ex.outcome = OutcomeRejected
-		return // the client left; logged as 499
-	default:
-		p.log.Error("idempotency store unavailable; observe mode forwards the request", "error", err, logRequestID, ex.id, logRoute, rt.Name)
-		would = OutcomeWouldUnavailable
-	}
-	p.forwardObserved(w, r, next, would)
+	return OutcomeWouldReject
 }
 
 // forwardObserved forwards a keyed write of an observed route without a
@@ -107,59 +56,3 @@ func (p *Proxy) forwardObserved(w http.ResponseWriter, r *http.Request, next htt
 	ex.outcome = would
 	next.ServeHTTP(w, r)
 }
-
-// observeBody reads a keyed request's body whole, as readBody does for
-// enforce mode, but never refuses it: a body that enforce mode would refuse
-// (over max_body_bytes, or over the max_buffered_bytes budget) is left to
-// stream to the upstream whole, and would names the outcome enforce mode
-// would have had. The caller calls release when would is "".
-func (p *Proxy) observeBody(r *http.Request) (body []byte, release func(), would string) {
-	limit := p.opts.Idempotency.MaxBodyBytes
-	if r.ContentLength > limit {
-		return nil, nil, OutcomeWouldReject
-	}
-	hold := limit
-	if r.ContentLength >= 0 {
-		hold = r.ContentLength
-	}
-	if p.buffered.Add(hold) > p.opts.MaxBufferedBytes {
-		p.buffered.Add(-hold)
-		return nil, nil, OutcomeWouldUnavailable
-	}
-	release = func() { p.buffered.Add(-hold) }
-	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
-		return nil, release, ""
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, max(r.ContentLength, 512)))
-	_, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1))
-	if err != nil || int64(buf.Len()) > limit {
-		// Forward what was read, then the rest (or the same failure), as
-		// the upstream would have seen it without idemgate.
-		release()
-		rest := r.Body
-		if err != nil {
-			rest = &failedBody{err: err, Closer: r.Body}
-		}
-		r.Body = &prefixedBody{Reader: io.MultiReader(bytes.NewReader(buf.Bytes()), rest), Closer: r.Body}
-		return nil, nil, OutcomeWouldReject
-	}
-	body = buf.Bytes()
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
-	r.GetBody = nil
-	return body, release, ""
-}
-
-// prefixedBody is a request body whose start was read already.
-type prefixedBody struct {
-	io.Reader
-	io.Closer
-}
-
-// failedBody replays a body's read error.
-type failedBody struct {
-	err error
-	io.Closer
-}
-
-func (f *failedBody) Read([]byte) (int, error) { return 0, f.err }

@@ -27,19 +27,19 @@ func TestReload(t *testing.T) {
 		fmt.Fprintf(w, "execution %d", n)
 	}
 	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) {
-		o.Routes = []Route{{Name: "pay", Method: "POST", Path: "/pay", Idempotent: true}}
+		o.Stages.Routes = []Route{{Name: "pay", Method: "POST", Path: "/pay", Idempotent: true}}
 	})
 	held := make(chan result, 1)
 	go func() { held <- tp.do(t, "POST", "/pay", "k1", `{}`, "X-Hold", "1") }()
 	<-arrived
 
 	// The new routing drops /pay: it passes through, keys ignored.
-	next := Routing{Routes: []Route{{Name: "orders", Method: "POST", Path: "/orders", Idempotent: true}}}
+	next := Stages{Routes: []Route{{Name: "orders", Method: "POST", Path: "/orders", Idempotent: true}}}
 	if err := tp.p.Reload(next); err != nil {
 		t.Fatal(err)
 	}
-	if got := tp.p.Routing().Routes[0].Name; got != "orders" {
-		t.Errorf("Routing() = %q; want orders", got)
+	if got := tp.p.Stages().Routes[0].Name; got != "orders" {
+		t.Errorf("Stages() = %q; want orders", got)
 	}
 	for i := range 2 {
 		if r := tp.do(t, "POST", "/pay", "k1", `{}`); r.status != 201 || r.header.Get("Idempotent-Replayed") != "" {
@@ -57,15 +57,15 @@ func TestReload(t *testing.T) {
 	})
 
 	// Ambiguous routes are refused; the running routing stays.
-	bad := Routing{Routes: []Route{
+	bad := Stages{Routes: []Route{
 		{Name: "a", Method: "GET", Path: "/x/{id}"},
 		{Name: "b", Method: "GET", Path: "/x/{other}"},
 	}}
 	if err := tp.p.Reload(bad); err == nil {
 		t.Fatal("Reload(ambiguous) = nil; want an error")
 	}
-	if got := tp.p.Routing().Routes[0].Name; got != "orders" {
-		t.Errorf("after a refused reload, Routing() = %q; want orders", got)
+	if got := tp.p.Stages().Routes[0].Name; got != "orders" {
+		t.Errorf("after a refused reload, Stages() = %q; want orders", got)
 	}
 	if r := tp.do(t, "POST", "/orders", "k9", `{}`); r.status != 201 {
 		t.Errorf("/orders = %v", r)
@@ -81,8 +81,8 @@ func TestReloadUnderLoad(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t)
 	tp := newTestProxy(t, up.URL, nil)
-	a := tp.p.Routing()
-	b := Routing{Routes: append([]Route{{Name: "extra", Method: "POST", Path: "/extra", Idempotent: true}}, a.Routes...)}
+	a := tp.p.Stages()
+	b := Stages{Routes: append([]Route{{Name: "extra", Method: "POST", Path: "/extra", Idempotent: true}}, a.Routes...)}
 	const workers, each = 8, 50
 	var wg sync.WaitGroup
 	errs := make(chan string, workers*each)

@@ -130,7 +130,7 @@ func TestObserveMode(t *testing.T) {
 	if err != nil || rec.State != keystore.StateCompleted || !strings.Contains(string(rec.Response.Body), `"execution":1`) {
 		t.Fatalf("k1's record = %+v, %v; want completed with execution 1", rec, err)
 	}
-	rt := mp.p.Routing()
+	rt := mp.p.Stages()
 	enforced := append([]Route(nil), rt.Routes...)
 	for i := range enforced {
 		enforced[i].Observe = false

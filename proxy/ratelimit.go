@@ -32,9 +32,9 @@ type Limiter interface {
 
 var _ Limiter = (*limiter.Limiter)(nil)
 
-// LimitOptions configure the limit stages of DESIGN.md steps 1 and 3. Every
+// limitOptions configure the limit stages of DESIGN.md steps 1 and 3. Every
 // field is optional.
-type LimitOptions struct {
+type limitOptions struct {
 	// Edge counts every request, matched or not, per client address.
 	// Nil: no edge limit.
 	Edge Limiter
@@ -71,10 +71,8 @@ type LimitOptions struct {
 	OnReject func(limiter, route string)
 }
 
-// Limits holds the edge and route limit stages, built by [NewLimits]. Put
-// [Limits.Edge] and [Limits.Route] into [Options.EdgeLimit] and
-// [Options.RouteLimit].
-type Limits struct {
+// limits holds the edge and route limit stages, built by [newLimits].
+type limits struct {
 	edge     Limiter
 	routes   map[string]*routeLimit
 	now      func() time.Time
@@ -94,9 +92,23 @@ type routeLimit struct {
 	sfName string   // the route's name as a Structured Fields String
 }
 
-// NewLimits checks o and builds the limit stages.
-func NewLimits(o LimitOptions) (*Limits, error) {
-	l := &Limits{
+// newLimits builds the limit stages of st, on the proxy's clock, logger and
+// trusted proxies.
+func newLimits(st Stages, o Options) (*limits, error) {
+	return newLimitStages(limitOptions{
+		Edge:           st.Edge,
+		Routes:         st.RouteLimits,
+		Now:            o.Now,
+		IETFHeaders:    st.IETFHeaders,
+		TrustedProxies: o.TrustedProxies,
+		Logger:         o.Logger.With("component", "limiter"),
+		OnReject:       st.OnReject,
+	})
+}
+
+// newLimitStages checks o and builds the limit stages.
+func newLimitStages(o limitOptions) (*limits, error) {
+	l := &limits{
 		edge:     o.Edge,
 		routes:   make(map[string]*routeLimit, len(o.Routes)),
 		now:      o.Now,
@@ -110,13 +122,13 @@ func NewLimits(o LimitOptions) (*Limits, error) {
 		l.log = slog.New(slog.DiscardHandler)
 	}
 	var errs []error
-	for name, rl := range o.Routes {
-		if rl == nil {
+	for name, lim := range o.Routes {
+		if lim == nil {
 			errs = append(errs, fmt.Errorf("proxy: route %q: nil limiter", name))
 			continue
 		}
-		r := &routeLimit{l: rl, name: name, sfName: sfString(name)}
-		if p := rl.Policy(); o.IETFHeaders && p.Quota > 0 {
+		r := &routeLimit{l: lim, name: name, sfName: sfString(name)}
+		if p := lim.Policy(); o.IETFHeaders && p.Quota > 0 {
 			r.policy = []string{r.sfName + ";q=" + strconv.Itoa(p.Quota) + ";w=" + strconv.Itoa(max(1, ceilSeconds(p.Window)))}
 		}
 		l.routes[name] = r
@@ -128,24 +140,24 @@ func NewLimits(o LimitOptions) (*Limits, error) {
 	return l, nil
 }
 
-// Edge returns DESIGN.md step 1: every request, matched or not, is counted
+// edgeStage returns DESIGN.md step 1: every request, matched or not, is counted
 // against its client address's budget. A refused request gets 429
 // rate_limited with Retry-After and never reaches a later stage. Edge
 // answers carry no limit headers. It returns nil without an edge limiter.
-func (l *Limits) Edge() Middleware {
+func (l *limits) edgeStage() middleware {
 	if l.edge == nil {
 		return nil
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			client := ClientAddr(r)
+			client := clientAddr(r)
 			l.checkShared(client)
 			d := l.edge.AllowContext(r.Context(), limiter.Bucket(client), l.now())
 			if !d.OK {
 				if l.onReject != nil {
 					l.onReject(LimiterEdge, "")
 				}
-				WriteProblem(w, r, ProblemRateLimited.WithRetryAfter(ceilSeconds(d.RetryAfter)))
+				writeProblem(w, r, problemRateLimited.withRetryAfter(ceilSeconds(d.RetryAfter)))
 				return
 			}
 			next.ServeHTTP(w, r)
@@ -153,7 +165,7 @@ func (l *Limits) Edge() Middleware {
 	}
 }
 
-// Route returns DESIGN.md step 3: requests on a route with a limiter are
+// routeStage returns DESIGN.md step 3: requests on a route with a limiter are
 // counted per client address and route. Passed answers, replays and the
 // proxy's own answers included, carry X-RateLimit-Limit, -Remaining and
 // -Reset (and, with IETFHeaders, RateLimit-Policy and RateLimit); they are
@@ -162,31 +174,31 @@ func (l *Limits) Edge() Middleware {
 // r=0), and happens before the key check, so it never claims or releases a
 // key. A decision with Limit 0 (a limiter that could not decide) adds no
 // headers. It returns nil without route limiters.
-func (l *Limits) Route() Middleware {
+func (l *limits) routeStage() middleware {
 	if len(l.routes) == 0 {
 		return nil
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			rl := l.routes[RouteName(r)]
-			if rl == nil {
+			lim := l.routes[routeName(r)]
+			if lim == nil {
 				next.ServeHTTP(w, r)
 				return
 			}
-			client := ClientAddr(r)
+			client := clientAddr(r)
 			l.checkShared(client)
-			d := rl.l.AllowContext(r.Context(), limiter.Bucket(client), l.now())
+			d := lim.l.AllowContext(r.Context(), limiter.Bucket(client), l.now())
 			if !d.OK {
 				if l.onReject != nil {
-					l.onReject(LimiterRoute, rl.name)
+					l.onReject(LimiterRoute, lim.name)
 				}
 				retry := ceilSeconds(d.RetryAfter)
-				if rl.policy != nil && d.Limit > 0 {
+				if lim.policy != nil && d.Limit > 0 {
 					h := w.Header()
-					h["Ratelimit-Policy"] = rl.policy
-					h["Ratelimit"] = []string{rl.sfName + ";r=0;t=" + strconv.Itoa(retry)}
+					h["Ratelimit-Policy"] = lim.policy
+					h["Ratelimit"] = []string{lim.sfName + ";r=0;t=" + strconv.Itoa(retry)}
 				}
-				WriteProblem(w, r, ProblemRateLimited.WithRetryAfter(retry))
+				writeProblem(w, r, problemRateLimited.withRetryAfter(retry))
 				return
 			}
 			if d.Limit == 0 {
@@ -194,7 +206,7 @@ func (l *Limits) Route() Middleware {
 				return
 			}
 			lw := &limitWriter{ResponseWriter: w}
-			lw.format(rl, d)
+			lw.format(lim, d)
 			lw.setHeaders()
 			next.ServeHTTP(lw, r)
 		})
@@ -204,7 +216,7 @@ func (l *Limits) Route() Middleware {
 // checkShared logs, once, that every client shares one budget when requests
 // come from a loopback or private address and no proxy is trusted: behind a
 // proxy, a load balancer or a mesh sidecar, that address is the proxy's.
-func (l *Limits) checkShared(client netip.Addr) {
+func (l *limits) checkShared(client netip.Addr) {
 	if !l.warn.Load() || !(client.IsLoopback() || client.IsPrivate()) {
 		return
 	}
@@ -227,12 +239,12 @@ type limitWriter struct {
 }
 
 // format computes the header values of d once.
-func (lw *limitWriter) format(rl *routeLimit, d limiter.Decision) {
+func (lw *limitWriter) format(lim *routeLimit, d limiter.Decision) {
 	reset := strconv.Itoa(ceilSeconds(d.Reset))
 	lw.vals = [4]string{strconv.Itoa(d.Limit), strconv.Itoa(d.Remaining), reset}
-	if rl.policy != nil {
-		lw.policy = rl.policy
-		lw.vals[3] = rl.sfName + ";r=" + lw.vals[1] + ";t=" + reset
+	if lim.policy != nil {
+		lw.policy = lim.policy
+		lw.vals[3] = lim.sfName + ";r=" + lw.vals[1] + ";t=" + reset
 	}
 }
 
@@ -300,29 +312,6 @@ func sfString(s string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
-}
-
-// EdgeLimit returns the edge limit stage of the non-nil l with the clock
-// now: a shorthand for [NewLimits] with only an edge limiter, no IETF
-// headers and no logger.
-func EdgeLimit(l Limiter, now func() time.Time) Middleware {
-	ls, _ := NewLimits(LimitOptions{Edge: l, Now: now}) // cannot fail
-	return ls.Edge()
-}
-
-// RouteLimit returns the route limit stage of limits (by route name; no
-// value may be nil) with the clock now: a shorthand for [NewLimits] with only
-// route limiters, no IETF headers and no logger.
-func RouteLimit[L Limiter](limits map[string]L, now func() time.Time) Middleware {
-	routes := make(map[string]Limiter, len(limits))
-	for name, l := range limits {
-		routes[name] = l
-	}
-	ls, err := NewLimits(LimitOptions{Routes: routes, Now: now})
-	if err != nil {
-		panic(err) // a nil limiter: a programming error
-	}
-	return ls.Route()
 }
 
 // ceilSeconds rounds d up to whole seconds, at least 1 for any wait.

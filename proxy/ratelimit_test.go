@@ -22,16 +22,16 @@ import (
 
 // limitsProxy is a test proxy whose limit stages come from o, on a fake
 // clock.
-func limitsProxy(t *testing.T, up string, o LimitOptions, mod func(*Options)) (*testProxy, *testutil.Clock) {
+func limitsProxy(t *testing.T, up string, o limitOptions, mod func(*Options)) (*testProxy, *testutil.Clock) {
 	t.Helper()
 	clk := testutil.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	o.Now = clk.Now
-	ls, err := NewLimits(o)
-	if err != nil {
-		t.Fatalf("NewLimits = %v", err)
-	}
 	tp := newTestProxy(t, up, func(opts *Options, _ *memstore.Options) {
-		opts.EdgeLimit, opts.RouteLimit = ls.Edge(), ls.Route()
+		opts.Now = clk.Now
+		opts.Stages.Edge, opts.Stages.RouteLimits = o.Edge, o.Routes
+		opts.Stages.IETFHeaders, opts.Stages.OnReject = o.IETFHeaders, o.OnReject
+		if o.Logger != nil {
+			opts.Logger = o.Logger
+		}
 		if mod != nil {
 			mod(opts)
 		}
@@ -78,7 +78,7 @@ func TestRouteLimitHeaders(t *testing.T) {
 		w.Write([]byte(`{}`))
 	}
 	win := localRoute(t, limiter.RouteOptions{Algorithm: limiter.Window, Requests: 3, Per: time.Minute})
-	tp, clk := limitsProxy(t, up.URL, LimitOptions{Routes: map[string]Limiter{"create_cart": win}}, nil)
+	tp, clk := limitsProxy(t, up.URL, limitOptions{Routes: map[string]Limiter{"create_cart": win}}, nil)
 
 	first := tp.do(t, "POST", "/ucp/v1/carts", "k1", `{}`)
 	if got, want := limitHeaders(first), [3]string{"3", "2", "60"}; first.status != 201 || got != want {
@@ -129,7 +129,7 @@ func TestIETFHeaders(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			tb := localRoute(t, limiter.RouteOptions{Requests: 2, Per: time.Minute})
-			tp, _ := limitsProxy(t, up.URL, LimitOptions{Routes: map[string]Limiter{"get_cart": tb}, IETFHeaders: tt.on}, nil)
+			tp, _ := limitsProxy(t, up.URL, limitOptions{Routes: map[string]Limiter{"get_cart": tb}, IETFHeaders: tt.on}, nil)
 			var got [3][2]string
 			for i := range got {
 				r := tp.do(t, "GET", "/ucp/v1/carts/c1", "", "")
@@ -174,7 +174,7 @@ func TestEdgeLimitStage(t *testing.T) {
 	up := newUpstream(t)
 	var mu sync.Mutex
 	rejected := map[[2]string]int{}
-	tp, clk := limitsProxy(t, up.URL, LimitOptions{
+	tp, clk := limitsProxy(t, up.URL, limitOptions{
 		Edge:   localEdge(t, limiter.EdgeOptions{Rate: 100, Burst: 200}),
 		Routes: map[string]Limiter{"get_cart": localRoute(t, limiter.RouteOptions{Requests: 1, Per: time.Hour})},
 		OnReject: func(l, route string) {
@@ -238,7 +238,7 @@ func TestSharedBudgetWarning(t *testing.T) {
 			t.Parallel()
 			logs := &testutil.SyncBuffer{}
 			tb := localRoute(t, limiter.RouteOptions{Requests: 100, Per: time.Minute})
-			tp, _ := limitsProxy(t, up.URL, LimitOptions{
+			tp, _ := limitsProxy(t, up.URL, limitOptions{
 				Edge:           localEdge(t, limiter.EdgeOptions{Rate: 100, Burst: 200}),
 				Routes:         map[string]Limiter{"get_cart": tb},
 				TrustedProxies: tt.trusted,
@@ -295,7 +295,7 @@ func TestRedisLimiterDown(t *testing.T) {
 	}
 	defer route.Close()
 	up := newUpstream(t)
-	tp, _ := limitsProxy(t, up.URL, LimitOptions{Edge: edge, Routes: map[string]Limiter{"create_cart": route}}, nil)
+	tp, _ := limitsProxy(t, up.URL, limitOptions{Edge: edge, Routes: map[string]Limiter{"create_cart": route}}, nil)
 	start := time.Now()
 	for i := range 20 {
 		r := tp.do(t, "POST", "/ucp/v1/carts", "", `{}`)
@@ -316,12 +316,12 @@ func TestRedisLimiterDown(t *testing.T) {
 func TestLimitWriterStreams(t *testing.T) {
 	t.Parallel()
 	tb := localRoute(t, limiter.RouteOptions{Requests: 5, Per: time.Minute})
-	ls, err := NewLimits(LimitOptions{Routes: map[string]Limiter{"s": tb}})
+	ls, err := newLimitStages(limitOptions{Routes: map[string]Limiter{"s": tb}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	flushed := make(chan struct{})
-	h := ls.Route()(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := ls.routeStage()(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("first"))
 		if err := http.NewResponseController(w).Flush(); err != nil {
 			t.Errorf("Flush = %v", err)
@@ -349,14 +349,14 @@ func TestLimitWriterStreams(t *testing.T) {
 	}
 }
 
-func TestNewLimitsNil(t *testing.T) {
+func TestNewLimitStagesNil(t *testing.T) {
 	t.Parallel()
-	if _, err := NewLimits(LimitOptions{Routes: map[string]Limiter{"r": nil}}); err == nil {
+	if _, err := newLimitStages(limitOptions{Routes: map[string]Limiter{"r": nil}}); err == nil {
 		t.Error("NewLimits with a nil route limiter = nil error")
 	}
-	ls, err := NewLimits(LimitOptions{})
-	if err != nil || ls.Edge() != nil || ls.Route() != nil {
-		t.Errorf("NewLimits({}) = stages %v %v, %v; want no stages", ls.Edge() != nil, ls.Route() != nil, err)
+	ls, err := newLimitStages(limitOptions{})
+	if err != nil || ls.edgeStage() != nil || ls.routeStage() != nil {
+		t.Errorf("newLimitStages({}) = stages %v %v, %v; want no stages", ls.edgeStage() != nil, ls.routeStage() != nil, err)
 	}
 }
 
@@ -388,12 +388,12 @@ func BenchmarkLimitStages(b *testing.B) {
 				b.Cleanup(func() { e.Close(); r.Close() })
 				edge, route = e, r
 			}
-			ls, err := NewLimits(LimitOptions{Edge: edge, Routes: map[string]Limiter{"bench": route}})
+			ls, err := newLimitStages(limitOptions{Edge: edge, Routes: map[string]Limiter{"bench": route}})
 			if err != nil {
 				b.Fatal(err)
 			}
 			ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
-			h := ls.Edge()(ls.Route()(ok))
+			h := ls.edgeStage()(ls.routeStage()(ok))
 			var next atomic.Uint32
 			b.ReportAllocs()
 			b.ResetTimer()

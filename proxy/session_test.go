@@ -161,15 +161,11 @@ func newSessionProxy(t *testing.T, up string, qopts session.Options, mod func(*O
 		t.Fatal(err)
 	}
 	return newTestProxy(t, up, func(o *Options, _ *memstore.Options) {
-		o.Routes = sessionRoutes
+		o.Stages.Routes = sessionRoutes
 		if mod != nil {
 			mod(o)
 		}
-		mw, err := SessionTurn(q, o.Idempotency)
-		if err != nil {
-			t.Fatal(err)
-		}
-		o.SessionTurn = mw
+		o.Stages.Sessions = q
 	})
 }
 
@@ -433,7 +429,7 @@ func TestSessionScopes(t *testing.T) {
 	up := newSessionUpstream(t)
 	m := &sessionCounters{}
 	tp := newSessionProxy(t, up.URL, session.Options{QueueDepth: 4, QueueTimeout: time.Minute, Metrics: m}, func(o *Options) {
-		o.Idempotency.TenantHosts = map[string]string{"shop2.example": "shop2"}
+		o.Idempotency.TenantFor = tenantHosts(map[string]string{"shop2.example": "shop2"})
 	})
 	defer up.open()
 	c := sessionClient(t)
@@ -588,7 +584,7 @@ func newRedisSessionProxy(t *testing.T, up, addr, prefix string, depth int, m se
 	}
 	opts := Options{
 		Upstream: u,
-		Routes:   sessionRoutes,
+		Stages:   Stages{Routes: sessionRoutes},
 		Store:    st,
 		Idempotency: Idempotency{
 			IdentityHeaders: []string{"Authorization"},
@@ -596,9 +592,7 @@ func newRedisSessionProxy(t *testing.T, up, addr, prefix string, depth int, m se
 			ReleaseStatuses: []int{400, 409, 503},
 		},
 	}
-	if opts.SessionTurn, err = SessionTurn(q, opts.Idempotency); err != nil {
-		t.Fatal(err)
-	}
+	opts.Stages.Sessions = q
 	p, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -671,9 +665,16 @@ func TestPathBefore(t *testing.T) {
 	}
 }
 
-func TestSessionTurnNeedsQueue(t *testing.T) {
+// TestSessionTurnWithoutQueue: without a queue the stage is left out, and a
+// session route serves without turns.
+func TestSessionTurnWithoutQueue(t *testing.T) {
 	t.Parallel()
-	if _, err := SessionTurn(nil, Idempotency{}); err == nil {
-		t.Error("SessionTurn(nil) = nil error; want an error")
+	if (&Proxy{}).sessionTurn(nil) != nil {
+		t.Error("sessionTurn(nil) = a stage; want none")
+	}
+	up := newUpstream(t)
+	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) { o.Stages.Routes = sessionRoutes })
+	if r := tp.do(t, "GET", "/carts/c1", "", ""); r.status != 201 {
+		t.Errorf("GET on a session route without a queue = %v; want the upstream's 201", r)
 	}
 }

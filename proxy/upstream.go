@@ -247,19 +247,19 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		// sent: nothing ran.
 		ex.sent = notSent
 		p.log.Warn("upstream unreachable", "error", err, logRequestID, ex.id)
-		WriteProblem(w, r, ProblemUpstreamDown)
+		writeProblem(w, r, problemUpstreamDown)
 	case errors.Is(context.Cause(ctx), errHeaderTimeout) || errors.Is(ctx.Err(), context.DeadlineExceeded):
 		if !call.wroteHeaders.Load() {
 			ex.sent = notSent
 		}
 		p.log.Warn("upstream timeout", "error", err, logRequestID, ex.id)
-		WriteProblem(w, r, ProblemUpstreamTimeout)
+		writeProblem(w, r, problemUpstreamTimeout)
 	case ctx.Err() != nil:
 		// The client hung up on a pass-through request.
 		ex.outcome = OutcomePassthrough
 		ex.code = ""
 	default:
 		p.log.Warn("upstream connection broken", "error", err, logRequestID, ex.id)
-		WriteProblem(w, r, ProblemUpstreamBroken)
+		writeProblem(w, r, problemUpstreamBroken)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/config"
+	"github.com/idemgate/idemgate/internal/app"
 	"github.com/idemgate/idemgate/internal/demo"
 )
 
@@ -41,7 +42,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("demo upstream: %w", err)
 	}
 	api := demo.New(demo.Options{})
-	upSrv := newServer(api, log)
+	upSrv := app.NewServer(api, log)
 	go upSrv.Serve(upLn)
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -58,18 +59,18 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("demo config: %w", err)
 	}
-	lns, err := listen(cfg.Listen, cfg.AdminListen)
+	lns, err := app.Listen(cfg.Listen, cfg.AdminListen)
 	if err != nil {
 		return err
 	}
-	a, err := newApp(cfg, log, nil)
+	a, err := app.New(cfg, app.Options{Logger: log, Version: version})
 	if err != nil {
-		lns.public.Close()
-		lns.admin.Close()
+		lns.Public.Close()
+		lns.Admin.Close()
 		return err
 	}
-	printDemo(stdout, "http://"+lns.public.Addr().String(), "http://"+upLn.Addr().String(), "http://"+lns.admin.Addr().String())
-	return a.serve(ctx, 5*time.Second, lns)
+	printDemo(stdout, "http://"+lns.Public.Addr().String(), "http://"+upLn.Addr().String(), "http://"+lns.Admin.Addr().String())
+	return a.Serve(ctx, 5*time.Second, lns)
 }
 
 // demoCommands are the lines `idemgate demo` prints; its test runs them.

@@ -64,16 +64,3 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	}
 	return nil
 }
-
-// loadConfig loads, validates and checks that every feature the config asks
-// for is one this build has.
-func loadConfig(path string) (*config.Config, error) {
-	cfg, err := config.Load(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	return cfg, checkConfig(cfg)
-}

@@ -21,21 +21,20 @@ func replica(t *testing.T, topo topology, prefix string, clk *clock, upstream st
 	b := newBackend(t, newClient(t, topo), clk, redislimiter.Options{KeyPrefix: prefix})
 	edge := newEdge(t, b, nginxDefault)
 	routes := map[string]proxy.Limiter{"get_cart": newRoute(t, b, "route:get_cart", route)}
-	ls, err := proxy.NewLimits(proxy.LimitOptions{Edge: edge, Routes: routes, Now: clk.now})
-	if err != nil {
-		t.Fatal(err)
-	}
 	u, err := url.Parse(upstream)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tr := &http.Transport{}
 	p, err := proxy.New(proxy.Options{
-		Upstream:   u,
-		Transport:  tr,
-		Routes:     []proxy.Route{{Name: "get_cart", Method: "GET", Path: "/carts/{id}"}},
-		EdgeLimit:  ls.Edge(),
-		RouteLimit: ls.Route(),
+		Upstream:  u,
+		Transport: tr,
+		Now:       clk.now,
+		Stages: proxy.Stages{
+			Routes:      []proxy.Route{{Name: "get_cart", Method: "GET", Path: "/carts/{id}"}},
+			Edge:        edge,
+			RouteLimits: routes,
+		},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"fmt"
@@ -77,7 +77,7 @@ func (m *kubeMount) update(t *testing.T, data string) {
 // routeNames returns the names of the routes the proxy serves now.
 func (oa *opsApp) routeNames() []string {
 	var names []string
-	for _, r := range oa.proxy.Routing().Routes {
+	for _, r := range oa.proxy.Stages().Routes {
 		names = append(names, r.Name)
 	}
 	return names
@@ -206,7 +206,7 @@ func TestReloadReplaceInPlaceInvalid(t *testing.T) {
 	if err := os.WriteFile(path, []byte(inPlace), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "observe mode", func() bool { return len(oa.proxy.Routing().Routes) == 2 && oa.proxy.Routing().Routes[0].Observe })
+	waitUntil(t, "observe mode", func() bool { return len(oa.proxy.Stages().Routes) == 2 && oa.proxy.Stages().Routes[0].Observe })
 	pay("p1")
 	pay("p1")
 	if n := up.count("/pay", "p1"); n != 2 {
@@ -370,7 +370,7 @@ func TestReloadSIGHUP(t *testing.T) {
 	}
 	oa := startOpsApp(t, v1, path, nil)
 	// Wait until the watcher made its first read (nothing to apply).
-	waitUntil(t, "watcher started", func() bool { oa.rl.mu.Lock(); defer oa.rl.mu.Unlock(); return oa.rl.started })
+	waitUntil(t, "watcher started", func() bool { oa.reload.mu.Lock(); defer oa.reload.mu.Unlock(); return oa.reload.started })
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}

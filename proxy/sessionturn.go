@@ -8,33 +8,32 @@ import (
 	"github.com/idemgate/idemgate/session"
 )
 
-// SessionTurn returns DESIGN.md step 6: a request on a route with a session
-// waits for its session's turn in q before it goes on, and gives the turn
-// up when the rest of the chain returns. It runs after the claim, so a
-// duplicate of a waiting keyed request gets 409 in progress instead of a
-// second place in the line, and the claim's lease is renewed while it
-// waits.
+// sessionTurn returns DESIGN.md step 6 on the queue q (nil: no stage): a
+// request on a route with a session waits for its session's turn in q
+// before it goes on, and gives the turn back when the rest of the chain
+// returns. It runs after the claim, so a duplicate of a waiting keyed
+// request gets 409 in progress instead of a second place in the line, and
+// the claim's lease is renewed while it waits.
 //
 // A request without the session id (or on a route without a session) takes
 // no turn. A full line or a wait over the queue timeout gets 503
 // session_busy with Retry-After: 1; a client that hangs up while it waits
 // leaves the line and is answered nothing (logged as 499). In both cases
-// the request never reached the upstream, so the idempotency stage releases
-// its key.
+// the request never reached the upstream, so the claim stage gives its key
+// up.
 //
-// Requests share a line when they have the same tenant (decided from idem
-// as the idempotency stage does: pass the same [Idempotency]) and the same
-// session: for a path parameter, the same escaped path up to and including
-// the parameter's segment (so PUT /carts/{id} and GET /carts/{id}/items
-// share one, and /carts/x and /orders/x do not); for a header, the same
-// header name and value. The line's [session.Key] hashes them: raw ids
-// never reach the store.
-func SessionTurn(q *session.Queue, idem Idempotency) (Middleware, error) {
+// Requests share a line when they have the same tenant (the idempotency
+// stage's [Idempotency.TenantFor]) and the same session: for a path
+// parameter, the same escaped path up to and including the parameter's
+// segment (so PUT /carts/{id} and GET /carts/{id}/items share one, and
+// /carts/x and /orders/x do not); for a header, the same header name and
+// value. The line's [session.Key] hashes them: raw ids never reach the
+// store.
+func (p *Proxy) sessionTurn(q *session.Queue) middleware {
 	if q == nil {
-		return nil, errors.New("proxy: SessionTurn needs a session.Queue")
+		return nil
 	}
-	// tenant is the idempotency stage's own rule, on the same options.
-	tenant := (&Proxy{opts: Options{Idempotency: idem}}).tenant
+	tenant := p.opts.Idempotency.TenantFor
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			k, ok := sessionKey(r, tenant)
@@ -46,9 +45,9 @@ func SessionTurn(q *session.Queue, idem Idempotency) (Middleware, error) {
 			if err != nil {
 				switch {
 				case errors.Is(err, session.ErrQueueFull):
-					WriteProblem(w, r, ProblemSessionBusy)
+					writeProblem(w, r, problemSessionBusy)
 				case errors.Is(err, session.ErrTimeout):
-					WriteProblem(w, r, problemSessionTimeout)
+					writeProblem(w, r, problemSessionTimeout)
 				default:
 					// The client left while it waited: nothing to answer.
 					if ex := exchangeOf(r); ex != nil {
@@ -60,20 +59,32 @@ func SessionTurn(q *session.Queue, idem Idempotency) (Middleware, error) {
 			defer turn.Release()
 			next.ServeHTTP(w, r)
 		})
-	}, nil
+	}
 }
 
-// problemSessionTimeout is session_busy for a wait over the queue timeout.
-var problemSessionTimeout = func() Problem {
-	p := ProblemSessionBusy
-	p.Detail = "This session's earlier requests took too long; retry later"
-	return p
-}()
+// sessionID returns the session id of r on its route and whether the route
+// takes turns with one: the path parameter as sent (escaped, case kept) or
+// the header's value. A request without the id takes no turn.
+func sessionID(r *http.Request) (id string, ok bool) {
+	ex := exchangeOf(r)
+	if ex == nil || ex.route == nil {
+		return "", false
+	}
+	s := ex.route.Session
+	switch {
+	case s.Param != "":
+		return ex.route.tmpl.Param(ex.params, s.Param)
+	case s.Header != "":
+		v := r.Header.Get(s.Header)
+		return v, v != ""
+	}
+	return "", false
+}
 
 // sessionKey returns the key of r's session line, and whether r takes a
 // turn.
 func sessionKey(r *http.Request, tenant func(host string) string) (session.Key, bool) {
-	id, ok := SessionID(r)
+	id, ok := sessionID(r)
 	if !ok {
 		return session.Key{}, false
 	}

@@ -1,4 +1,4 @@
-package main
+package app
 
 // End-to-end tests of tls.mode files and acme (issue 7): real listeners on
 // 127.0.0.1, Pebble in the test process as the ACME CA, and real Redis for
@@ -35,27 +35,27 @@ type tlsApp struct {
 // the HTTP listener) until the test ends.
 func startTLSApp(t *testing.T, cfg *config.Config) tlsApp {
 	t.Helper()
-	a, err := newApp(cfg, slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})), nil)
+	a, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lns, err := listen("127.0.0.1:0", "127.0.0.1:0")
+	lns, err := Listen("127.0.0.1:0", "127.0.0.1:0")
 	if err != nil {
-		a.closeAll()
+		a.Close()
 		t.Fatal(err)
 	}
 	if cfg.TLS.EffectiveHTTPListen() != "" {
-		if lns.http, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		if lns.HTTP, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	app := tlsApp{https: lns.public.Addr().String()}
-	if lns.http != nil {
-		app.http = lns.http.Addr().String()
+	app := tlsApp{https: lns.Public.Addr().String()}
+	if lns.HTTP != nil {
+		app.http = lns.HTTP.Addr().String()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- a.serve(ctx, 5*time.Second, lns) }()
+	go func() { served <- a.Serve(ctx, 5*time.Second, lns) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -79,8 +79,8 @@ func tlsConfig(t *testing.T, yaml string) *config.Config {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if err := checkConfig(cfg); err != nil {
-		t.Fatalf("checkConfig = %v; want tls accepted", err)
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("Validate = %v; want tls accepted", err)
 	}
 	return cfg
 }
@@ -194,9 +194,9 @@ func TestTLSFilesRefusedAtStart(t *testing.T) {
 upstream: {url: "http://127.0.0.1:1"}
 tls: {mode: files, cert_file: `+filepath.Join(dir, "tls.crt")+`, key_file: `+filepath.Join(dir, "tls.key")+`}
 `)
-	a, err := newApp(cfg, slog.New(slog.DiscardHandler), nil)
+	a, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler)})
 	if err == nil {
-		a.closeAll()
+		a.Close()
 		t.Fatal("newApp with a garbage pair = nil error")
 	}
 	if !strings.Contains(err.Error(), "tls.cert_file") {
@@ -303,8 +303,8 @@ func TestTLSConfigAccepted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := checkConfig(cfg); err != nil && strings.Contains(err.Error(), "tls") {
-			t.Errorf("checkConfig(tls: %s) = %v; want tls accepted", tls, err)
+		if err := cfg.Validate(); err != nil && strings.Contains(err.Error(), "tls") {
+			t.Errorf("Validate(tls: %s) = %v; want tls accepted", tls, err)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package app
 
 // End-to-end tests of two idemgate replicas sharing one real Redis (issue 3,
 // Proof). They need IDEMGATE_TEST_REDIS_ADDR (scripts/redis-test.sh) and
@@ -77,7 +77,7 @@ func e2eConfig(t *testing.T, yaml string) *config.Config {
 // public base URL. Cleanup cancels it and waits for serve to return.
 func startReplica(t *testing.T, cfg *config.Config) string {
 	t.Helper()
-	a, err := newApp(cfg, slog.New(slog.DiscardHandler), nil)
+	a, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,16 +87,16 @@ func startReplica(t *testing.T, cfg *config.Config) string {
 // serveTestApp serves a on loopback listeners until the test ends and
 // returns its public base URL; cleanup cancels it and waits (at most 15 s)
 // for serve to return.
-func serveTestApp(t *testing.T, a *app) string {
+func serveTestApp(t *testing.T, a *App) string {
 	t.Helper()
-	lns, err := listen("127.0.0.1:0", "127.0.0.1:0")
+	lns, err := Listen("127.0.0.1:0", "127.0.0.1:0")
 	if err != nil {
-		a.closeAll()
+		a.Close()
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- a.serve(ctx, 5*time.Second, lns) }()
+	go func() { served <- a.Serve(ctx, 5*time.Second, lns) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -108,7 +108,7 @@ func serveTestApp(t *testing.T, a *app) string {
 			t.Errorf("replica did not stop within 15s")
 		}
 	})
-	return "http://" + lns.public.Addr().String()
+	return "http://" + lns.Public.Addr().String()
 }
 
 // e2eClient is an HTTP client with room for many concurrent connections.
@@ -394,7 +394,7 @@ func TestRedisE2ECrashTakeover(t *testing.T) {
 	bin := filepath.Join(dir, "idemgate")
 	bctx, bcancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer bcancel()
-	if out, err := exec.CommandContext(bctx, goTool, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(bctx, goTool, "build", "-o", bin, "github.com/idemgate/idemgate/cmd/idemgate").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"fmt"
@@ -10,60 +10,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgate/idemgate/config"
 	"github.com/idemgate/idemgate/proxy"
 )
 
-func TestEdgeRate(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		in      float64
-		rate    int
-		per     time.Duration
-		wantErr bool
-	}{
-		{0, 0, time.Second, false},
-		{100, 100, time.Second, false},
-		{50.5, 50500, 1000 * time.Second, false},
-		{0.5, 500, 1000 * time.Second, false},
-		{0.001, 1, 1000 * time.Second, false},
-		{0.0001, 0, 0, true},
-		{1.0005, 0, 0, true},
-		{2e9, 0, 0, true},
-	}
-	for _, tt := range tests {
-		rate, per, err := edgeRate(tt.in)
-		if rate != tt.rate || per != tt.per || (err != nil) != tt.wantErr {
-			t.Errorf("edgeRate(%v) = %d, %v, %v; want %d, %v, error %v", tt.in, rate, per, err, tt.rate, tt.per, tt.wantErr)
-		}
-	}
-}
-
-func TestCheckLimits(t *testing.T) {
-	t.Parallel()
-	cfg, err := config.Parse([]byte(`
-upstream: {url: "http://127.0.0.1:1"}
-edge_limit: {rate: 0.0001}
-limiter: {backend: redis}
-routes:
-  - {name: a, method: GET, path: /a, rate_limit: {requests: 1, per: 1500ns}}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = checkConfig(cfg)
-	if err == nil || !strings.Contains(err.Error(), "edge_limit.rate") || !strings.Contains(err.Error(), "routes[0].rate_limit.per") ||
-		strings.Contains(err.Error(), "limiter.backend: ") {
-		t.Errorf("checkConfig = %v; want refusals of edge_limit.rate and routes[0].rate_limit.per, and limiter.backend redis accepted", err)
-	}
-}
-
 // limitsReplica runs an app for yaml on loopback listeners and returns it
 // with its public base URL and its logs.
-func limitsReplica(t *testing.T, yaml string) (*app, string, *syncBuffer) {
+func limitsReplica(t *testing.T, yaml string) (*App, string, *syncBuffer) {
 	t.Helper()
 	var logs syncBuffer
-	a, err := newApp(e2eConfig(t, yaml), slog.New(slog.NewJSONHandler(&logs, nil)), nil)
+	a, err := New(e2eConfig(t, yaml), Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,13 +95,13 @@ func TestRedisLimitsE2E(t *testing.T) {
 		t.Errorf("400 requests over two replicas in %v: %d passed; want 201 - 5 = 196 (at most %d with the refill)", took, passed, maxPassed)
 	}
 	t.Logf("edge: %d of 400 passed in %v", passed, took.Round(time.Millisecond))
-	rejected := a1.limits.rejections()[rejectLabel{proxy.LimiterEdge, ""}] + a2.limits.rejections()[rejectLabel{proxy.LimiterEdge, ""}]
+	rejected := a1.limits.Load().rejections()[rejectLabel{proxy.LimiterEdge, ""}] + a2.limits.Load().rejections()[rejectLabel{proxy.LimiterEdge, ""}]
 	if int(rejected) != 400-passed {
 		t.Errorf("edge rejections counted %d; want %d", rejected, 400-passed)
 	}
 
-	if a1.limits.fallbacks()+a2.limits.fallbacks() != 0 {
-		t.Errorf("fallbacks with Redis up: %d, %d; want 0", a1.limits.fallbacks(), a2.limits.fallbacks())
+	if a1.limits.Load().fallbacks()+a2.limits.Load().fallbacks() != 0 {
+		t.Errorf("fallbacks with Redis up: %d, %d; want 0", a1.limits.Load().fallbacks(), a2.limits.Load().fallbacks())
 	}
 	// Requests come from 127.0.0.1 and no proxy is trusted: one warning.
 	if n := strings.Count(logs.String(), "client_ip.trusted_proxies is empty"); n != 1 {
@@ -176,7 +131,7 @@ func TestRedisLimitsDown(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("300 requests with Redis down took %v", took)
 	}
-	if got := a.limits.fallbacks(); got != 600 {
+	if got := a.limits.Load().fallbacks(); got != 600 {
 		t.Errorf("fallbacks = %d; want 600 (edge and route, 300 requests)", got)
 	}
 	if n := strings.Count(logs.String(), "Redis unavailable"); n != 1 {

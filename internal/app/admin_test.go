@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 
 // opsApp is an app serving on loopback listeners for the ops tests.
 type opsApp struct {
-	*app
+	*App
 	base, adminBase string
 	logs            *syncBuffer
 	stop            func()
@@ -33,7 +33,7 @@ func startOpsApp(t *testing.T, yaml, configPath string, token *string) *opsApp {
 		t.Fatal(err)
 	}
 	logs := &syncBuffer{}
-	a, err := newApp(cfg, slog.New(slog.NewJSONHandler(logs, nil)), nil)
+	a, err := New(cfg, Options{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,17 +41,17 @@ func startOpsApp(t *testing.T, yaml, configPath string, token *string) *opsApp {
 		a.setAdminToken(*token)
 	}
 	if configPath != "" {
-		a.configPath = configPath
-		a.rl.debounce, a.rl.poll = 20*time.Millisecond, -1
+		a.o.ConfigPath = configPath
+		a.reload.debounce, a.reload.poll = 20*time.Millisecond, -1
 	}
-	lns, err := listen("127.0.0.1:0", "127.0.0.1:0")
+	lns, err := Listen("127.0.0.1:0", "127.0.0.1:0")
 	if err != nil {
-		a.closeAll()
+		a.Close()
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- a.serve(ctx, 5*time.Second, lns) }()
+	go func() { served <- a.Serve(ctx, 5*time.Second, lns) }()
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
@@ -67,7 +67,7 @@ func startOpsApp(t *testing.T, yaml, configPath string, token *string) *opsApp {
 		})
 	}
 	t.Cleanup(stop)
-	return &opsApp{app: a, base: "http://" + lns.public.Addr().String(), adminBase: "http://" + lns.admin.Addr().String(), logs: logs, stop: stop}
+	return &opsApp{App: a, base: "http://" + lns.Public.Addr().String(), adminBase: "http://" + lns.Admin.Addr().String(), logs: logs, stop: stop}
 }
 
 // countingUpstream counts executions per key; a request with X-Hang waits

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"log/slog"
@@ -36,7 +36,7 @@ func TestProxyOptionsIdentity(t *testing.T) {
 			c := config.Default()
 			c.Upstream.URL = "http://127.0.0.1:3000"
 			tt.mutate(c)
-			o, err := (&app{log: slog.New(slog.DiscardHandler)}).proxyOptions(c, nil)
+			o, err := proxyOptions(c, nil, nil, nil, slog.New(slog.DiscardHandler))
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("proxyOptions = %v; want an error naming %s", err, tt.err)

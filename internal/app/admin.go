@@ -1,0 +1,71 @@
+package app
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/idemgate/idemgate/admin"
+	"github.com/idemgate/idemgate/config"
+	"github.com/idemgate/idemgate/keystore"
+)
+
+// adminHandler serves the admin listener: /healthz and /readyz (open, for
+// probes; health.go), /metrics (open) and /admin/ (behind the token).
+func (a *App) adminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", a.healthz)
+	mux.HandleFunc("GET /readyz", a.readyz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+		ErrorHandling:     promhttp.ContinueOnError,
+		Registry:          a.reg, // promhttp's own error counter
+		EnableOpenMetrics: true,
+	}))
+	mux.Handle("/admin/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := a.adminAPI.Load(); h != nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	return mux
+}
+
+// setAdminToken (re)builds the admin API with token ("" disables it).
+func (a *App) setAdminToken(token string) {
+	log := a.log.With("component", "admin")
+	h, err := newAdmin(a.cfg, a.store, a.proxy.ScopeKey, a.reg, log, token)
+	if err != nil {
+		log.Error("admin API disabled", "error", err)
+		return
+	}
+	switch {
+	case token == "":
+		log.Info("admin API disabled: " + AdminTokenEnv + " is not set")
+	case len(token) < 16:
+		log.Warn("admin API token is short; use at least 16 random characters", "env", AdminTokenEnv)
+	}
+	a.adminAPI.Store(h)
+}
+
+// newAdmin builds the admin API on st with token. It finds records by the
+// proxy's scopeKey and the config's one tenant rule.
+func newAdmin(cfg *config.Config, st keystore.Store, scopeKey func(string, http.Header, string) keystore.Key,
+	reg prometheus.Registerer, log *slog.Logger, token string) (*admin.Handler, error) {
+	ast, ok := st.(admin.Store)
+	if !ok {
+		return nil, errNoAdminStore
+	}
+	return admin.New(admin.Options{
+		Store:            ast,
+		Token:            token,
+		ScopeKey:         scopeKey,
+		TenantFor:        tenantOf(cfg),
+		MaxResponseBytes: cfg.Idempotency.MaxResponseBytes,
+		Registerer:       reg,
+		Logger:           log,
+	})
+}

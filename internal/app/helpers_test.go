@@ -1,0 +1,5 @@
+package app
+
+import "github.com/idemgate/idemgate/internal/testutil"
+
+type syncBuffer = testutil.SyncBuffer

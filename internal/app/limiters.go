@@ -1,0 +1,174 @@
+package app
+
+import (
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemgate/idemgate/config"
+	"github.com/idemgate/idemgate/limiter"
+	"github.com/idemgate/idemgate/limiter/redislimiter"
+	"github.com/idemgate/idemgate/proxy"
+)
+
+// sweepInterval is how often the local limiters (and the Redis limiters'
+// deny caches) drop the states that equal fresh ones.
+const sweepInterval = time.Minute
+
+// edgeLimiterName and routeLimiterPrefix name the limiters, in Redis keys
+// (prefix + "rl:" + name + "{client}") and in limitSet's counters. A route's
+// limiter is routeLimiterPrefix + the route's name, so that no route name can
+// collide with the edge limiter's keys.
+const (
+	edgeLimiterName    = "edge"
+	routeLimiterPrefix = "route:"
+)
+
+// limitSet is the running limiters, kept for the metrics (limitsCollector)
+// and the rejection counts. Every method is safe for concurrent use.
+type limitSet struct {
+	edge     proxy.Limiter               // nil: no edge limit
+	routes   map[string]proxy.Limiter    // by route name
+	local    map[string]*limiter.Limiter // by limiter name; nil entries never
+	backend  *redislimiter.Backend       // nil with limiter.backend local
+	rejected map[rejectLabel]*atomic.Uint64
+}
+
+// rejectLabel is a rejection counter's labels, as proxy.Stages.OnReject
+// reports them: limiter proxy.LimiterEdge and route "", or
+// proxy.LimiterRoute and the route's name.
+type rejectLabel struct{ limiter, route string }
+
+// newLimiters makes the edge limiter and one limiter per route with a
+// rate_limit, per process or in Redis (limiter.backend), and pushes their
+// closers onto cs: the limiters close before their Redis client.
+func newLimiters(cfg *config.Config, log *slog.Logger, cs *closeStack) (*limitSet, error) {
+	rate, per, err := cfg.EdgeLimit.PerPeriod()
+	if err != nil {
+		return nil, fmt.Errorf("edge_limit.rate: %w", err)
+	}
+	edgeOpts := limiter.EdgeOptions{
+		Rate:          rate,
+		Per:           per,
+		Burst:         cfg.EdgeLimit.Burst,
+		MaxClients:    cfg.Limiter.MaxClients,
+		SweepInterval: sweepInterval,
+	}
+	routeOpts := func(rl *config.RateLimit) limiter.RouteOptions {
+		return limiter.RouteOptions{
+			Algorithm:     limiter.Algorithm(rl.Algorithm),
+			Requests:      rl.Requests,
+			Per:           rl.Per,
+			Block:         rl.Block,
+			MaxClients:    cfg.Limiter.MaxClients,
+			SweepInterval: sweepInterval,
+		}
+	}
+	set := &limitSet{routes: map[string]proxy.Limiter{}, local: map[string]*limiter.Limiter{}, rejected: map[rejectLabel]*atomic.Uint64{}}
+	// The two backends make limiters the same way.
+	newEdge := func(o limiter.EdgeOptions) (proxy.Limiter, func() error, error) {
+		l, err := limiter.NewEdge(o)
+		if err != nil {
+			return nil, nil, err
+		}
+		set.local[edgeLimiterName] = l
+		return l, l.Close, nil
+	}
+	newRoute := func(name string, o limiter.RouteOptions) (proxy.Limiter, func() error, error) {
+		l, err := limiter.NewRoute(o)
+		if err != nil {
+			return nil, nil, err
+		}
+		set.local[routeLimiterPrefix+name] = l
+		return l, l.Close, nil
+	}
+	if cfg.Limiter.Backend == config.LimiterRedis {
+		client, err := newRedisClient(cfg.Store.Redis, cs)
+		if err != nil {
+			return nil, err
+		}
+		b, err := redislimiter.New(client, redislimiter.Options{
+			KeyPrefix: cfg.Store.Redis.KeyPrefix,
+			Logger:    log.With("component", "limiter"),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("store.redis: %w", err)
+		}
+		set.backend = b
+		newEdge = func(o limiter.EdgeOptions) (proxy.Limiter, func() error, error) {
+			l, err := b.NewEdge(edgeLimiterName, o)
+			if err != nil {
+				return nil, nil, err
+			}
+			return l, l.Close, nil
+		}
+		newRoute = func(name string, o limiter.RouteOptions) (proxy.Limiter, func() error, error) {
+			l, err := b.NewRoute(routeLimiterPrefix+name, o)
+			if err != nil {
+				return nil, nil, err
+			}
+			return l, l.Close, nil
+		}
+	}
+	if edgeOpts.Rate > 0 {
+		l, closeL, err := newEdge(edgeOpts)
+		if err != nil {
+			return nil, fmt.Errorf("edge_limit: %w", err)
+		}
+		cs.push(closeL)
+		set.edge = l
+		set.rejected[rejectLabel{proxy.LimiterEdge, ""}] = new(atomic.Uint64)
+	}
+	for i, r := range cfg.Routes {
+		if r.RateLimit == nil {
+			continue
+		}
+		l, closeL, err := newRoute(r.Name, routeOpts(r.RateLimit))
+		if err != nil {
+			return nil, fmt.Errorf("routes[%d].rate_limit: %w", i, err)
+		}
+		cs.push(closeL)
+		set.routes[r.Name] = l
+		set.rejected[rejectLabel{proxy.LimiterRoute, r.Name}] = new(atomic.Uint64)
+	}
+	return set, nil
+}
+
+// onReject counts a rejection (proxy.Stages.OnReject).
+func (s *limitSet) onReject(l, route string) {
+	if n := s.rejected[rejectLabel{l, route}]; n != nil {
+		n.Add(1)
+	}
+}
+
+// rejections returns how many requests each limiter refused, by limiter
+// (proxy.LimiterEdge or proxy.LimiterRoute) and route name ("" for the edge).
+// Every configured limiter has an entry, zero included.
+func (s *limitSet) rejections() map[rejectLabel]uint64 {
+	out := make(map[rejectLabel]uint64, len(s.rejected))
+	for l, n := range s.rejected {
+		out[l] = n.Load()
+	}
+	return out
+}
+
+// evictions returns, by limiter name, how many client states each local
+// limiter dropped before they were fresh, to make room (limiter.max_clients
+// reached). It is empty with the Redis backend, whose state Redis bounds.
+func (s *limitSet) evictions() map[string]uint64 {
+	out := make(map[string]uint64, len(s.local))
+	for name, l := range s.local {
+		out[name] = l.Evictions()
+	}
+	return out
+}
+
+// fallbacks returns how many requests passed unlimited because Redis could
+// not decide (limiter.backend redis; always 0 otherwise).
+func (s *limitSet) fallbacks() uint64 {
+	if s.backend == nil {
+		return 0
+	}
+	return s.backend.Fallbacks()
+}

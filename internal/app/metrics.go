@@ -1,0 +1,113 @@
+package app
+
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/idemgate/idemgate/proxy"
+)
+
+// newRegistry makes the app's own registry (no collector is ever global)
+// with the Go and process collectors, the pipeline's metrics, the reload
+// gauges and the limiters' counters (which read whatever limiters the
+// pointer holds: a reload swaps them).
+func newRegistry(version string, limits *atomic.Pointer[limitSet]) (*prometheus.Registry, *proxy.Metrics, *reloadMetrics) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&limitsCollector{limits},
+	)
+	return reg, proxy.NewMetrics(reg, version), newReloadMetrics(reg)
+}
+
+// reloadMetrics are the configuration reload's gauges and counter.
+type reloadMetrics struct {
+	reloads     *prometheus.CounterVec // result
+	lastReload  prometheus.Gauge
+	lastSuccess prometheus.Gauge
+	restart     prometheus.Gauge
+}
+
+func newReloadMetrics(reg prometheus.Registerer) *reloadMetrics {
+	f := promauto.With(reg)
+	m := &reloadMetrics{
+		reloads: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "idemgate_config_reloads_total",
+			Help: "Configuration reloads, by result: success (applied, or nothing to apply) or failure (refused; the running configuration kept serving).",
+		}, []string{"result"}),
+		lastReload: f.NewGauge(prometheus.GaugeOpts{
+			Name: "idemgate_config_last_reload_successful",
+			Help: "1 if the last configuration reload succeeded (or none was tried), 0 if it was refused.",
+		}),
+		lastSuccess: f.NewGauge(prometheus.GaugeOpts{
+			Name: "idemgate_config_last_reload_success_timestamp_seconds",
+			Help: "Unix time of the last successful configuration load (the start, or a reload).",
+		}),
+		restart: f.NewGauge(prometheus.GaugeOpts{
+			Name: "idemgate_config_restart_required",
+			Help: "1 while the configuration file changes keys that only a restart applies (listeners, store, upstream, idempotency, ...).",
+		}),
+	}
+	m.lastReload.Set(1)
+	m.lastSuccess.SetToCurrentTime()
+	// Series that exist from the start, so that dashboards and alerts see
+	// zeros rather than nothing.
+	for _, r := range []string{"success", "failure"} {
+		m.reloads.WithLabelValues(r)
+	}
+	return m
+}
+
+// observe records a configuration reload: ok is false when the new
+// configuration was refused. restartRequired says whether the file asks
+// for changes that only a restart applies.
+func (m *reloadMetrics) observe(ok, restartRequired bool) {
+	if !ok {
+		m.reloads.WithLabelValues("failure").Inc()
+		m.lastReload.Set(0)
+		return
+	}
+	m.reloads.WithLabelValues("success").Inc()
+	m.lastReload.Set(1)
+	m.lastSuccess.SetToCurrentTime()
+	if restartRequired {
+		m.restart.Set(1)
+	} else {
+		m.restart.Set(0)
+	}
+}
+
+// limitsCollector exports the counters the limiters keep themselves
+// (limitSet): states dropped to make room, and requests let through because
+// the Redis limiter could not decide. Rejections are counted by
+// proxy.Metrics from the requests' outcomes.
+type limitsCollector struct{ set *atomic.Pointer[limitSet] }
+
+var (
+	limiterEvictionsDesc = prometheus.NewDesc("idemgate_limiter_evictions_total",
+		"Client states a local limiter dropped before they were fresh, to stay within limiter.max_clients, by limiter (edge, route:<name>). Counts restart when a reload rebuilds the limiters.",
+		[]string{"limiter"}, nil)
+	limiterFallbacksDesc = prometheus.NewDesc("idemgate_limiter_fallbacks_total",
+		"Requests let through unlimited because the Redis limiter could not decide (limiter.backend redis). Counts restart when a reload rebuilds the limiters.",
+		nil, nil)
+)
+
+func (c *limitsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- limiterEvictionsDesc
+	ch <- limiterFallbacksDesc
+}
+
+func (c *limitsCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.set.Load()
+	if s == nil {
+		return
+	}
+	for name, n := range s.evictions() {
+		ch <- prometheus.MustNewConstMetric(limiterEvictionsDesc, prometheus.CounterValue, float64(n), name)
+	}
+	ch <- prometheus.MustNewConstMetric(limiterFallbacksDesc, prometheus.CounterValue, float64(s.fallbacks()))
+}

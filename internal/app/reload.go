@@ -1,0 +1,259 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"reflect"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/idemgate/idemgate/config"
+)
+
+// reloadState is the state of the configuration reload (DESIGN.md's routes,
+// limits and session settings, replaced without a restart).
+type reloadState struct {
+	mu       sync.Mutex     // protects the fields below; one reload at a time
+	live     *config.Config // what runs: the file's reloadable keys, the start's others
+	started  bool           // the watcher delivered its first read
+	limiters closeStack     // what the running limiters opened
+	queue    closeStack     // what the running session queue opened
+	closed   bool
+
+	// Watch timing; zero takes config.Watch's defaults (tests shorten them).
+	debounce, poll time.Duration
+}
+
+// close closes the running limiters and queue; later reloads do nothing.
+// The app's stack runs it after the proxy closed.
+func (rs *reloadState) close() error {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.closed = true
+	return errors.Join(rs.queue.close(), rs.limiters.close())
+}
+
+// startReload runs the reload loop in g until ctx ends: config.Watch on the
+// config file (events, a periodic poll) and SIGHUP, which forces a read.
+func (a *App) startReload(ctx context.Context, g *errgroup.Group) {
+	path := a.o.ConfigPath
+	if path == "" {
+		return
+	}
+	kick := make(chan struct{}, 1)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	g.Go(func() error {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-hup:
+				a.log.Info("SIGHUP: reading the config file", "component", "reload", "file", path)
+				select {
+				case kick <- struct{}{}:
+				default: // a read is already due
+				}
+			}
+		}
+	})
+	g.Go(func() error {
+		return config.Watch(ctx, path, config.WatchOptions{
+			Debounce: a.reload.debounce,
+			Poll:     a.reload.poll,
+			Reload:   kick,
+			Logger:   a.log.With("component", "reload", "file", path),
+		}, a.applyConfig)
+	})
+}
+
+// parseConfig decodes and validates a config file's content, as main does
+// for the file at start.
+func parseConfig(data []byte) (*config.Config, error) {
+	cfg, err := config.Parse(data)
+	if err != nil {
+		return nil, err
+	}
+	return cfg, cfg.Validate()
+}
+
+// applyConfig is the reload: it parses the file's new content and, if it is
+// valid, replaces the proxy's routing (routes, modes, limit stages, session
+// stage) atomically; requests already running finish on the old one. An
+// invalid file is refused with one log line and
+// idemgate_config_reloads_total{result="failure"}: the running config keeps
+// serving. Changes to keys that need a restart are logged (and
+// idemgate_config_restart_required set) and ignored until the restart.
+func (a *App) applyConfig(data []byte, readErr error) {
+	rs := &a.reload
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.closed {
+		return
+	}
+	if rs.live == nil {
+		rs.live = a.cfg
+	}
+	first := !rs.started
+	rs.started = true
+	log := a.log.With("component", "reload", "file", a.o.ConfigPath)
+	refuse := func(msg string, err error) {
+		log.Error(msg+"; the running config keeps serving", "problems", problemLines(err))
+		a.reloads.observe(false, false)
+	}
+	if readErr != nil {
+		refuse("config reload refused: the file cannot be read", readErr)
+		return
+	}
+	next, err := parseConfig(data)
+	if err != nil {
+		refuse("config reload refused: invalid config", err)
+		return
+	}
+	var restart []string
+	for _, k := range config.ChangedKeys(a.cfg, next) {
+		if config.RestartOnly(k) {
+			restart = append(restart, k)
+		}
+	}
+	applied := next.WithKeys(a.cfg, restart)
+	changed := config.ChangedKeys(rs.live, applied)
+	switch {
+	case len(changed) > 0:
+		if err := a.applyStages(applied); err != nil {
+			refuse("config reload refused", err)
+			return
+		}
+		rs.live = applied
+		log.Info("config reloaded", "changed", changed, "routes", len(applied.Routes))
+	case first && len(restart) == 0:
+		return // the watcher's first read: what the app started with
+	default:
+		log.Info("config file read; nothing to apply")
+	}
+	if len(restart) > 0 {
+		log.Warn("config changes need a restart; they are ignored until then", "keys", restart)
+	}
+	a.reloads.observe(true, len(restart) > 0)
+}
+
+// applyStages builds the stages of applied with the builders New uses and
+// swaps them in. The limiters and the queue are rebuilt only when their
+// settings changed, so that a change of routes alone keeps every client's
+// counts and every session's line. The old ones only serve requests that
+// were already running (a limiter and a queue answer after Close); they
+// close once the swap is done. rs.mu is held.
+func (a *App) applyStages(applied *config.Config) error {
+	rs := &a.reload
+	cur := a.proxy.Stages()
+	st := cur
+	st.Routes = proxyRoutes(applied)
+	var limiters, queue closeStack
+	undo := func() { queue.close(); limiters.close() }
+	set := a.limits.Load()
+	if limitsChanged(rs.live, applied) {
+		var err error
+		if set, err = newLimiters(applied, a.log, &limiters); err != nil {
+			undo()
+			return err
+		}
+		next := stages(applied, set, nil)
+		st.Edge, st.RouteLimits, st.IETFHeaders, st.OnReject = next.Edge, next.RouteLimits, next.IETFHeaders, next.OnReject
+	}
+	newQ := sessionsChanged(rs.live, applied, cur.Sessions != nil)
+	if newQ {
+		q, err := newQueue(applied, a.log, a.metrics.Session(), &queue)
+		if err != nil {
+			undo()
+			return err
+		}
+		st.Sessions = q
+	}
+	if err := a.proxy.Reload(st); err != nil {
+		undo()
+		return err
+	}
+	if set != a.limits.Load() {
+		rs.limiters.close()
+		rs.limiters = limiters
+		a.limits.Store(set)
+	}
+	if newQ {
+		rs.queue.close()
+		rs.queue = queue
+	}
+	return nil
+}
+
+// limitsChanged reports whether the limit stages must be rebuilt: the edge
+// limit, the limiter settings, or any route's rate_limit (or the set of
+// limited routes) changed.
+func limitsChanged(old, next *config.Config) bool {
+	if !reflect.DeepEqual(old.EdgeLimit, next.EdgeLimit) || !reflect.DeepEqual(old.Limiter, next.Limiter) {
+		return true
+	}
+	return !reflect.DeepEqual(rateLimits(old), rateLimits(next))
+}
+
+func rateLimits(c *config.Config) map[string]config.RateLimit {
+	m := map[string]config.RateLimit{}
+	for _, r := range c.Routes {
+		if r.RateLimit != nil {
+			m[r.Name] = *r.RateLimit
+		}
+	}
+	return m
+}
+
+// sessionsChanged reports whether the session stage must be rebuilt: its
+// settings changed, or a route now takes turns and there is no stage yet.
+// (Session routes that change keep the running stage: it reads each
+// request's route.)
+func sessionsChanged(old, next *config.Config, haveStage bool) bool {
+	if !reflect.DeepEqual(old.Sessions, next.Sessions) {
+		return true
+	}
+	if haveStage {
+		return false
+	}
+	for _, r := range next.Routes {
+		if r.Session != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// problemLines splits joined errors into one string each, for one log line.
+func problemLines(err error) []string {
+	var out []string
+	var walk func(error)
+	walk = func(e error) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+			return
+		}
+		for l := range strings.SplitSeq(e.Error(), "\n") {
+			if l = strings.TrimSpace(l); l != "" {
+				out = append(out, l)
+			}
+		}
+	}
+	if err != nil {
+		walk(err)
+	}
+	if len(out) == 0 {
+		out = []string{fmt.Sprint(err)}
+	}
+	return out
+}

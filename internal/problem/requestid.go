@@ -1,0 +1,49 @@
+package problem
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"strconv"
+	"sync/atomic"
+)
+
+// RequestIDHeader carries a request's ID, from the client and back to it.
+const RequestIDHeader = "X-Request-Id"
+
+// RequestID returns the client's X-Request-Id value v when it is sane (1–128
+// characters from '!' to '~' other than quote and backslash), else a new
+// process-unique one.
+func RequestID(v string) string {
+	if len(v) > 0 && len(v) <= 128 {
+		ok := true
+		for i := 0; i < len(v); i++ {
+			if c := v[i]; c < '!' || c > '~' || c == '"' || c == '\\' {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return v
+		}
+	}
+	return newRequestID()
+}
+
+var (
+	idPrefix = func() string {
+		var b [6]byte
+		rand.Read(b[:])
+		return hex.EncodeToString(b[:])
+	}()
+	idSeq atomic.Uint64
+)
+
+// newRequestID returns a process-unique ID: a random per-process prefix and
+// a counter, cheaper than reading crypto/rand per request.
+func newRequestID() string {
+	b := make([]byte, 0, 32)
+	b = append(b, idPrefix...)
+	b = append(b, '-')
+	b = strconv.AppendUint(b, idSeq.Add(1), 36)
+	return string(b)
+}

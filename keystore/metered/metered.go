@@ -1,0 +1,194 @@
+// Package metered decorates a [keystore.Store] with Prometheus metrics:
+// every operation timed, its failures counted by kind, claim takeovers and
+// rejected late completions counted. The families are registered on a
+// registry the caller owns; README.md documents them.
+package metered
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/idemgate/idemgate/internal/latency"
+	"github.com/idemgate/idemgate/keystore"
+)
+
+// Operation label values.
+const (
+	opReserve       = "reserve"
+	opComplete      = "complete"
+	opRelease       = "release"
+	opRenew         = "renew"
+	opGet           = "get"
+	opInFlight      = "in_flight"
+	opForceRelease  = "force_release"
+	opForceComplete = "force_complete"
+)
+
+// New returns s with its operations measured on reg (nil: measured but not
+// registered). The result also implements [keystore.Admin] by forwarding to
+// s (whose admin operations are timed as well); when s does not implement
+// it, those methods fail. It panics if reg already holds the families (as
+// promauto does): one Store per registry.
+func New(s keystore.Store, reg prometheus.Registerer) *Store {
+	f := promauto.With(reg)
+	ms := &Store{
+		inner: s,
+		duration: f.NewHistogramVec(latency.HistogramOpts(
+			"idemgate_store_operation_duration_seconds",
+			"Duration of idempotency store operations, by operation."), []string{"op"}),
+		errs: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "idemgate_store_errors_total",
+			Help: "Idempotency store operations that failed (the store was unreachable, full, closed or too slow), by operation and kind; the normal answers (in flight, key reused, lease lost, not found) are not errors.",
+		}, []string{"op", "kind"}),
+		takeovers: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "idemgate_idempotency_takeovers_total",
+			Help: "Claims taken over after the lease of their previous holder ended, by route name.",
+		}, []string{"route"}),
+		late: f.NewCounter(prometheus.CounterOpts{
+			Name: "idemgate_idempotency_late_completions_rejected_total",
+			Help: "Answers not stored because the claim had been taken over, released or repaired by an operator while the request ran.",
+		}),
+	}
+	ms.admin, _ = s.(keystore.Admin)
+	return ms
+}
+
+// Store is a [keystore.Store] and [keystore.Admin] that records metrics
+// about the store it wraps. Build it with [New]. It is safe for concurrent
+// use when the wrapped store is.
+type Store struct {
+	inner     keystore.Store
+	admin     keystore.Admin           // nil when inner is not one
+	duration  *prometheus.HistogramVec // op
+	errs      *prometheus.CounterVec   // op, kind
+	takeovers *prometheus.CounterVec   // route
+	late      prometheus.Counter
+}
+
+var (
+	_ keystore.Store = (*Store)(nil)
+	_ keystore.Admin = (*Store)(nil)
+)
+
+// errNoAdmin is returned by the admin methods of a Store whose store
+// has none.
+var errNoAdmin = errors.New("metered: the store has no admin operations")
+
+// Unwrap returns the wrapped store.
+func (s *Store) Unwrap() keystore.Store { return s.inner }
+
+// done records one operation's duration and, for a failure, its kind.
+func (s *Store) done(op string, start time.Time, err error) {
+	s.duration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	if kind := errorKind(err); kind != "" {
+		s.errs.WithLabelValues(op, kind).Inc()
+	}
+}
+
+// errorKind classifies a store error for idemgate_store_errors_total: ""
+// for success and for the answers that are part of normal operation.
+func errorKind(err error) string {
+	switch {
+	case err == nil,
+		errors.Is(err, keystore.ErrNotFound),
+		errors.Is(err, keystore.ErrInFlight),
+		errors.Is(err, keystore.ErrFingerprintMismatch),
+		errors.Is(err, keystore.ErrLeaseLost):
+		return ""
+	case errors.Is(err, keystore.ErrFull):
+		return "full"
+	case errors.Is(err, keystore.ErrClosed):
+		return "closed"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	return "unavailable"
+}
+
+// Reserve implements [keystore.Store].
+func (s *Store) Reserve(ctx context.Context, k keystore.Key, opts keystore.ReserveOptions) (keystore.Reservation, error) {
+	start := time.Now()
+	res, err := s.inner.Reserve(ctx, k, opts)
+	s.done(opReserve, start, err)
+	if err == nil && res.Takeover {
+		s.takeovers.WithLabelValues(opts.Route).Inc()
+	}
+	return res, err
+}
+
+// Complete implements [keystore.Store].
+func (s *Store) Complete(ctx context.Context, k keystore.Key, token uint64, resp *keystore.Response) error {
+	start := time.Now()
+	err := s.inner.Complete(ctx, k, token, resp)
+	s.done(opComplete, start, err)
+	if errors.Is(err, keystore.ErrLeaseLost) || errors.Is(err, keystore.ErrNotFound) {
+		s.late.Inc()
+	}
+	return err
+}
+
+// Release implements [keystore.Store].
+func (s *Store) Release(ctx context.Context, k keystore.Key, token uint64) error {
+	start := time.Now()
+	err := s.inner.Release(ctx, k, token)
+	s.done(opRelease, start, err)
+	return err
+}
+
+// Renew implements [keystore.Store].
+func (s *Store) Renew(ctx context.Context, k keystore.Key, token uint64, lease time.Duration) (time.Time, error) {
+	start := time.Now()
+	end, err := s.inner.Renew(ctx, k, token, lease)
+	s.done(opRenew, start, err)
+	return end, err
+}
+
+// Get implements [keystore.Store].
+func (s *Store) Get(ctx context.Context, k keystore.Key) (keystore.Record, error) {
+	start := time.Now()
+	rec, err := s.inner.Get(ctx, k)
+	s.done(opGet, start, err)
+	return rec, err
+}
+
+// Close implements [keystore.Store]: it closes the wrapped store.
+func (s *Store) Close() error { return s.inner.Close() }
+
+// InFlight implements [keystore.Admin].
+func (s *Store) InFlight(ctx context.Context, olderThan time.Duration, limit int) ([]keystore.Record, error) {
+	if s.admin == nil {
+		return nil, errNoAdmin
+	}
+	start := time.Now()
+	recs, err := s.admin.InFlight(ctx, olderThan, limit)
+	s.done(opInFlight, start, err)
+	return recs, err
+}
+
+// ForceRelease implements [keystore.Admin].
+func (s *Store) ForceRelease(ctx context.Context, k keystore.Key) error {
+	if s.admin == nil {
+		return errNoAdmin
+	}
+	start := time.Now()
+	err := s.admin.ForceRelease(ctx, k)
+	s.done(opForceRelease, start, err)
+	return err
+}
+
+// ForceComplete implements [keystore.Admin].
+func (s *Store) ForceComplete(ctx context.Context, k keystore.Key, resp *keystore.Response) error {
+	if s.admin == nil {
+		return errNoAdmin
+	}
+	start := time.Now()
+	err := s.admin.ForceComplete(ctx, k, resp)
+	s.done(opForceComplete, start, err)
+	return err
+}

@@ -1,0 +1,97 @@
+package proxy
+
+import "net/http"
+
+// keyCheck is DESIGN.md step 4 for routes with idempotent: true: the key
+// header, the client identity, then the body, read whole (body.go). A
+// request that passes carries its key and body in its exchange to the claim
+// (claim.go); a request without a key on a route that does not require one
+// goes on unprotected. What enforce mode refuses, observe mode forwards
+// unclaimed (see [Proxy.refuse]); GraphQL routes decide by the operation
+// (graphql.go). Everything else passes through.
+func (p *Proxy) keyCheck(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ex := exchangeOf(r)
+		rt := ex.route
+		if rt == nil || !rt.Idempotent {
+			next.ServeHTTP(w, r)
+			return
+		}
+		vals := r.Header.Values(p.opts.Idempotency.Header)
+		// An observed GraphQL route is observed as a plain route: its bodies
+		// are fingerprinted raw.
+		if rt.Protocol == ProtocolGraphQL && !rt.Observe {
+			p.keyCheckGraphQL(w, r, next, vals) // graphql.go
+			return
+		}
+		key, prob := p.checkKey(r, vals, rt.RequireKey)
+		if prob != nil {
+			p.refuse(w, r, next, *prob)
+			return
+		}
+		if key == "" {
+			ex.outcome = OutcomeUnprotected
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, free, prob := p.readBody(w, r, rt.Observe)
+		if prob != nil {
+			p.refuse(w, r, next, *prob)
+			return
+		}
+		defer free()
+		ex.key, ex.body = key, body
+		next.ServeHTTP(w, r)
+	})
+}
+
+// checkKey is the rule of a request's key header values vals: one valid key
+// (1–255 characters from '!' to '~'), and an identity header when
+// require_identity is set. It returns the key, or "" and no problem when
+// there is none and require is false.
+func (p *Proxy) checkKey(r *http.Request, vals []string, require bool) (string, *proxyProblem) {
+	switch {
+	case len(vals) > 1:
+		return "", p.keyInvalid()
+	case len(vals) == 0 || vals[0] == "":
+		if require {
+			return "", &problemKeyMissing
+		}
+		return "", nil
+	case !validKey(vals[0]):
+		return "", p.keyInvalid()
+	case p.opts.Idempotency.RequireIdentity && !p.hasIdentity(r):
+		return "", &problemIdentityMissing
+	}
+	return vals[0], nil
+}
+
+// keyInvalid is idempotency_key_invalid naming the configured header.
+func (p *Proxy) keyInvalid() *proxyProblem {
+	pr := problemKeyInvalid
+	pr.Detail = p.opts.Idempotency.Header + " is not valid"
+	return &pr
+}
+
+// validKey reports whether key is 1–255 characters from '!' (0x21) to '~'
+// (0x7E), as DESIGN.md step 4 requires.
+func validKey(key string) bool {
+	if len(key) == 0 || len(key) > 255 {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < '!' || c > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *Proxy) hasIdentity(r *http.Request) bool {
+	for _, h := range p.opts.Idempotency.IdentityHeaders {
+		if len(r.Header.Values(h)) > 0 {
+			return true
+		}
+	}
+	return false
+}

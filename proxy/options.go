@@ -1,0 +1,133 @@
+package proxy
+
+import (
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"time"
+
+	"github.com/idemgate/idemgate/keystore"
+	"github.com/idemgate/idemgate/session"
+)
+
+// Options configure a [Proxy]. Upstream, Store (when any route is
+// idempotent) and the idempotency sizes are required; other zero fields
+// take the defaults of DESIGN.md.
+type Options struct {
+	// Upstream is the API's base URL.
+	Upstream *url.URL
+	// Timeout bounds a keyed write's whole answer and a pass-through
+	// request's wait for response headers. Default 60s.
+	Timeout time.Duration
+	// UpstreamHost sends the upstream's host instead of the client's Host.
+	UpstreamHost bool
+	// Transport carries requests upstream. Default: [NewTransport].
+	Transport http.RoundTripper
+
+	Store       keystore.Store
+	Idempotency Idempotency
+
+	// TrustedProxies are the peers whose X-Forwarded-For is believed.
+	TrustedProxies []netip.Prefix
+	// ClientAddr decides the client address of a request. Default:
+	// [limiter.ClientAddr] (the TCP peer, or the rightmost untrusted
+	// X-Forwarded-For entry when the peer is a trusted proxy).
+	ClientAddr func(peer netip.Addr, xff []string, trusted []netip.Prefix) netip.Addr
+	// MaxBufferedBytes bounds the keyed request bodies held at once.
+	// Default 256 MiB.
+	MaxBufferedBytes int64
+
+	// Now is the clock of the limiters, the lease renewals and the
+	// completion retries. Default time.Now.
+	Now func() time.Time
+	// Logger receives one access-log line per request and the proxy's
+	// errors. Default: discard.
+	Logger *slog.Logger
+	// Metrics, when set, records the requests' metrics (see metrics.go).
+	Metrics *Metrics
+
+	// Stages are the first routes and the limiters and session queue of
+	// their stages; [Proxy.Reload] replaces them.
+	Stages Stages
+}
+
+// Stages is the part of a [Proxy] that [Proxy.Reload] replaces while it
+// serves: the routes, and what the stages that depend on them use. The
+// proxy builds every stage from it (chain.go); a zero field leaves its
+// stage out.
+type Stages struct {
+	Routes []Route
+
+	// Edge counts every request, matched or not, per client address
+	// (DESIGN.md step 1). Nil: no edge limit.
+	Edge Limiter
+	// RouteLimits count the requests of a route per client address, by
+	// route name (step 3). A route without an entry is not limited; no
+	// value may be nil.
+	RouteLimits map[string]Limiter
+	// IETFHeaders adds the IETF draft's RateLimit-Policy and RateLimit
+	// headers to route-limited answers (see ratelimit.go).
+	IETFHeaders bool
+	// OnReject, when set, is called once for every request a limiter
+	// refused, with limiter [LimiterEdge] and route "" or [LimiterRoute]
+	// and the route's name, on the request's goroutine. It must be fast
+	// and safe for concurrent use.
+	OnReject func(limiter, route string)
+
+	// Sessions is the queue of the session turns (step 6). Nil: no
+	// request takes a turn.
+	Sessions *session.Queue
+}
+
+// Idempotency is the idempotency section of the configuration.
+type Idempotency struct {
+	Header          string // default Idempotency-Key
+	IdentityHeaders []string
+	RequireIdentity bool
+	// TenantFor returns the tenant of a request's Host header, the first
+	// part of every record's and session line's key. Nil: one tenant, "".
+	TenantFor        func(host string) string
+	Retention        time.Duration // default 25h
+	Lease            time.Duration // default 120s
+	MaxLease         time.Duration // default 60m
+	MaxBodyBytes     int64         // default 1 MiB
+	MaxResponseBytes int64         // default 64 KiB
+	ReplayHeader     string        // "" adds no header
+	ReuseStatus      int           // 409 or 422
+	ReleaseStatuses  []int
+	DropHeaders      []string
+}
+
+// Session names where a route's session id comes from: a path parameter or
+// a header. The zero Session means the route takes no turns.
+type Session struct {
+	Param  string
+	Header string
+}
+
+// Route is one configured route.
+type Route struct {
+	Name   string
+	Method string
+	// Path is the path template, e.g. /ucp/v1/carts/{id}.
+	Path string
+	// Idempotent routes read the key header and claim keys.
+	Idempotent bool
+	// RequireKey refuses keyed-route requests without a key (400).
+	RequireKey bool
+	// Timeout overrides Options.Timeout for this route when > 0.
+	Timeout time.Duration
+	// FingerprintIgnore lists JSON pointers removed from a JSON body before
+	// it is fingerprinted.
+	FingerprintIgnore []string
+	// Session, when set, makes requests take turns per session id.
+	Session Session
+	// Protocol is "" or ProtocolGraphQL: a GraphQL endpoint, where only
+	// mutations are keyed (graphql.go).
+	Protocol string
+	// Observe runs an idempotent route in observe mode: keys are checked,
+	// claimed and recorded, but nothing is refused or replayed; what would
+	// have happened is reported instead (see observe.go).
+	Observe bool
+}

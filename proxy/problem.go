@@ -1,0 +1,91 @@
+package proxy
+
+import (
+	"net/http"
+
+	"github.com/idemgate/idemgate/internal/problem"
+)
+
+// Outcome names, as in DESIGN.md: the access log's outcome field and the
+// metrics' outcome label.
+const (
+	OutcomeExecuted      = "executed"
+	OutcomeReplayed      = "replayed"
+	OutcomeInProgress    = "in_progress"
+	OutcomeKeyReused     = "key_reused"
+	OutcomeTooLarge      = "too_large"
+	OutcomeReleased      = "released"
+	OutcomeUnprotected   = "unprotected"
+	OutcomePassthrough   = "passthrough"
+	OutcomeRejected      = "rejected"
+	OutcomeRateLimited   = "rate_limited"
+	OutcomeSessionBusy   = "session_busy"
+	OutcomeUnavailable   = "unavailable"
+	OutcomeUpstreamError = "upstream_error"
+)
+
+// proxyProblem is an answer the proxy makes itself, with a stable code from
+// DESIGN.md's error table, and the outcome it records for the request ("":
+// the outcome so far stands). Problems are values: stages copy one and
+// change its copy, then hand it to [writeProblem].
+type proxyProblem struct {
+	problem.Problem
+	outcome string
+}
+
+func newProblem(status int, code, title, detail, retryAfter, outcome string) proxyProblem {
+	return proxyProblem{problem.Problem{Status: status, Code: code, Title: title, Detail: detail, RetryAfter: retryAfter}, outcome}
+}
+
+// The problems of DESIGN.md's error table.
+var (
+	problemKeyInvalid       = newProblem(400, "idempotency_key_invalid", "Invalid idempotency key", "Idempotency-Key is not valid", "", OutcomeRejected)
+	problemKeyMissing       = newProblem(400, "idempotency_key_missing", "Idempotency key required", "This operation requires an Idempotency-Key header", "", OutcomeRejected)
+	problemIdentityMissing  = newProblem(400, "idempotency_identity_missing", "Client identity required", "A keyed request must carry a client identity header", "", OutcomeRejected)
+	problemInProgress       = newProblem(409, "idempotency_in_progress", "Request in progress", "A request with this idempotency key is still being processed; retry later", "2", OutcomeInProgress)
+	problemKeyReused        = newProblem(409, "idempotency_key_reused", "Idempotency key reused", "This idempotency key was used with a different request", "", OutcomeKeyReused)
+	problemResponseTooLarge = newProblem(409, "idempotency_response_too_large", "Stored response too large", "The request ran, but its response was too large to store; do not retry, read the result instead", "", OutcomeTooLarge)
+	problemUnavailable      = newProblem(503, "idempotency_unavailable", "Idempotency store unavailable", "The request was not processed; retry later", "1", OutcomeUnavailable)
+	problemSessionBusy      = newProblem(503, "session_busy", "Session busy", "Too many requests for this session are waiting; retry later", "1", OutcomeSessionBusy)
+	problemSessionTimeout   = newProblem(503, "session_busy", "Session busy", "This session's earlier requests took too long; retry later", "1", OutcomeSessionBusy)
+	problemOverloaded       = newProblem(503, "overloaded", "Overloaded", "The proxy is holding too many request bodies; retry later", "1", OutcomeUnavailable)
+	problemRateLimited      = newProblem(429, "rate_limited", "Too many requests", "Rate limit exceeded; retry later", "1", OutcomeRateLimited)
+	problemRequestTooLarge  = newProblem(413, "request_too_large", "Request too large", "The request body is larger than this operation accepts", "", OutcomeRejected)
+	problemBodyInvalid      = newProblem(400, "request_body_invalid", "Request body unreadable", "The request body could not be read", "", OutcomeRejected)
+	problemUpstreamDown     = newProblem(502, "upstream_unavailable", "Upstream unavailable", "The upstream could not be reached; the request was not sent", "", OutcomeUpstreamError)
+	problemUpstreamBroken   = newProblem(502, "upstream_broken", "Upstream connection broken", "The connection to the upstream broke after the request was sent", "", OutcomeUpstreamError)
+	problemUpstreamTimeout  = newProblem(504, "upstream_timeout", "Upstream timeout", "The upstream did not answer in time", "", OutcomeUpstreamError)
+	problemInternal         = newProblem(500, "internal", "Internal error", "The proxy failed to serve this request", "", "")
+)
+
+// withRetryAfter returns p with its Retry-After header set to secs.
+func (p proxyProblem) withRetryAfter(secs int) proxyProblem {
+	p.Problem = p.Problem.WithRetryAfter(secs)
+	return p
+}
+
+// writeProblem answers r with p, in its route's shape (see [problemShape]).
+// It records p's code and outcome for the access log. The body carries the
+// request ID; nothing internal is ever sent.
+func writeProblem(w http.ResponseWriter, r *http.Request, p proxyProblem) {
+	ex := exchangeOf(r)
+	id := ""
+	if ex != nil {
+		ex.code = p.Code
+		if p.outcome != "" {
+			ex.outcome = p.outcome
+		}
+		id = ex.id
+	}
+	problem.Write(w, r, problemShape(ex), p.Problem, id)
+}
+
+// problemShape is the one place that picks the body shape of a request's
+// problems: GraphQL's errors shape on GraphQL routes, problem+json
+// otherwise.
+func problemShape(ex *exchange) problem.Shape {
+	if ex != nil && ex.route != nil && ex.route.Protocol == ProtocolGraphQL {
+		return graphQLShape{}
+	}
+	return problem.JSON{}
+}

@@ -1,0 +1,109 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemgate/idemgate/limiter"
+)
+
+// Proxy is the idemgate pipeline. It is an http.Handler, safe for
+// concurrent use. Build it with [New].
+type Proxy struct {
+	handler    http.Handler // the whole chain (chain.go)
+	log        *slog.Logger
+	opts       Options
+	cur        atomic.Pointer[stages] // see Reload
+	upstream   http.Handler           // step 7, shared by every stages value
+	metrics    *Metrics
+	releasable [600]bool // statuses after which a claim is given up
+	drop       map[string]bool
+	buffered   atomic.Int64 // keyed body bytes held
+	renewals   renewer
+}
+
+// newProxy checks opts and fills in their defaults.
+func newProxy(opts Options) (*Proxy, error) {
+	if opts.Upstream == nil || opts.Upstream.Scheme == "" || opts.Upstream.Host == "" {
+		return nil, errors.New("proxy: Upstream must be an absolute URL")
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 60 * time.Second
+	}
+	if opts.Transport == nil {
+		opts.Transport = NewTransport()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.MaxBufferedBytes <= 0 {
+		opts.MaxBufferedBytes = 256 << 20
+	}
+	if opts.ClientAddr == nil {
+		opts.ClientAddr = limiter.ClientAddr
+	}
+	id := &opts.Idempotency
+	if id.Header == "" {
+		id.Header = "Idempotency-Key"
+	}
+	id.Header = http.CanonicalHeaderKey(id.Header)
+	if id.TenantFor == nil {
+		id.TenantFor = func(string) string { return "" }
+	}
+	if id.Retention <= 0 {
+		id.Retention = 25 * time.Hour
+	}
+	if id.Lease <= 0 {
+		id.Lease = 120 * time.Second
+	}
+	if id.MaxLease < id.Lease {
+		id.MaxLease = max(60*time.Minute, id.Lease)
+	}
+	if id.MaxBodyBytes <= 0 {
+		id.MaxBodyBytes = 1 << 20
+	}
+	if id.MaxResponseBytes <= 0 {
+		id.MaxResponseBytes = 64 << 10
+	}
+	if id.ReuseStatus == 0 {
+		id.ReuseStatus = http.StatusConflict
+	}
+	p := &Proxy{opts: opts, log: opts.Logger, drop: make(map[string]bool), metrics: opts.Metrics}
+	for _, s := range id.ReleaseStatuses {
+		if s < 100 || s >= len(p.releasable) {
+			return nil, fmt.Errorf("proxy: release status %d out of range", s)
+		}
+		p.releasable[s] = true
+	}
+	for _, h := range id.DropHeaders {
+		p.drop[http.CanonicalHeaderKey(h)] = true
+	}
+	p.renewals.init(opts.Store, opts.Logger, opts.Now)
+	p.upstream = p.newUpstream()
+	return p, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.handler.ServeHTTP(w, r)
+}
+
+// Close waits for the lease renewals of requests still running to stop. It
+// does not close the Store, the limiters or the session queue.
+func (p *Proxy) Close() error {
+	p.renewals.close()
+	return nil
+}
+
+// releasableStatus reports whether an answer with this status proves that
+// nothing ran, so that its claim is given up (idempotency.release_statuses).
+func (p *Proxy) releasableStatus(s int) bool {
+	return s >= 0 && s < len(p.releasable) && p.releasable[s]
+}

@@ -1,0 +1,123 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/idemgate/idemgate/keystore"
+)
+
+// storeTimeout bounds each store call made for a request.
+const storeTimeout = 5 * time.Second
+
+// record is DESIGN.md step 8: store the answer, give the claim up, or keep
+// the claim until its lease ends when the outcome is unknown.
+func (p *Proxy) record(r *http.Request, ex *exchange, sk keystore.Key, token uint64, c *capture) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
+	defer cancel()
+	var resp *keystore.Response
+	if ex.sent == answered && c != nil {
+		resp = c.response()
+	}
+	switch {
+	case ex.sent == notSent:
+		// Nothing reached the upstream (refused, or turned away before it
+		// was forwarded): the retry may run.
+		p.giveUp(ctx, ex, sk, token)
+	case resp == nil:
+		// Timeout or broken connection: the upstream may have run it. The
+		// claim stays until its lease ends; a retry gets 409, then takes over.
+		if ex.outcome == OutcomeExecuted {
+			ex.outcome = OutcomeUpstreamError
+		}
+	case ex.gql != nil && p.releasableGraphQL(ex.gql, resp.Status, resp.Body),
+		ex.gql == nil && p.releasableStatus(resp.Status):
+		ex.outcome = OutcomeReleased
+		p.giveUp(ctx, ex, sk, token)
+	default:
+		p.complete(ctx, ex, sk, token, resp)
+	}
+}
+
+// giveUp deletes the claim (the store's Release), so that a retry runs.
+func (p *Proxy) giveUp(ctx context.Context, ex *exchange, sk keystore.Key, token uint64) {
+	if err := p.opts.Store.Release(ctx, sk, token); err != nil && !errors.Is(err, keystore.ErrLeaseLost) {
+		p.log.Error("releasing key failed", "error", err, logRequestID, ex.id)
+	}
+}
+
+// complete stores resp. The first attempt is made at once, before the
+// answer's last bytes reach the client; if the store fails, the retries
+// (within half the lease, by the proxy's clock) run in the background, so
+// that a slow or broken store never holds the client's connection.
+func (p *Proxy) complete(ctx context.Context, ex *exchange, sk keystore.Key, token uint64, resp *keystore.Response) {
+	err := p.opts.Store.Complete(ctx, sk, token, resp)
+	if p.completed(ex.id, err, 1) {
+		return
+	}
+	id, now := ex.id, p.opts.Now
+	p.renewals.background(func() {
+		deadline := now().Add(p.opts.Idempotency.Lease / 2)
+		backoff := 50 * time.Millisecond
+		for attempt := 2; now().Add(backoff).Before(deadline); attempt++ {
+			time.Sleep(backoff)
+			backoff = min(2*backoff, time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+			err = p.opts.Store.Complete(ctx, sk, token, resp)
+			cancel()
+			if p.completed(id, err, attempt) {
+				return
+			}
+		}
+		p.log.Error("storing answer failed; the key will be taken over after its lease", "error", err, logRequestID, id)
+	})
+}
+
+// completed reports whether a Complete attempt settled the record: stored,
+// or no longer ours to store.
+func (p *Proxy) completed(requestID string, err error, attempt int) bool {
+	switch {
+	case err == nil:
+		if attempt > 1 {
+			p.log.Info("answer stored after a retry", "attempts", attempt, logRequestID, requestID)
+		}
+		return true
+	case errors.Is(err, keystore.ErrLeaseLost), errors.Is(err, keystore.ErrNotFound):
+		// Taken over (or repaired by an operator) while we ran: the record
+		// belongs to someone else now; our client still got our answer.
+		p.log.Warn("late completion rejected", "error", err, logRequestID, requestID)
+		return true
+	}
+	p.log.Warn("storing answer failed; retrying", "error", err, "attempt", attempt, logRequestID, requestID)
+	return false
+}
+
+// replay answers with a stored response (DESIGN.md, Replays).
+func (p *Proxy) replay(w http.ResponseWriter, r *http.Request, resp *keystore.Response) {
+	ex := exchangeOf(r)
+	ex.outcome = OutcomeReplayed
+	h := w.Header()
+	for k, v := range resp.Header {
+		if k == requestIDHeader {
+			continue
+		}
+		h[k] = v
+	}
+	if rh := p.opts.Idempotency.ReplayHeader; rh != "" {
+		h.Set(rh, "true")
+	}
+	if bodyAllowed(resp.Status) {
+		h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
+	}
+	w.WriteHeader(resp.Status)
+	if r.Method != http.MethodHead && bodyAllowed(resp.Status) {
+		w.Write(resp.Body)
+	}
+}
+
+func bodyAllowed(status int) bool {
+	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
+}
