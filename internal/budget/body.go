@@ -57,6 +57,8 @@ type Body struct {
 	key    limiter.Key
 	held   int64   // bytes charged to budget for key, not yet released
 	probe  [1]byte // reads one byte past a full buffer, without an allocation
+	over   int     // on error: probe[:over] was read after buf
+	cause  error   // on error: the failed read's own error, if one failed
 }
 
 // Bytes returns the body's bytes. They stay valid after Release (the
@@ -99,6 +101,12 @@ func (b *Body) Release() {
 // r.ContentLength set and r.GetBody nil) for the upstream. The caller must
 // call [Body.Release] on the returned Body when the request is done.
 //
+// On error, r.Body is replaced, when anything was read, by a body that
+// reads the bytes already read, then the rest of the original body (or,
+// after a failed read, the same failure again): observe mode forwards the
+// request as it came. Those bytes are no longer charged. Enforce mode
+// answers the error and forwards nothing.
+//
 // Memory is charged as bytes arrive (see [EagerBytes]), never from the
 // Content-Length. A Content-Length over opt.Limit fails at once, reading
 // nothing. On error, nothing stays charged and r.Body is left as it was
@@ -114,6 +122,9 @@ func (b *Budget) ReadBody(k limiter.Key, r *http.Request, opt *ReadOptions) (*Bo
 		src = r.Body
 	}
 	if err := body.read(src, r.ContentLength, opt); err != nil {
+		if src != nil && (len(body.buf) > 0 || body.over > 0 || errors.Is(err, ErrInvalid) || errors.Is(err, ErrTimeout)) {
+			r.Body = body.rest(r.Body, err)
+		}
 		return nil, err
 	}
 	body.Reset(body.buf)
@@ -169,12 +180,32 @@ func (b *Body) read(src io.Reader, length int64, opt *ReadOptions) error {
 		size = min(size, length)
 	}
 	if err := b.fill(src, size, length, limit, &o); err != nil {
-		b.Release()
-		b.buf = nil
+		b.Release() // b.buf keeps what was read, for rest
 		return err
 	}
 	return nil
 }
+
+// rest returns a body that reads what read took from orig before it
+// failed, then the rest of orig; after a read error, the same error again.
+func (b *Body) rest(orig io.ReadCloser, err error) io.ReadCloser {
+	var tail io.Reader = orig
+	if b.cause != nil {
+		tail = &failedReader{err: b.cause}
+	}
+	return &prefixedBody{Reader: io.MultiReader(bytes.NewReader(b.buf), bytes.NewReader(b.probe[:b.over]), tail), Closer: orig}
+}
+
+// prefixedBody is a request body whose start was read already.
+type prefixedBody struct {
+	io.Reader
+	io.Closer
+}
+
+// failedReader replays a read error.
+type failedReader struct{ err error }
+
+func (f *failedReader) Read([]byte) (int, error) { return 0, f.err }
 
 // fill reads src to its end into b.buf, starting with a buffer of size
 // bytes and doubling it (never past want, when want > 0, nor past limit),
@@ -195,6 +226,7 @@ func (b *Body) fill(src io.Reader, size, want, limit int64, o *ReadOptions) erro
 				n, err := src.Read(b.probe[:])
 				if n > 0 {
 					if int64(len(buf)) >= limit {
+						b.buf, b.over = buf, 1
 						return ErrTooLarge
 					}
 					// Longer than announced: only a caller's reader can do
@@ -203,25 +235,30 @@ func (b *Body) fill(src io.Reader, size, want, limit int64, o *ReadOptions) erro
 				}
 				if n == 0 {
 					if done, err := b.settle(buf, err, o); done || err != nil {
+						b.buf = buf
 						return err
 					}
 					continue
 				}
-				buf = b.grow(buf, 1, want, limit)
-				if buf == nil {
+				nb := b.grow(buf, 1, want, limit)
+				if nb == nil {
+					b.buf, b.over = buf, 1
 					return ErrOverloaded
 				}
-				buf = append(buf, b.probe[0])
+				buf = append(nb, b.probe[0])
 				continue
 			}
-			buf = b.grow(buf, 0, want, limit)
-			if buf == nil {
+			nb := b.grow(buf, 0, want, limit)
+			if nb == nil {
+				b.buf = buf
 				return ErrOverloaded
 			}
+			buf = nb
 		}
 		n, err := src.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if done, err := b.settle(buf, err, o); done || err != nil {
+			b.buf = buf
 			return err
 		}
 	}
@@ -235,6 +272,7 @@ func (b *Body) settle(buf []byte, err error, o *ReadOptions) (done bool, _ error
 		b.buf = buf
 		return true, nil
 	case err != nil:
+		b.cause = err
 		return false, readError(err)
 	case !o.Deadline.IsZero() && !o.Now().Before(o.Deadline):
 		return false, ErrTimeout

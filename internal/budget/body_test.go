@@ -264,3 +264,46 @@ func TestReadBodyNilBody(t *testing.T) {
 		t.Fatalf("nil body: %v, len %d, used %d", err, body.Len(), b.Used())
 	}
 }
+
+// TestReadBodyRestOnError: after an error, r.Body reads the request as it
+// came (observe mode forwards it): the bytes read, then the rest, or the
+// same read failure.
+func TestReadBodyRestOnError(t *testing.T) {
+	t.Parallel()
+	data := bytes.Repeat([]byte("0123456789"), 30) // 300 bytes
+	for _, tc := range []struct {
+		name    string
+		length  int64
+		limit   int64
+		budget  int64
+		srcErr  error
+		wantErr error
+	}{
+		{"too large chunked", -1, 100, 1000, nil, ErrTooLarge},
+		{"one over at the probe", -1, 299, 1000, nil, ErrTooLarge},
+		{"overloaded while growing", -1, 1 << 20, 200, nil, ErrOverloaded},
+		{"broken body", -1, 1 << 20, 1 << 20, io.ErrUnexpectedEOF, ErrInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := New(tc.budget, tc.budget)
+			src := &chunkReader{src: data, n: 7, err: tc.srcErr}
+			req := httptest.NewRequest(http.MethodPost, "/", src)
+			req.ContentLength = tc.length
+			_, err := b.ReadBody(key("192.0.2.30"), req, &ReadOptions{Limit: tc.limit})
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("err = %v; want %v", err, tc.wantErr)
+			}
+			got, rerr := io.ReadAll(req.Body)
+			if !bytes.Equal(got, data) {
+				t.Errorf("r.Body after the error reads %d bytes; want the %d sent", len(got), len(data))
+			}
+			if rerr != tc.srcErr {
+				t.Errorf("r.Body's error = %v; want %v", rerr, tc.srcErr)
+			}
+			if b.Used() != 0 {
+				t.Errorf("used = %d; want 0", b.Used())
+			}
+		})
+	}
+}
