@@ -232,8 +232,10 @@ func (c *conn) addByte(ch byte) {
 		c.line[c.lineLen] = ch
 	}
 	c.lineLen++
-	copy(c.tail[:], c.tail[1:])
-	c.tail[8] = ch
+	if c.first { // only the request line's end (its version) is needed
+		copy(c.tail[:], c.tail[1:])
+		c.tail[8] = ch
+	}
 }
 
 // lineBytes returns the current line without its CR, and whether it was
