@@ -87,6 +87,17 @@ func (b *Body) Charge(n int64) error {
 	return nil
 }
 
+// Uncharge gives back n of the bytes charged with [Body.Charge], once the
+// derived buffer they paid for is dropped (a canonical form, once hashed).
+// It never gives back more than b holds.
+func (b *Body) Uncharge(n int64) {
+	n = min(n, b.held)
+	if n > 0 {
+		b.budget.Release(b.key, n)
+		b.held -= n
+	}
+}
+
 // Release gives back every byte charged for b. It is idempotent. Call it
 // when the request is done with the body and everything derived from it.
 func (b *Body) Release() {

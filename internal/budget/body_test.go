@@ -249,6 +249,14 @@ func TestBodyCharge(t *testing.T) {
 	if body.Held() != 503 || b.Used() != 503 {
 		t.Errorf("held %d, used %d; want 503, 503", body.Held(), b.Used())
 	}
+	body.Uncharge(400)
+	if body.Held() != 103 || b.Used() != 103 {
+		t.Errorf("after Uncharge(400): held %d, used %d; want 103, 103", body.Held(), b.Used())
+	}
+	body.Uncharge(1000)
+	if body.Held() != 0 || b.Used() != 0 {
+		t.Errorf("after Uncharge(1000): held %d, used %d; want 0, 0", body.Held(), b.Used())
+	}
 	body.Release()
 	if b.Used() != 0 {
 		t.Errorf("used after Release = %d; want 0", b.Used())

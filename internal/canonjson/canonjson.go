@@ -6,6 +6,7 @@ import (
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // MaxDepth is the deepest nesting of arrays and objects that [Append]
@@ -49,17 +50,57 @@ const (
 // practice, and never recursion-bound. Append is safe for concurrent use;
 // it does not retain src or dst.
 func Append(dst, src []byte, ignore []Pointer) ([]byte, bool) {
+	out, _, ok, _ := AppendCharged(dst, src, ignore, nil)
+	return out, ok
+}
+
+// AppendCharged is [Append] that charges a memory budget for what it
+// allocates: charge is called with the size of each buffer before it is
+// allocated (dst's growth, and the working buffers that the pool could not
+// supply), and the total charged is returned, for the caller to give back
+// once it is done with the result. If charge returns an error, Append stops
+// and returns dst unchanged, the bytes charged so far (to give back too),
+// false and that error; an uncanonicalizable document returns false and a
+// nil error. A nil charge charges nothing. With internal/budget:
+//
+//	out, charged, ok, err := canonjson.AppendCharged(nil, plain, ignore, body.Charge)
+//	defer body.Uncharge(charged)
+func AppendCharged(dst, src []byte, ignore []Pointer, charge func(int64) error) (_ []byte, charged int64, ok bool, _ error) {
 	if len(src) == 0 || len(src) > maxInput {
-		return dst, false
+		return dst, 0, false, nil
 	}
 	s := pool.Get().(*state)
 	defer s.release()
-	s.src, s.ignore = src, ignore
+	s.src, s.ignore, s.charge, s.charged, s.chargeErr = src, ignore, charge, 0, nil
+	if cap(dst)-len(dst) < len(src) {
+		if !s.alloc(len(dst) + len(src)) {
+			return dst, s.charged, false, s.chargeErr
+		}
+	}
 	s.out = slices.Grow(dst, len(src))
 	if !s.run() {
-		return dst, false
+		return dst, s.charged, false, s.chargeErr
 	}
-	return s.out, true
+	return s.out, s.charged, true, nil
+}
+
+// frameSize and memberSize are what alloc charges per element.
+const (
+	frameSize  = int(unsafe.Sizeof(frame{}))
+	memberSize = int(unsafe.Sizeof(member{}))
+)
+
+// alloc charges n bytes about to be allocated; false if refused.
+func (s *state) alloc(n int) bool {
+	if s.charge == nil {
+		return true
+	}
+	if err := s.charge(int64(n)); err != nil {
+		s.chargeErr = err
+		return false
+	}
+	s.charged += int64(n)
+	return true
 }
 
 // WorkingMemory is the most memory, in bytes, that [Append] allocates
@@ -130,6 +171,11 @@ type state struct {
 	removeFrom  int
 	// moved counts the bytes reordering has copied (see maxMoved).
 	moved int
+	// charge, when set, is called before each allocation; charged sums
+	// what it accepted, chargeErr is its refusal.
+	charge    func(int64) error
+	charged   int64
+	chargeErr error
 }
 
 // maxMoved bounds the bytes that reordering members may copy when the output
@@ -143,7 +189,7 @@ func maxMoved(n int) int { return 32*n + 1<<20 }
 var pool = sync.Pool{New: func() any { return new(state) }}
 
 func (s *state) release() {
-	s.src, s.ignore, s.out = nil, nil, nil
+	s.src, s.ignore, s.out, s.charge, s.chargeErr = nil, nil, nil, nil, nil
 	if cap(s.mem) > maxPooledMembers || cap(s.scratch) > maxPooledBytes || cap(s.tmp) > maxPooledBytes ||
 		cap(s.stack) > maxPooledFrames || cap(s.live) > maxPooledMembers {
 		return
@@ -173,7 +219,10 @@ func (s *state) run() bool {
 		if i >= len(src) {
 			return false
 		}
-		live := s.begin(key)
+		live, ok := s.begin(key)
+		if !ok {
+			return false
+		}
 		s.scratch = s.scratch[:0] // the name is written
 		c := src[i]
 		switch {
@@ -184,7 +233,11 @@ func (s *state) run() bool {
 			s.out = append(s.out, c)
 			if len(s.stack) == cap(s.stack) {
 				// Double, up to MaxDepth (see WorkingMemory).
-				s.stack = append(make([]frame, 0, min(max(2*len(s.stack), 16), MaxDepth)), s.stack...)
+				n := min(max(2*len(s.stack), 16), MaxDepth)
+				if !s.alloc(n * frameSize) {
+					return false
+				}
+				s.stack = append(make([]frame, 0, n), s.stack...)
 			}
 			s.stack = append(s.stack, frame{
 				obj:       c == '{',
@@ -285,8 +338,8 @@ func (s *state) run() bool {
 // begin starts a value (named key, inside an object): it writes the comma
 // and the name, decides whether a pointer removes the value, and pushes on
 // s.live the pointers that may name something inside it, which start at the
-// returned index.
-func (s *state) begin(key span) int {
+// returned index. It reports false if the budget refused memory.
+func (s *state) begin(key span) (int, bool) {
 	l := len(s.live)
 	if len(s.stack) == 0 {
 		// The root: every pointer may name something inside it.
@@ -295,7 +348,7 @@ func (s *state) begin(key span) int {
 				s.live = append(s.live, uint32(j))
 			}
 		}
-		return l
+		return l, true
 	}
 	depth := len(s.stack) - 1 // the token that names a child of the top
 	f := &s.stack[depth]
@@ -326,8 +379,11 @@ func (s *state) begin(key span) int {
 			// the most members src can hold (each takes 4 bytes or more):
 			// at most 2 bytes per input byte, 4 with the discarded copies
 			// (see WorkingMemory).
-			n := min(max(2*len(s.mem), 16), len(s.src)/4+1)
-			s.mem = append(make([]member, 0, max(n, len(s.mem)+1)), s.mem...)
+			n := max(min(max(2*len(s.mem), 16), len(s.src)/4+1), len(s.mem)+1)
+			if !s.alloc(n * memberSize) {
+				return l, false
+			}
+			s.mem = append(make([]member, 0, n), s.mem...)
 		}
 		s.mem = append(s.mem, member{start: uint32(len(s.out))})
 		s.out = s.appendString(s.out, key)
@@ -336,7 +392,7 @@ func (s *state) begin(key span) int {
 		}
 		s.out = append(s.out, ':')
 	}
-	return l
+	return l, true
 }
 
 // end finishes a value; s.stack's top, if any, is its container.
@@ -409,7 +465,9 @@ func (s *state) closeTop() bool {
 				if s.moved += len(s.out) - int(f.outStart); s.moved > maxMoved(len(s.out)) {
 					return false
 				}
-				s.reorder(ms, int(f.outStart))
+				if !s.reorder(ms, int(f.outStart)) {
+					return false
+				}
 			}
 		} else if f.removed {
 			s.out = s.out[:f.outStart]
@@ -423,12 +481,16 @@ func (s *state) closeTop() bool {
 }
 
 // reorder rewrites s.out[from:] as the members ms that were not removed, in
-// their order, joined by commas.
-func (s *state) reorder(ms []member, from int) {
+// their order, joined by commas. It reports false if the budget refused
+// memory.
+func (s *state) reorder(ms []member, from int) bool {
 	if cap(s.tmp) < len(s.out)-from {
 		// Once, as large as any object can be: nested objects grow one
 		// after another, and growing tmp for each would cost more than
 		// the input.
+		if !s.alloc(len(s.src)) {
+			return false
+		}
 		s.tmp = make([]byte, 0, len(s.src))
 	}
 	s.tmp = s.tmp[:0]
@@ -442,6 +504,7 @@ func (s *state) reorder(ms []member, from int) {
 		s.tmp = append(s.tmp, s.out[m.start:m.end]...)
 	}
 	s.out = append(s.out[:from], s.tmp...)
+	return true
 }
 
 // compareNames compares two member names in canonical form, each given
@@ -547,6 +610,9 @@ func (s *state) strEscaped(start, i int) (span, int, bool) {
 	if need := off + stringEnd(src, i) - start; cap(s.scratch) < need {
 		// Once per string, exactly as large as it can decode to: never
 		// more, in all, than the input (see WorkingMemory).
+		if !s.alloc(need) {
+			return span{}, 0, false
+		}
 		s.scratch = append(make([]byte, 0, need), s.scratch...)
 	}
 	s.scratch = append(s.scratch, src[start:i]...)

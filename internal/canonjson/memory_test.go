@@ -2,6 +2,7 @@ package canonjson_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -139,5 +140,78 @@ func TestAppendDeepUnsortedRefused(t *testing.T) {
 	b.WriteString("0" + strings.Repeat("}", canonjson.MaxDepth-3))
 	if _, ok := canonjson.Append(nil, []byte(b.String()), nil); !ok {
 		t.Error("sorted deep nesting refused; want canonicalized")
+	}
+}
+
+// TestAppendCharged: the bytes charged cover what Append allocates (within
+// the allocator's rounding), stay within len + WorkingMemory, and a refusal
+// stops it with the charge's error and dst unchanged.
+func TestAppendCharged(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own account")
+	}
+	for _, hb := range hostileBodies {
+		var total int64
+		charge := func(n int64) error { total += n; return nil }
+		canonjson.AppendCharged(nil, hb.body, nil, charge) // warm the pool
+		total = 0
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		out, charged, ok, err := canonjson.AppendCharged(nil, hb.body, nil, charge)
+		runtime.ReadMemStats(&after)
+		if !ok || err != nil || len(out) == 0 {
+			t.Fatalf("%s: ok %v, err %v", hb.name, ok, err)
+		}
+		alloc := int64(after.TotalAlloc - before.TotalAlloc)
+		n := len(hb.body)
+		if charged != total {
+			t.Errorf("%s: returned charged %d; the charge func saw %d", hb.name, charged, total)
+		}
+		// The allocator rounds sizes up to its size classes (at most 12.5 %
+		// for large objects, a page for huge ones).
+		if float64(alloc) > float64(charged)*1.125+8192 {
+			t.Errorf("%s: allocated %d, charged only %d", hb.name, alloc, charged)
+		}
+		if charged > int64(n)+canonjson.WorkingMemory(n) {
+			t.Errorf("%s: charged %d; over len + WorkingMemory = %d", hb.name, charged, int64(n)+canonjson.WorkingMemory(n))
+		}
+	}
+}
+
+func TestAppendChargedRefused(t *testing.T) {
+	t.Parallel()
+	errFull := errors.New("full")
+	body := []byte(`{"b":1,"a":2}`)
+	for _, limit := range []int64{0, int64(len(body)), 200, 1000} {
+		var used int64
+		charge := func(n int64) error {
+			if used+n > limit {
+				return errFull
+			}
+			used += n
+			return nil
+		}
+		dst := []byte("x")
+		out, charged, ok, err := canonjson.AppendCharged(dst[:1:1], body, nil, charge)
+		if charged != used {
+			t.Errorf("limit %d: charged %d; the budget holds %d", limit, charged, used)
+		}
+		switch {
+		case ok && err == nil:
+			if string(out) != `x{"a":2,"b":1}` {
+				t.Errorf("limit %d: %q", limit, out)
+			}
+		case !ok && errors.Is(err, errFull):
+			if string(out) != "x" {
+				t.Errorf("limit %d: refused but dst changed to %q", limit, out)
+			}
+		default:
+			t.Errorf("limit %d: ok %v, err %v", limit, ok, err)
+		}
+	}
+	// Not canonicalizable is not a charge error.
+	if _, _, ok, err := canonjson.AppendCharged(nil, []byte(`{"a":1,"a":2}`), nil, func(int64) error { return nil }); ok || err != nil {
+		t.Errorf("duplicate names: ok %v, err %v; want false, nil", ok, err)
 	}
 }
