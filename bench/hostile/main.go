@@ -144,13 +144,18 @@ func do(c *http.Client, req *http.Request) string {
 	return strconv.Itoa(resp.StatusCode)
 }
 
+// zeros returns an n-byte JSON array of zeros (n >= 3), padded with a
+// trailing space when n is even.
 func zeros(n int) []byte {
 	b := make([]byte, 0, n)
-	b = append(b, '[')
-	for len(b) < n-2 {
-		b = append(b, '0', ',')
+	b = append(b, '[', '0')
+	for len(b)+3 <= n {
+		b = append(b, ',', '0')
 	}
-	b = append(b[:len(b)-1], ']')
+	b = append(b, ']')
+	for len(b) < n {
+		b = append(b, ' ')
+	}
 	return b
 }
 
