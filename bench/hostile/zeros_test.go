@@ -1,3 +1,15 @@
 package main
-import ("testing";"encoding/json")
-func TestZeros(t *testing.T){ for _, n := range []int{3,4,5,1<<20} { b := zeros(n); if len(b)!=n || !json.Valid(b) { t.Fatal(n, len(b)) } } }
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestZeros(t *testing.T) {
+	for _, n := range []int{3, 4, 5, 1 << 20} {
+		b := zeros(n)
+		if len(b) != n || !json.Valid(b) {
+			t.Fatal(n, len(b))
+		}
+	}
+}
