@@ -6,6 +6,7 @@ import (
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // MaxDepth is the deepest nesting of arrays and objects that [Append]
@@ -18,11 +19,11 @@ const MaxDepth = 10000
 const maxInput = 1<<31 - 1
 
 // Working buffers larger than these are left to the garbage collector rather
-// than pooled, so that one huge or hostile body does not pin memory. A node is
-// 24 bytes; 64 KiB bodies need a few thousand.
+// than pooled, so that one huge or hostile body does not pin memory.
 const (
-	maxPooledNodes   = 1 << 17
-	maxPooledScratch = 1 << 20
+	maxPooledMembers = 1 << 14
+	maxPooledBytes   = 1 << 20
+	maxPooledFrames  = MaxDepth
 )
 
 // Append appends the canonical form of the JSON document src (see the package
@@ -37,40 +38,85 @@ const (
 // remove the first two elements of a. The zero [Pointer] is ignored.
 //
 // Append grows dst at most once, by len(src) (the canonical form is never
-// longer than its source). Its working memory is 24 bytes per JSON value plus
-// the decoded strings that had escapes: typically about the size of src, at
-// worst 12 times it ("[0,0,...]"). Buffers are pooled between calls unless
-// they grew past a few MiB. Time is O(n log n) in len(src) at worst (sorting
-// member names), linear in practice, and never recursion-bound.
-// Append is safe for concurrent use; it does not retain src or dst.
+// longer than its source). It canonicalizes in one streaming pass, writing
+// into dst as it parses and reordering an object's members in place when
+// the object closes, so arrays and scalars cost no working memory at all
+// ("[0,0,...]" costs none). Its working memory beyond dst is at most
+// [WorkingMemory](len(src)): 8 bytes per member of the objects open at a
+// time, the string being decoded when it has escapes, and one copy of the
+// largest object being reordered, plus 32 bytes per open array or object. Buffers
+// are pooled between calls unless they grew past about a MiB. Time is
+// O(n log n) in len(src) at worst (sorting member names), linear in
+// practice, and never recursion-bound. Append is safe for concurrent use;
+// it does not retain src or dst.
 func Append(dst, src []byte, ignore []Pointer) ([]byte, bool) {
+	out, _, ok, _ := AppendCharged(dst, src, ignore, nil)
+	return out, ok
+}
+
+// AppendCharged is [Append] that charges a memory budget for what it
+// allocates: charge is called with the size of each buffer before it is
+// allocated (dst's growth, and the working buffers that the pool could not
+// supply), and the total charged is returned, for the caller to give back
+// once it is done with the result. If charge returns an error, Append stops
+// and returns dst unchanged, the bytes charged so far (to give back too),
+// false and that error; an uncanonicalizable document returns false and a
+// nil error. A nil charge charges nothing. With internal/budget:
+//
+//	out, charged, ok, err := canonjson.AppendCharged(nil, plain, ignore, body.Charge)
+//	defer body.Uncharge(charged)
+func AppendCharged(dst, src []byte, ignore []Pointer, charge func(int64) error) (_ []byte, charged int64, ok bool, _ error) {
 	if len(src) == 0 || len(src) > maxInput {
-		return dst, false
+		return dst, 0, false, nil
 	}
 	s := pool.Get().(*state)
 	defer s.release()
-	s.src = src
-	s.reserve()
-	if !s.parse() {
-		return dst, false
+	s.src, s.ignore, s.charge, s.charged, s.chargeErr = src, ignore, charge, 0, nil
+	if cap(dst)-len(dst) < len(src) {
+		if !s.alloc(len(dst) + len(src)) {
+			return dst, s.charged, false, s.chargeErr
+		}
 	}
-	for i := range ignore {
-		s.remove(&ignore[i])
+	s.out = slices.Grow(dst, len(src))
+	if !s.run() {
+		return dst, s.charged, false, s.chargeErr
 	}
-	return s.emit(slices.Grow(dst, len(src))), true
+	return s.out, s.charged, true, nil
 }
 
-type kind uint8
-
+// frameSize and memberSize are what alloc charges per element.
 const (
-	kindNull kind = iota
-	kindFalse
-	kindTrue
-	kindNumber
-	kindString
-	kindArray
-	kindObject
+	frameSize  = int(unsafe.Sizeof(frame{}))
+	memberSize = int(unsafe.Sizeof(member{}))
 )
+
+// alloc charges n bytes about to be allocated; false if refused.
+func (s *state) alloc(n int) bool {
+	if s.charge == nil {
+		return true
+	}
+	if err := s.charge(int64(n)); err != nil {
+		s.chargeErr = err
+		return false
+	}
+	s.charged += int64(n)
+	return true
+}
+
+// WorkingMemory is the most memory, in bytes, that [Append] allocates
+// beyond dst (which grows by n) for a document of n bytes, counting
+// every allocation, the discarded ones too: member records (8 bytes per
+// member of the open objects, a member taking 4 input bytes or more,
+// grown by doubling: 4n), one reordering buffer (n), decoded strings with
+// escapes (n), and the stack (32 bytes per level of nesting, doubling, up
+// to [MaxDepth]). A caller that charges a memory budget (DESIGN.md,
+// "Bounds") charges n + WorkingMemory(n) before canonicalizing. The usual
+// cost is far lower: nothing for "[0,0,...]", under 4n for 1 MiB objects
+// of tiny members (see TestAppendMemoryBound).
+func WorkingMemory(n int) int64 {
+	nn := int64(n)
+	return 6*nn + 64*min(nn, MaxDepth) + 4096
+}
 
 // inScratch marks a span offset into state.scratch rather than state.src.
 const inScratch = 1 << 31
@@ -79,61 +125,77 @@ const inScratch = 1 << 31
 // state.scratch.
 type span struct{ off, n uint32 }
 
-// A node is one JSON value. Nodes are stored in document order (pre-order),
-// so a container's children follow it and its subtree ends at end.
-type node struct {
-	// key is the decoded member name when the node is an object member.
-	key span
-	// val is, for a string, its decoded contents; for a number, its literal
-	// in src; for an object, its members' node indexes sorted by name:
-	// kids[val.off:val.off+val.n]. Unused for arrays and literals.
-	val     span
-	end     uint32 // index one past the last node of this subtree
-	kind    kind
-	removed bool // named by an ignored pointer
-}
+// A member is an object member already written to state.out:
+// out[start:end] is `"name":value`, without a comma. Its name is read back
+// from out (canonical form) when members are compared, so a member costs 8
+// bytes whatever its name.
+type member struct{ start, end uint32 }
 
-// A frame is an open container on the parse or emit stack.
+// removedBit, set in member.end, marks a member whose value a pointer
+// removed: out[start:end] is then its name alone, kept for the duplicate
+// check until the object closes and is rewritten without it.
+const removedBit = 1 << 31
+
+// A frame is an open array or object.
 type frame struct {
-	node uint32
-	next uint32 // emit: next child (arrays: node index; objects: index into kids)
-	any  bool   // emit: a child was written, so the next needs a comma
+	obj       bool
+	any       bool   // a child was written, so the next needs a comma
+	removed   bool   // objects: a member was removed
+	index     uint32 // the next child's index
+	memStart  uint32 // objects: its first member in state.mem
+	outStart  uint32 // objects: offset in state.out after '{'
+	liveStart uint32 // its children may be named by ignore[live[liveStart:liveEnd]]
+	liveEnd   uint32
 }
 
 // state holds one call's working buffers; it is pooled between calls.
 type state struct {
-	src     []byte
-	nodes   []node
-	kids    []uint32
-	stack   []frame
-	scratch []byte // decoded strings that had escapes
+	src    []byte
+	ignore []Pointer
+	out    []byte
+	stack  []frame
+	// mem holds the members of the open objects, innermost last.
+	mem []member
+	// scratch holds the string being parsed when it has escapes, decoded;
+	// it is emptied once the string is written.
+	scratch []byte
+	// tmp is where an object's members are put in order.
+	tmp []byte
+	// live holds indexes into ignore of the pointers that may still name
+	// a value below each open container (see frame.liveStart).
+	live []uint32
+	// removeDepth is len(stack) when the value being removed began, or -1;
+	// removeFrom is where its output (and comma) began, or in an object
+	// where its name ends.
+	removeDepth int
+	removeFrom  int
+	// moved counts the bytes reordering has copied (see maxMoved).
+	moved int
+	// charge, when set, is called before each allocation; charged sums
+	// what it accepted, chargeErr is its refusal.
+	charge    func(int64) error
+	charged   int64
+	chargeErr error
 }
+
+// maxMoved bounds the bytes that reordering members may copy when the output
+// holds n bytes: 32 times the output, plus a MiB. Only objects nested many
+// levels deep in unsorted objects come near it ("{"b":0,"a":{"b":0,"a":...}}"
+// moves its inner objects once per level: quadratic time). The output, and
+// so this choice, depends only on the canonical form and the pointers, so a
+// document refused for it is refused however it is formatted.
+func maxMoved(n int) int { return 32*n + 1<<20 }
 
 var pool = sync.Pool{New: func() any { return new(state) }}
 
 func (s *state) release() {
-	s.src = nil
-	if cap(s.nodes) > maxPooledNodes || cap(s.scratch) > maxPooledScratch || cap(s.kids) > maxPooledNodes {
+	s.src, s.ignore, s.out, s.charge, s.chargeErr = nil, nil, nil, nil, nil
+	if cap(s.mem) > maxPooledMembers || cap(s.scratch) > maxPooledBytes || cap(s.tmp) > maxPooledBytes ||
+		cap(s.stack) > maxPooledFrames || cap(s.live) > maxPooledMembers {
 		return
 	}
-	s.nodes, s.kids, s.stack, s.scratch = s.nodes[:0], s.kids[:0], s.stack[:0], s.scratch[:0]
+	s.stack, s.mem, s.scratch, s.tmp, s.live = s.stack[:0], s.mem[:0], s.scratch[:0], s.tmp[:0], s.live[:0]
 	pool.Put(s)
-}
-
-// reserve sizes s.nodes for large documents up front, so that a big body
-// of tiny values ("[0,0,0,...]": 24 bytes of nodes per 2 bytes of input) costs
-// one allocation instead of a chain of growing copies several times its size.
-// Every value but the root is either the first in its container or follows a
-// comma, which bounds the count. Small documents skip the counting and rely
-// on the pooled capacity.
-func (s *state) reserve() {
-	if len(s.src) <= 64<<10 || cap(s.nodes) > len(s.src)/2 {
-		return
-	}
-	n := 1 + bytes.Count(s.src, []byte{','}) + bytes.Count(s.src, []byte{'['}) + bytes.Count(s.src, []byte{'{'})
-	if cap(s.nodes) < n {
-		s.nodes = make([]node, 0, n)
-	}
 }
 
 func (s *state) bytes(sp span) []byte {
@@ -144,10 +206,12 @@ func (s *state) bytes(sp span) []byte {
 	return s.src[sp.off : sp.off+sp.n]
 }
 
-// parse checks that s.src is exactly one JSON value with no duplicate names
-// and no nesting deeper than MaxDepth, and builds s.nodes and s.kids.
-func (s *state) parse() bool {
+// run parses s.src, writing its canonical form to s.out. It reports false if
+// s.src is not exactly one JSON value with no duplicate names and no nesting
+// deeper than MaxDepth.
+func (s *state) run() bool {
 	src := s.src
+	s.removeDepth, s.moved = -1, 0
 	i := skipWS(src, 0)
 	var key span // the name of the value about to be parsed, inside objects
 	for {
@@ -155,29 +219,44 @@ func (s *state) parse() bool {
 		if i >= len(src) {
 			return false
 		}
-		idx := uint32(len(s.nodes))
-		s.nodes = append(s.nodes, node{key: key, end: idx + 1})
-		n := &s.nodes[idx]
+		live, ok := s.begin(key)
+		if !ok {
+			return false
+		}
+		s.scratch = s.scratch[:0] // the name is written
 		c := src[i]
 		switch {
 		case c == '{' || c == '[':
 			if len(s.stack) == MaxDepth {
 				return false
 			}
-			s.stack = append(s.stack, frame{node: idx})
+			s.out = append(s.out, c)
+			if len(s.stack) == cap(s.stack) {
+				// Double, up to MaxDepth (see WorkingMemory).
+				n := min(max(2*len(s.stack), 16), MaxDepth)
+				if !s.alloc(n * frameSize) {
+					return false
+				}
+				s.stack = append(make([]frame, 0, n), s.stack...)
+			}
+			s.stack = append(s.stack, frame{
+				obj:       c == '{',
+				memStart:  uint32(len(s.mem)),
+				outStart:  uint32(len(s.out)),
+				liveStart: uint32(live),
+				liveEnd:   uint32(len(s.live)),
+			})
 			closer := byte(']')
-			n.kind = kindArray
 			if c == '{' {
 				closer = '}'
-				n.kind = kindObject
 			}
 			i = skipWS(src, i+1)
 			if i < len(src) && src[i] == closer {
 				i++
-				if !s.closeTop() {
+				if !s.closeTop() { // which ends it as a value
 					return false
 				}
-				break // an empty container is a complete value
+				goto next // an empty container is a complete value
 			}
 			if c == '[' {
 				key = span{}
@@ -189,33 +268,38 @@ func (s *state) parse() bool {
 			}
 			continue
 		case c == '"':
+			mark := len(s.scratch)
 			v, j, ok := s.str(i)
 			if !ok {
 				return false
 			}
-			n.kind, n.val, i = kindString, v, j
+			s.out = s.appendString(s.out, v)
+			s.scratch = s.scratch[:mark]
+			i = j
 		case c == 't':
 			if !hasLit(src, i, "true") {
 				return false
 			}
-			n.kind, i = kindTrue, i+4
+			s.out, i = append(s.out, "true"...), i+4
 		case c == 'f':
 			if !hasLit(src, i, "false") {
 				return false
 			}
-			n.kind, i = kindFalse, i+5
+			s.out, i = append(s.out, "false"...), i+5
 		case c == 'n':
 			if !hasLit(src, i, "null") {
 				return false
 			}
-			n.kind, i = kindNull, i+4
+			s.out, i = append(s.out, "null"...), i+4
 		default:
 			j, ok := number(src, i)
 			if !ok {
 				return false
 			}
-			n.kind, n.val, i = kindNumber, span{uint32(i), uint32(j - i)}, j
+			s.out, i = append(s.out, src[i:j]...), j
 		}
+		s.live = s.live[:live]
+		s.end()
 		// A value is complete: close containers until one continues.
 	next:
 		for {
@@ -226,11 +310,11 @@ func (s *state) parse() bool {
 			if i >= len(src) {
 				return false
 			}
-			top := &s.nodes[s.stack[len(s.stack)-1].node]
+			top := &s.stack[len(s.stack)-1]
 			switch c := src[i]; {
 			case c == ',':
 				i = skipWS(src, i+1)
-				if top.kind == kindArray {
+				if !top.obj {
 					key = span{}
 					break next
 				}
@@ -239,7 +323,7 @@ func (s *state) parse() bool {
 					return false
 				}
 				break next
-			case c == ']' && top.kind == kindArray, c == '}' && top.kind == kindObject:
+			case c == ']' && !top.obj, c == '}' && top.obj:
 				i++
 				if !s.closeTop() {
 					return false
@@ -248,6 +332,90 @@ func (s *state) parse() bool {
 				return false
 			}
 		}
+	}
+}
+
+// begin starts a value (named key, inside an object): it writes the comma
+// and the name, decides whether a pointer removes the value, and pushes on
+// s.live the pointers that may name something inside it, which start at the
+// returned index. It reports false if the budget refused memory.
+func (s *state) begin(key span) (int, bool) {
+	l := len(s.live)
+	if len(s.stack) == 0 {
+		// The root: every pointer may name something inside it.
+		for j := range s.ignore {
+			if len(s.ignore[j].toks) > 0 {
+				s.live = append(s.live, uint32(j))
+			}
+		}
+		return l, true
+	}
+	depth := len(s.stack) - 1 // the token that names a child of the top
+	f := &s.stack[depth]
+	removed := false
+	if s.removeDepth < 0 {
+		for _, p := range s.live[f.liveStart:f.liveEnd] {
+			tok := &s.ignore[p].toks[depth]
+			if f.obj && !bytes.Equal(tok.name, s.bytes(key)) || !f.obj && tok.index != int(f.index) {
+				continue
+			}
+			if len(s.ignore[p].toks) == depth+1 {
+				removed = true
+				break
+			}
+			s.live = append(s.live, p)
+		}
+	}
+	if removed {
+		s.live = s.live[:l]
+		s.removeDepth, s.removeFrom = len(s.stack), len(s.out)
+	}
+	if f.any {
+		s.out = append(s.out, ',')
+	}
+	if f.obj {
+		if len(s.mem) == cap(s.mem) {
+			// Double, rather than append's 1.25× for large slices, up to
+			// the most members src can hold (each takes 4 bytes or more):
+			// at most 2 bytes per input byte, 4 with the discarded copies
+			// (see WorkingMemory).
+			n := max(min(max(2*len(s.mem), 16), len(s.src)/4+1), len(s.mem)+1)
+			if !s.alloc(n * memberSize) {
+				return l, false
+			}
+			s.mem = append(make([]member, 0, n), s.mem...)
+		}
+		s.mem = append(s.mem, member{start: uint32(len(s.out))})
+		s.out = s.appendString(s.out, key)
+		if removed {
+			s.removeFrom = len(s.out)
+		}
+		s.out = append(s.out, ':')
+	}
+	return l, true
+}
+
+// end finishes a value; s.stack's top, if any, is its container.
+func (s *state) end() {
+	if len(s.stack) == 0 {
+		return
+	}
+	f := &s.stack[len(s.stack)-1]
+	f.index++
+	if s.removeDepth == len(s.stack) {
+		// The removed value ends: drop its output (and in an array its
+		// comma; an object keeps the name until it closes).
+		s.out = s.out[:s.removeFrom]
+		s.removeDepth = -1
+		if f.obj {
+			s.mem[len(s.mem)-1].end = uint32(len(s.out)) | removedBit
+			f.removed = true
+		}
+		return
+	}
+	f.any = true
+	if f.obj {
+		s.mem[len(s.mem)-1].end = uint32(len(s.out))
 	}
 }
 
@@ -269,34 +437,129 @@ func (s *state) member(i int) (int, span, bool) {
 	return skipWS(src, i+1), k, true
 }
 
-// closeTop pops the innermost open container. For an object it records its
-// members sorted by name and reports false if two names are equal.
+// closeTop closes the innermost open container and ends it as a value. An
+// object's members are put in order of their names (rewriting its output
+// in place when they were not); it reports false if two names are equal.
 func (s *state) closeTop() bool {
-	top := s.stack[len(s.stack)-1].node
+	f := s.stack[len(s.stack)-1]
 	s.stack = s.stack[:len(s.stack)-1]
-	n := &s.nodes[top]
-	n.end = uint32(len(s.nodes))
-	if n.kind != kindObject {
-		return true
+	if !f.obj {
+		s.out = append(s.out, ']')
+	} else {
+		ms := s.mem[f.memStart:]
+		if len(ms) > 1 {
+			cmp := func(a, b member) int { return compareNames(s.out[a.start+1:], s.out[b.start+1:]) }
+			sorted := slices.IsSortedFunc(ms, cmp)
+			if !sorted {
+				slices.SortFunc(ms, cmp)
+			}
+			for j := 1; j < len(ms); j++ {
+				if cmp(ms[j-1], ms[j]) == 0 {
+					return false
+				}
+			}
+			if !sorted || f.removed {
+				// Reordering moves the object's whole output, so objects
+				// nested in unsorted objects are moved once per level:
+				// refuse a document that would take too long.
+				if s.moved += len(s.out) - int(f.outStart); s.moved > maxMoved(len(s.out)) {
+					return false
+				}
+				if !s.reorder(ms, int(f.outStart)) {
+					return false
+				}
+			}
+		} else if f.removed {
+			s.out = s.out[:f.outStart]
+		}
+		s.mem = s.mem[:f.memStart]
+		s.out = append(s.out, '}')
 	}
-	start := len(s.kids)
-	for c := top + 1; c < n.end; c = s.nodes[c].end {
-		s.kids = append(s.kids, c)
-	}
-	n.val = span{uint32(start), uint32(len(s.kids) - start)}
-	kids := s.kids[start:]
-	if len(kids) < 2 {
-		return true
-	}
-	slices.SortFunc(kids, func(a, b uint32) int {
-		return bytes.Compare(s.bytes(s.nodes[a].key), s.bytes(s.nodes[b].key))
-	})
-	for j := 1; j < len(kids); j++ {
-		if bytes.Equal(s.bytes(s.nodes[kids[j-1]].key), s.bytes(s.nodes[kids[j]].key)) {
+	s.live = s.live[:f.liveStart]
+	s.end()
+	return true
+}
+
+// reorder rewrites s.out[from:] as the members ms that were not removed, in
+// their order, joined by commas. It reports false if the budget refused
+// memory.
+func (s *state) reorder(ms []member, from int) bool {
+	if cap(s.tmp) < len(s.out)-from {
+		// Once, as large as any object can be: nested objects grow one
+		// after another, and growing tmp for each would cost more than
+		// the input.
+		if !s.alloc(len(s.src)) {
 			return false
 		}
+		s.tmp = make([]byte, 0, len(s.src))
 	}
+	s.tmp = s.tmp[:0]
+	for _, m := range ms {
+		if m.end&removedBit != 0 {
+			continue
+		}
+		if len(s.tmp) > 0 {
+			s.tmp = append(s.tmp, ',')
+		}
+		s.tmp = append(s.tmp, s.out[m.start:m.end]...)
+	}
+	s.out = append(s.out[:from], s.tmp...)
 	return true
+}
+
+// compareNames compares two member names in canonical form, each given
+// from just after its opening quote, by their decoded bytes.
+func compareNames(a, b []byte) int {
+	for {
+		ca, na := nameByte(a)
+		cb, nb := nameByte(b)
+		switch {
+		case na == 0 && nb == 0:
+			return 0
+		case na == 0:
+			return -1
+		case nb == 0:
+			return 1
+		case ca != cb:
+			return int(ca) - int(cb)
+		}
+		a, b = a[na:], b[nb:]
+	}
+}
+
+// nameByte decodes the first byte of a canonical string's rest s and
+// returns it with the number of bytes it took, 0 at the closing quote.
+// Canonical strings only escape \", \\, \b \f \n \r \t and \u00xx.
+func nameByte(s []byte) (byte, int) {
+	switch c := s[0]; c {
+	case '"':
+		return 0, 0
+	case '\\':
+		switch s[1] {
+		case 'b':
+			return '\b', 2
+		case 'f':
+			return '\f', 2
+		case 'n':
+			return '\n', 2
+		case 'r':
+			return '\r', 2
+		case 't':
+			return '\t', 2
+		case 'u':
+			return unhex(s[4])<<4 | unhex(s[5]), 6
+		}
+		return s[1], 2
+	default:
+		return c, 1
+	}
+}
+
+func unhex(c byte) byte {
+	if c <= '9' {
+		return c - '0'
+	}
+	return c - 'a' + 10
 }
 
 // plain[c] is true for the ASCII bytes that stand for themselves inside a
@@ -344,6 +607,14 @@ func (s *state) str(i int) (span, int, bool) {
 func (s *state) strEscaped(start, i int) (span, int, bool) {
 	src := s.src
 	off := len(s.scratch)
+	if need := off + stringEnd(src, i) - start; cap(s.scratch) < need {
+		// Once per string, exactly as large as it can decode to: never
+		// more, in all, than the input (see WorkingMemory).
+		if !s.alloc(need) {
+			return span{}, 0, false
+		}
+		s.scratch = append(make([]byte, 0, need), s.scratch...)
+	}
 	s.scratch = append(s.scratch, src[start:i]...)
 	for i < len(src) {
 		c := src[i]
@@ -414,6 +685,22 @@ func (s *state) strEscaped(start, i int) (span, int, bool) {
 		}
 	}
 	return span{}, 0, false
+}
+
+// stringEnd returns the index of the quote that ends the string whose
+// contents include src[i], or len(src).
+func stringEnd(src []byte, i int) int {
+	for i < len(src) {
+		switch src[i] {
+		case '"':
+			return i
+		case '\\':
+			i += 2
+		default:
+			i++
+		}
+	}
+	return len(src)
 }
 
 // hex4 decodes the four hex digits at src[i:i+4].
@@ -496,112 +783,6 @@ func skipWS(src []byte, i int) int {
 		}
 	}
 	return i
-}
-
-// remove marks the value that p names, if any.
-func (s *state) remove(p *Pointer) {
-	if len(p.toks) == 0 {
-		return // the root: never removed
-	}
-	cur := uint32(0)
-	for _, t := range p.toks {
-		n := &s.nodes[cur]
-		switch n.kind {
-		case kindObject:
-			kids := s.kids[n.val.off : n.val.off+n.val.n]
-			j, found := slices.BinarySearchFunc(kids, t.name, func(k uint32, name []byte) int {
-				return bytes.Compare(s.bytes(s.nodes[k].key), name)
-			})
-			if !found {
-				return
-			}
-			cur = kids[j]
-		case kindArray:
-			if t.index < 0 {
-				return
-			}
-			c := cur + 1
-			for range t.index {
-				if c >= n.end {
-					return
-				}
-				c = s.nodes[c].end
-			}
-			if c >= n.end {
-				return
-			}
-			cur = c
-		default:
-			return
-		}
-	}
-	s.nodes[cur].removed = true
-}
-
-// emit appends the canonical form of the parsed document to dst.
-func (s *state) emit(dst []byte) []byte {
-	s.stack = s.stack[:0]
-	dst = s.open(dst, 0)
-	for len(s.stack) > 0 {
-		f := &s.stack[len(s.stack)-1]
-		n := &s.nodes[f.node]
-		var child uint32
-		if n.kind == kindArray {
-			if f.next >= n.end {
-				dst = append(dst, ']')
-				s.stack = s.stack[:len(s.stack)-1]
-				continue
-			}
-			child = f.next
-			f.next = s.nodes[child].end
-		} else {
-			if f.next >= n.val.off+n.val.n {
-				dst = append(dst, '}')
-				s.stack = s.stack[:len(s.stack)-1]
-				continue
-			}
-			child = s.kids[f.next]
-			f.next++
-		}
-		c := &s.nodes[child]
-		if c.removed {
-			continue
-		}
-		if f.any {
-			dst = append(dst, ',')
-		}
-		f.any = true
-		if n.kind == kindObject {
-			dst = s.appendString(dst, c.key)
-			dst = append(dst, ':')
-		}
-		dst = s.open(dst, child) // may grow s.stack: f and n are stale now
-	}
-	return dst
-}
-
-// open appends a scalar, or the opening bracket of a container, which it
-// pushes on the stack for emit.
-func (s *state) open(dst []byte, i uint32) []byte {
-	n := &s.nodes[i]
-	switch n.kind {
-	case kindNull:
-		return append(dst, "null"...)
-	case kindFalse:
-		return append(dst, "false"...)
-	case kindTrue:
-		return append(dst, "true"...)
-	case kindNumber:
-		return append(dst, s.bytes(n.val)...)
-	case kindString:
-		return s.appendString(dst, n.val)
-	case kindArray:
-		s.stack = append(s.stack, frame{node: i, next: i + 1})
-		return append(dst, '[')
-	default:
-		s.stack = append(s.stack, frame{node: i, next: n.val.off})
-		return append(dst, '{')
-	}
 }
 
 // appendString appends the decoded string sp, quoted and minimally escaped.

@@ -267,6 +267,9 @@ var ignoreCases = []struct {
 	want   string
 }{
 	{"top-level member", `{"a":1,"b":2}`, []string{"/b"}, `{"a":1}`},
+	{"empty object member", `{"q":"m","v":{ },"e":{ }}`, []string{"/q", "/v"}, `{"e":{}}`},
+	{"index after an empty array", `[[],[ ],1,2]`, []string{"/2"}, `[[],[],2]`},
+	{"removed first member, unsorted rest", `{"z":0,"b":1,"a":2}`, []string{"/z"}, `{"a":2,"b":1}`},
 	{"nested member", `{"meta":{"sent_at":"2024-01-01T00:00:00Z","id":7},"x":1}`, []string{"/meta/sent_at"}, `{"meta":{"id":7},"x":1}`},
 	{"whole object member", `{"meta":{"sent_at":1},"x":1}`, []string{"/meta"}, `{"x":1}`},
 	{"all members", `{"a":1,"b":2}`, []string{"/a", "/b"}, `{}`},

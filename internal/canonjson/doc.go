@@ -23,12 +23,17 @@
 // data, a byte order mark, leading zeros, NaN, ...), when a string holds
 // invalid UTF-8 or a lone surrogate escape, when any object has two members
 // whose decoded names are equal (even inside a member that a pointer removes),
-// or when arrays and objects nest deeper than [MaxDepth]. The caller then
-// fingerprints the raw bytes.
+// when arrays and objects nest deeper than [MaxDepth], or when reordering
+// members would copy more than 32 times the canonical form (plus a MiB):
+// only objects nested dozens of levels deep inside unsorted objects do. The
+// caller then fingerprints the raw bytes.
 //
-// The parser is a hand-written single pass over the input into a flat node
-// list, with explicit stacks instead of recursion, so hostile input costs
-// time and memory linear in its size and never deep Go stacks. Working
-// buffers are pooled: in steady state Append allocates nothing beyond the
-// growth of dst.
+// The canonicalizer is a hand-written single streaming pass that writes the
+// canonical form as it parses, with explicit stacks instead of recursion,
+// and reorders an object's members in place when the object closes. Arrays
+// and scalars need no working memory at all, so hostile input costs memory
+// bounded by [WorkingMemory] (a "[0,0,...]" body: nothing beyond dst; issue
+// 15), time O(n log n) in the worst case (with the reordering bound above),
+// and never deep Go stacks. Working buffers are pooled: in steady state
+// Append allocates nothing beyond the growth of dst.
 package canonjson
