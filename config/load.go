@@ -52,8 +52,8 @@ func Load(path string) (*Config, error) {
 	return Parse(data)
 }
 
-// LoadChecked reads the YAML file at path and checks it like [Check]. A file
-// that cannot be read is one error naming the path, such as
+// LoadChecked reads the YAML file at path and checks it like [Check] (and
+// returns what Check returns). A file that cannot be read is one error naming the path, such as
 // "nope.yaml: no such file or directory"; it wraps the [os.ReadFile] error.
 func LoadChecked(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
@@ -73,7 +73,9 @@ func LoadChecked(path string) (*Config, error) {
 // decoding problems (unknown keys, wrong types, durations without a unit)
 // and the semantic ones together, one [*FieldError] each. A semantic problem
 // of a key that could not be decoded is left out: it would describe the
-// default the key kept. Check returns the valid Config, or nil and the error.
+// default the key kept. Check returns the valid Config and nil, or the error
+// and the Config as far as it could be decoded (nil after a syntax error):
+// that one is not valid, and is only for reports such as [UnknownEnv].
 func Check(data []byte) (*Config, error) {
 	c, decodeErr, err := parse(data)
 	if err != nil {
@@ -107,7 +109,7 @@ func Check(data []byte) (*Config, error) {
 			errs = append(errs, e)
 		}
 	}
-	return nil, errors.Join(errs...)
+	return c, errors.Join(errs...)
 }
 
 // parentKey is the section holding key: "routes[0]" for "routes[0].idempotent".

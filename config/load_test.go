@@ -612,8 +612,8 @@ idempotency:
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			c, err := Check([]byte(tt.yaml))
-			if c != nil {
-				t.Errorf("Check returned a Config with errors")
+			if c == nil || c.Upstream.URL == "" {
+				t.Errorf("Check returned %+v; want what it decoded", c)
 			}
 			if got := errorLines(t, err); !slices.Equal(got, tt.want) {
 				t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))

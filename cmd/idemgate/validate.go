@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/idemgate/idemgate/config"
@@ -21,11 +23,21 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 		return errUsage
 	}
 	cfg, err := loadConfig(*path)
+	if cfg == nil && err != nil && !errors.Is(err, config.ErrSyntax) {
+		return err // the file could not be read: one line
+	}
+	for _, w := range config.UnknownEnv(os.Environ(), cfg) {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
 	if err != nil {
-		for _, line := range strings.Split(err.Error(), "\n") {
+		lines := strings.Split(err.Error(), "\n")
+		for _, line := range lines {
 			fmt.Fprintln(stderr, line)
 		}
-		return fmt.Errorf("%s: invalid config", *path)
+		if len(lines) == 1 {
+			return fmt.Errorf("%s: invalid config (1 problem)", *path)
+		}
+		return fmt.Errorf("%s: invalid config (%d problems)", *path, len(lines))
 	}
 	fmt.Fprintf(stdout, "%s: valid; upstream %s, store %s, %d routes\n", *path, cfg.Upstream.URL, cfg.Store.Backend, len(cfg.Routes))
 	for _, r := range cfg.Routes {
@@ -57,15 +69,14 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// loadConfig loads, validates and checks that every feature the config asks
-// for is one this build has.
+// loadConfig loads and validates (every problem at once, see
+// [config.LoadChecked]) and checks that every feature the config asks for
+// is one this build has.
+// On error, cfg is what could be decoded (or nil), for reports only.
 func loadConfig(path string) (*config.Config, error) {
-	cfg, err := config.Load(path)
+	cfg, err := config.LoadChecked(path)
 	if err != nil {
-		return nil, err
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return cfg, err
 	}
 	return cfg, checkConfig(cfg)
 }
