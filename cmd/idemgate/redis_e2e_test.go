@@ -367,6 +367,27 @@ func replayed(c *http.Client, base, key, body string) e2eAnswer {
 	return a
 }
 
+// idemgateBinary returns $IDEMGATE_BIN (make test builds bin/idemgate once
+// for every suite that runs the binary and sets it), or builds this package
+// into dir.
+func idemgateBinary(t *testing.T, dir string) string {
+	t.Helper()
+	if p := os.Getenv("IDEMGATE_BIN"); p != "" {
+		return p
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go tool to build the binary: %v", err)
+	}
+	bin := filepath.Join(dir, "idemgate")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, goTool, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
 // freeAddr returns a loopback address nobody listens on right now.
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -386,17 +407,8 @@ func freeAddr(t *testing.T) string {
 func TestRedisE2ECrashTakeover(t *testing.T) {
 	t.Parallel()
 	addr := e2eRedisAddr(t)
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skipf("no go tool to build the binary: %v", err)
-	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "idemgate")
-	bctx, bcancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer bcancel()
-	if out, err := exec.CommandContext(bctx, goTool, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := idemgateBinary(t, dir)
 
 	var execs execCounter
 	up, arrived, _ := e2eHangingUpstream(t, &execs)
