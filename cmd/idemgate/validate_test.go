@@ -21,6 +21,14 @@ func TestValidateOutput(t *testing.T) {
 		}
 		return p
 	}
+	// Only the variables below: the ones make test sets are known, but a
+	// developer's shell may hold others.
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "IDEMGATE_") {
+			t.Setenv(name, "") // restored when the test ends
+			os.Unsetenv(name)
+		}
+	}
 	t.Setenv("IDEMGATE_UPSTREM_URL", "http://127.0.0.1:1")
 	t.Setenv("IDEMGATE_PORT", "tcp://10.0.0.1:8080") // a Kubernetes service link
 	t.Setenv("IDEMGATE_SEAL", "a2V5")                // named by encryption_key_env
