@@ -273,9 +273,6 @@ func (c *Config) validateIdempotency(p *problems) {
 	if id.Lease < minLease {
 		p.add("idempotency.lease", ErrRange, "%s is shorter than %s: a lease that short can end during a pause or a slow store call, and a retry would take over a request that still runs",
 			own(id.Lease, defaults.Idempotency.Lease), fmtDur(minLease))
-	} else if r := c.Store.Redis.Timeout; c.Store.Backend == StoreRedis && r > 0 && id.Lease < leasePerRedisTimeout*r {
-		p.add("idempotency.lease", ErrRange, "%s is shorter than %d × %s = %s: a renewal is due every lease/3, and one that waits its whole timeout for a connection, the dial, the write and the read must end before the next is due",
-			own(id.Lease, defaults.Idempotency.Lease), leasePerRedisTimeout, ref("store.redis.timeout", r, defaults.Store.Redis.Timeout), fmtDur(leasePerRedisTimeout*r))
 	}
 	if id.MaxLease < id.Lease {
 		p.add("idempotency.max_lease", ErrRange, "%s is less than %s: renewals stop at max_lease",
@@ -434,10 +431,25 @@ const leaseOutlived = "the claim stops being renewed while the write still runs,
 // minLease is the shortest idempotency.lease.
 const minLease = time.Second
 
-// leasePerRedisTimeout is how many store.redis.timeout a lease must be at
-// least: renewals are due every lease/3, and a renewal that times out can
-// take four timeouts (pool wait, dial, write, read).
-const leasePerRedisTimeout = 12
+// leasePerRedisTimeout is how many store.redis.timeout a lease should be
+// at least: a renewal starts lease/3 after the last one and can take four
+// timeouts (pool wait, dial, write, read) to land, which must be before the
+// lease ends: lease/3 + 4 × timeout <= lease.
+const leasePerRedisTimeout = 6
+
+// Warnings returns the settings of c that are valid but risky, such as a
+// lease that a slow Redis could let lapse while its request runs. Like
+// Validate, it has no side effects. c should be valid.
+func (c *Config) Warnings() []Warning {
+	var w []Warning
+	id := c.Idempotency
+	if r := c.Store.Redis.Timeout; c.Store.Backend == StoreRedis && r > 0 && id.Lease > 0 && id.Lease < leasePerRedisTimeout*r {
+		w = append(w, Warning{Name: "idempotency.lease", Msg: fmt.Sprintf(
+			"%s is shorter than %d × %s = %s: a renewal starts lease/3 after the last one, and one that waits for a connection, dials, writes and reads, each up to the timeout, lands after the lease ended if Redis is that slow; a retry could then take over a request that still runs",
+			own(id.Lease, defaults.Idempotency.Lease), leasePerRedisTimeout, ref("store.redis.timeout", r, defaults.Store.Redis.Timeout), fmtDur(leasePerRedisTimeout*r))})
+	}
+	return w
+}
 
 // defaults are the values of [Default], which messages name as such.
 var defaults = Default()

@@ -137,14 +137,6 @@ func TestValidateRules(t *testing.T) {
 		{"max_lease below default lease", func(c *Config) { c.Idempotency.MaxLease = time.Minute }, "idempotency.max_lease", ErrRange,
 			[]string{"1m is less than idempotency.lease (2m, the default)"}},
 		{"lease below a second", func(c *Config) { c.Idempotency.Lease = 999 * time.Millisecond }, "idempotency.lease", ErrRange, []string{"999ms is shorter than 1s"}},
-		{"lease short for the redis timeout", func(c *Config) {
-			c.Store.Backend = StoreRedis
-			c.Idempotency.Lease = 5 * time.Second
-		}, "idempotency.lease", ErrRange, []string{"5s is shorter than 12 × store.redis.timeout (500ms, the default) = 6s"}},
-		{"default lease short for a long redis timeout", func(c *Config) {
-			c.Store.Backend = StoreRedis
-			c.Store.Redis.Timeout = 15 * time.Second
-		}, "idempotency.lease", ErrRange, []string{"2m (the default) is shorter than 12 × store.redis.timeout (15s) = 3m"}},
 		{"route timeout over max_lease", func(c *Config) { c.Routes[1].Timeout = 2 * time.Hour }, "routes[1].timeout", ErrRange,
 			[]string{"2h exceeds idempotency.max_lease (1h, the default)", "run the write twice"}},
 		{"upstream timeout over max_lease", func(c *Config) {
@@ -292,9 +284,10 @@ func TestValidateAccepts(t *testing.T) {
 			c.Upstream.Timeout = 2 * time.Hour
 			c.Routes[0].Timeout, c.Routes[1].Timeout = time.Minute, time.Hour
 		}},
-		{"redis lease 12 timeouts", func(c *Config) {
+		{"redis lease short for its timeout (a warning)", func(c *Config) {
 			c.Store.Backend = StoreRedis
-			c.Idempotency.Lease = 6 * time.Second
+			c.Idempotency.Lease = time.Second
+			c.Store.Redis.Timeout = 3 * time.Second
 		}},
 		{"short lease with the memory store", func(c *Config) {
 			c.Store.Redis.Timeout = time.Minute // Redis unused
@@ -383,6 +376,53 @@ routes:
 		if !hasLinePrefix(lines, w) {
 			t.Errorf("got:\n%s\nwant a line starting %q", strings.Join(lines, "\n"), w)
 		}
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		want   []string
+	}{
+		{"defaults", func(*Config) {}, nil},
+		{"redis, defaults", func(c *Config) { c.Store.Backend = StoreRedis }, nil},
+		{"redis, lease six timeouts", func(c *Config) {
+			c.Store.Backend = StoreRedis
+			c.Idempotency.Lease = 3 * time.Second
+		}, nil},
+		{"redis, lease short for the default timeout", func(c *Config) {
+			c.Store.Backend = StoreRedis
+			c.Idempotency.Lease = 2 * time.Second
+		}, []string{"idempotency.lease: 2s is shorter than 6 × store.redis.timeout (500ms, the default) = 3s: "}},
+		{"redis, default lease short for a long timeout", func(c *Config) {
+			c.Store.Backend = StoreRedis
+			c.Store.Redis.Timeout = 30 * time.Second
+		}, []string{"idempotency.lease: 2m (the default) is shorter than 6 × store.redis.timeout (30s) = 3m: "}},
+		{"memory store, long redis timeout", func(c *Config) {
+			c.Idempotency.Lease = time.Second
+			c.Store.Redis.Timeout = time.Minute
+		}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := validConfig()
+			tt.mutate(c)
+			if err := c.Validate(); err != nil {
+				t.Fatalf("Validate = %v; want nil (a warning never refuses)", err)
+			}
+			got := c.Warnings()
+			if len(got) != len(tt.want) {
+				t.Fatalf("Warnings = %v; want %d", got, len(tt.want))
+			}
+			for i, w := range got {
+				if !strings.HasPrefix(w.String(), tt.want[i]) {
+					t.Errorf("warning %q; want it to start %q", w, tt.want[i])
+				}
+			}
+		})
 	}
 }
 

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -511,8 +512,19 @@ func TestRedisE2ELateCompletionFenced(t *testing.T) {
 	var execs execCounter
 	up, arrived, release := e2eHangingUpstream(t, &execs)
 	yaml := e2eYAML(up.URL, addr, e2ePrefix(t), "idempotency: {lease: 1s, max_lease: 1s}\n")
-	baseA := startReplica(t, e2eConfig(t, yaml))
-	baseB := startReplica(t, e2eConfig(t, yaml))
+	// Validate refuses this config on purpose (upstream.timeout exceeds
+	// max_lease: exactly the frozen replica this test plays), so it is only
+	// parsed.
+	cfg, err := config.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); !errors.Is(err, config.ErrRange) {
+		t.Fatalf("Validate = %v; want the timeout refused", err)
+	}
+	baseA := startReplica(t, cfg)
+	cfgB, _ := config.Parse([]byte(yaml))
+	baseB := startReplica(t, cfgB)
 	c := e2eClient(t)
 
 	const key, body = "late-1", `{"amount":7}`

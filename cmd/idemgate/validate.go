@@ -26,7 +26,11 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	if cfg == nil && err != nil && !errors.Is(err, config.ErrSyntax) {
 		return err // the file could not be read: one line
 	}
-	for _, w := range config.UnknownEnv(os.Environ(), cfg) {
+	warnings := config.UnknownEnv(os.Environ(), cfg)
+	if err == nil {
+		warnings = append(warnings, cfg.Warnings()...)
+	}
+	for _, w := range warnings {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
 	if err != nil {

@@ -39,6 +39,8 @@ func TestValidateOutput(t *testing.T) {
 	}{
 		{"valid", "good.yaml", "upstream: {url: http://127.0.0.1:3000}\nidempotency: {encryption_key_env: IDEMGATE_SEAL}\n",
 			"", warning},
+		{"valid but risky", "risky.yaml", "upstream: {url: http://127.0.0.1:3000}\nstore: {backend: redis}\nidempotency: {lease: 2s, encryption_key_env: IDEMGATE_SEAL}\n",
+			"", warning + "warning: idempotency.lease: 2s is shorter than 6 × store.redis.timeout (500ms, the default) = 3s: a renewal starts lease/3 after the last one, and one that waits for a connection, dials, writes and reads, each up to the timeout, lands after the lease ended if Redis is that slow; a retry could then take over a request that still runs\n"},
 		{"missing file", "", "", "nope.yaml: no such file or directory", ""},
 		{"syntax", "syntax.yaml", "upstream:\n  url: http://x\nroutes:\n  - name: a\n    method: POST\n   path: /a\n",
 			"syntax.yaml: invalid config (1 problem)",
