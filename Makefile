@@ -1,18 +1,20 @@
 # idemgate — `make test` is what CI runs (.ci/run). It starts the real Redis
-# servers the store tests need (installing Debian's redis-server when it is
-# missing) and stops them again.
+# servers the store tests need (from Debian's packages unpacked into .tmp/debs
+# when redis-server is missing: nothing is installed, no service is left
+# behind; see scripts/redis-test.sh) and stops them again.
 GO        ?= go
 REDIS_DIR ?= $(CURDIR)/.tmp/redis
 PKGS      ?= ./...
 FUZZTIME  ?= 10s
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+BIN       ?= $(CURDIR)/bin/idemgate
 
-.PHONY: all test test-deploy test-monitoring bench-e2e check fmt-check vet unit build bench fuzz redis-start redis-stop lint clean
+.PHONY: all test test-deploy test-monitoring validate-examples need-gcc bench-e2e check fmt-check vet unit build bench fuzz redis-start redis-stop lint clean
 
 all: check build
 
 build:
-	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/idemgate ./cmd/idemgate
+	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/idemgate
 
 check: fmt-check vet
 
@@ -25,11 +27,14 @@ vet:
 
 # test: format, vet, then every test under -race against real Redis servers
 # (standalone, Cluster and Sentinel), which must be there (IDEMGATE_REQUIRE_REDIS=1).
-test: fmt-check vet
+# The binary is built once (bin/idemgate) and given as IDEMGATE_BIN to every
+# suite that runs it: cmd/idemgate's end-to-end test, validate-examples and
+# test-deploy (each builds its own when IDEMGATE_BIN is unset).
+test: fmt-check vet need-gcc build
 	@bash scripts/redis-test.sh start $(REDIS_DIR)
 	@set -e; trap 'bash scripts/redis-test.sh stop $(REDIS_DIR) >/dev/null 2>&1 || true' EXIT; \
-	eval "$$(bash scripts/redis-test.sh env $(REDIS_DIR))"; \
-	IDEMGATE_REQUIRE_REDIS=1 $(GO) test -race -shuffle=on -count=1 -timeout 20m $(PKGS); \
+	env=$$(bash scripts/redis-test.sh env $(REDIS_DIR)); eval "$$env"; \
+	IDEMGATE_BIN=$(BIN) IDEMGATE_REQUIRE_REDIS=1 $(GO) test -race -shuffle=on -count=1 -timeout 20m $(PKGS); \
 	$(MAKE) --no-print-directory validate-examples
 	@$(MAKE) --no-print-directory test-deploy
 	@$(MAKE) --no-print-directory test-monitoring
@@ -39,8 +44,8 @@ test: fmt-check vet
 # every scenario and Kubernetes 1.28/1.29/1.33, strict decoding, idemgate
 # validate on the rendered configs, Dockerfile lint. No -race: it checks
 # templates and files, not concurrent code, and Helm compiles slowly enough.
-test-deploy:
-	cd deploy/test && $(GO) vet ./... && $(GO) test -shuffle=on -count=1 -timeout 20m ./...
+test-deploy: build
+	cd deploy/test && $(GO) vet ./... && IDEMGATE_BIN=$(BIN) $(GO) test -shuffle=on -count=1 -timeout 20m ./...
 
 # test-monitoring: promtool (Debian's prometheus package, downloaded and
 # unpacked under .tmp/promtool by scripts/promtool.sh, never installed or
@@ -52,12 +57,24 @@ test-monitoring:
 	cd deploy/monitoring && bash ../../scripts/promtool.sh $(PROMTOOL_DIR) test rules idemgate-rules.test.yaml
 
 # unit: the tests without Redis (the Redis suites skip).
-unit:
+unit: need-gcc
 	$(GO) test -race -count=1 $(PKGS)
 
-validate-examples:
+validate-examples: build
 	@for f in examples/*.yaml; do [ -e "$$f" ] || continue; \
-		$(GO) run ./cmd/idemgate validate --config "$$f" >/dev/null || { echo "invalid example: $$f"; exit 1; }; done
+		$(BIN) validate --config "$$f" >/dev/null || { echo "invalid example: $$f"; exit 1; }; done
+
+# need-gcc: -race needs cgo, so the C compiler of `go env CC` (gcc); like
+# redis-server, it is installed from Debian's packages when missing (as root).
+need-gcc:
+	@cc=$$($(GO) env CC); command -v "$${cc%% *}" >/dev/null 2>&1 || { \
+		[ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null || { \
+			echo "$$cc is missing: go test -race needs a C compiler (apt-get install gcc)" >&2; exit 1; }; \
+		echo "installing gcc: go test -race needs a C compiler" >&2; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -qq --no-install-recommends gcc libc6-dev >&2 || { \
+			apt-get update -qq >&2 && apt-get install -y -qq --no-install-recommends gcc libc6-dev >&2; }; \
+		command -v "$${cc%% *}" >/dev/null || { echo "$$cc is still missing after apt-get install gcc" >&2; exit 1; }; }
 
 redis-start:
 	bash scripts/redis-test.sh start $(REDIS_DIR)

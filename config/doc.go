@@ -19,7 +19,11 @@
 // or several keys for one host, which viper alone would silently merge).
 //
 // [Config.Validate] checks the decoded values and reports every problem at
-// once, one line each, naming its key. Load and Parse do not call it.
+// once, one line each, naming its key. Load and Parse do not call it;
+// [Check] and [LoadChecked] do both and report the decoding problems and the
+// semantic ones together, or a YAML syntax error alone with its line
+// ([*SyntaxError]). Messages name a value that is the default as such
+// ("idempotency.max_lease (1h, the default)").
 //
 // This package is idemgate's only user of viper; it never touches viper's
 // global instance.

@@ -49,7 +49,7 @@ func ExampleConfig_Validate() {
 	}
 	fmt.Println(c.Validate())
 	// Output:
-	// upstream.url: "127.0.0.1:3000": parse "127.0.0.1:3000": first path segment in URL cannot contain colon
+	// upstream.url: "127.0.0.1:3000": want an absolute http or https URL
 	// idempotency.reuse_status: 400: want 409 or 422
 	// routes[0].idempotent: is true on GET, a safe method; only writes are idempotent routes
 	// routes[0].session: names parameter "cart", but path "/carts/{id}" has no {cart}

@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
+	"math"
 	"net/textproto"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,6 +41,8 @@ var (
 	// ErrDecode means a value of the wrong type, such as a list where a
 	// string belongs.
 	ErrDecode = errors.New("invalid value")
+	// ErrSyntax means a document that is not YAML; see [*SyntaxError].
+	ErrSyntax = errors.New("YAML syntax error")
 )
 
 // envReplacer turns a key into its environment variable's name (after the
@@ -60,14 +66,178 @@ func Load(path string) (*Config, error) {
 	return Parse(data)
 }
 
+// LoadChecked reads the YAML file at path and checks it like [Check] (and
+// returns what Check returns). A file that cannot be read is one error naming the path, such as
+// "nope.yaml: no such file or directory"; it wraps the [os.ReadFile] error.
+func LoadChecked(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("%s: %w", path, pe.Err)
+		}
+		return nil, err
+	}
+	return Check(data)
+}
+
+// Check decodes data like [Parse] and validates it like [Config.Validate],
+// reporting every problem of the document in one error: a YAML syntax error
+// alone (a [*SyntaxError]: nothing after it can be read), otherwise the
+// decoding problems (unknown keys, wrong types, durations without a unit)
+// and the semantic ones together, one [*FieldError] each. A semantic problem
+// of a key that could not be decoded is left out: it would describe the
+// default the key kept. Check returns the valid Config and nil, or the error
+// and the Config as far as it could be decoded (nil after a syntax error):
+// that one is not valid, and is only for reports such as [UnknownEnv].
+func Check(data []byte) (*Config, error) {
+	c, decodeErr, err := parse(data)
+	if err != nil {
+		return nil, err
+	}
+	validErr := c.Validate()
+	if decodeErr == nil && validErr == nil {
+		return c, nil
+	}
+	var errs []error
+	failed := map[string]bool{}       // keys that could not be decoded
+	failedParent := map[string]bool{} // the sections holding them
+	if decodeErr != nil {
+		for _, e := range decodeErr.(interface{ Unwrap() []error }).Unwrap() {
+			errs = append(errs, e)
+			var fe *FieldError
+			if errors.As(e, &fe) && fe.Key != "" && !errors.Is(fe, ErrUnknownKey) {
+				failed[fe.Key] = true
+				failedParent[parentKey(fe.Key)] = true
+			}
+		}
+	}
+	if validErr != nil {
+		for _, e := range validErr.(interface{ Unwrap() []error }).Unwrap() {
+			// A conflict in a section with an undecodable key may be
+			// with that key's default: it would mislead.
+			var fe *FieldError
+			if errors.As(e, &fe) && (failed[fe.Key] || errors.Is(fe, ErrConflict) && failedParent[parentKey(fe.Key)]) {
+				continue
+			}
+			errs = append(errs, e)
+		}
+	}
+	return c, errors.Join(errs...)
+}
+
+// parentKey is the section holding key: "routes[0]" for "routes[0].idempotent".
+func parentKey(key string) string {
+	if i := strings.LastIndexByte(key, '.'); i >= 0 {
+		return key[:i]
+	}
+	return ""
+}
+
+// SyntaxError is a YAML syntax error at a line of the document.
+type SyntaxError struct {
+	// Line is the 1-based line where the document stops being YAML: the
+	// first line that, added to the lines before it, makes them unreadable.
+	Line int
+	// Msg is the YAML parser's description, with a hint where one helps.
+	Msg string
+	// Text is the line's content, without its line break.
+	Text string
+}
+
+// Error returns "line N: Msg: "Text"".
+func (e *SyntaxError) Error() string {
+	if e.Line == 0 {
+		return e.Msg
+	}
+	return fmt.Sprintf("line %d: %s: %q", e.Line, e.Msg, e.Text)
+}
+
+// Unwrap returns [ErrSyntax].
+func (e *SyntaxError) Unwrap() error { return ErrSyntax }
+
+// maxLocateLines bounds the documents whose syntax errors are located line
+// by line (one parse per line); longer ones keep the parser's own line.
+const maxLocateLines = 5000
+
+// yamlLine matches the parser's "yaml: line N: " prefix.
+var yamlLine = regexp.MustCompile(`^yaml: (?:line \d+: )?`)
+
+// syntaxError checks that data is YAML and returns the problems if not: one
+// [*SyntaxError], or one error per duplicated key, with its line.
+//
+// The YAML parser (go.yaml.in/yaml/v3, which viper uses) names the line
+// where the enclosing block began, not the line of the problem, and counts
+// it from 0 (an indentation mistake on line 6 inside a list that starts on
+// line 4 is reported as "line 3"); only scanner errors get the right line.
+// So the line is found here instead: the last line whose prefix of the
+// document still parses is followed by the line that breaks it.
+func syntaxError(data []byte) error {
+	var n yaml.Node
+	err := yaml.Unmarshal(data, &n)
+	if err == nil {
+		var m map[string]any
+		err = yaml.Unmarshal(data, &m)
+		var te *yaml.TypeError
+		if !errors.As(err, &te) {
+			return nil // a document that is not a map is for the decoder
+		}
+		errs := make([]error, len(te.Errors))
+		for i, e := range te.Errors {
+			errs[i] = &SyntaxError{Msg: e}
+		}
+		return errors.Join(errs...)
+	}
+	msg := yamlLine.ReplaceAllString(err.Error(), "")
+	if h, ok := syntaxHints[msg]; ok {
+		msg += " (" + h + ")"
+	}
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	if len(lines) > maxLocateLines {
+		return &SyntaxError{Msg: err.Error()}
+	}
+	for k := len(lines) - 1; k >= 0; k-- {
+		if yaml.Unmarshal(bytes.Join(lines[:k], nil), &n) == nil {
+			text := strings.TrimRight(string(lines[min(k, len(lines)-1)]), "\r\n")
+			return &SyntaxError{Line: k + 1, Msg: msg, Text: text}
+		}
+	}
+	return &SyntaxError{Msg: err.Error()}
+}
+
+// syntaxHints explains the parser errors that an indentation mistake causes.
+var syntaxHints = map[string]string{
+	"did not find expected '-' indicator":            "check the indentation: a list item's keys line up under its first key",
+	"did not find expected key":                      "check the indentation: keys of one map line up",
+	"mapping values are not allowed in this context": "check the indentation, or quote a value that contains \": \"",
+	"found character that cannot start any token":    "indent with spaces, not tabs",
+}
+
 // Parse decodes a YAML document over [Default], applies IDEMGATE_*
 // environment overrides, and normalises the result (see the package
 // documentation). It does not call [Config.Validate].
 //
 // Decoding errors are joined, one per problem, each a [*FieldError] naming
 // its key and wrapping [ErrUnknownKey], [ErrDuration] or [ErrDecode]. A YAML
-// syntax error is returned as viper reports it.
+// syntax error is a [*SyntaxError] naming its line.
 func Parse(data []byte) (*Config, error) {
+	c, decodeErr, err := parse(data)
+	if err != nil {
+		return nil, err
+	}
+	if decodeErr != nil {
+		return nil, decodeErr
+	}
+	return c, nil
+}
+
+// parse is [Parse], keeping what could be decoded when some keys could not:
+// it returns the Config (normalised, with defaults where decoding failed)
+// and the decoding errors, or a syntax error alone.
+func parse(data []byte) (c *Config, decodeErr, err error) {
+	if err := syntaxError(data); err != nil {
+		return nil, nil, err
+	}
 	v := viper.NewWithOptions(
 		viper.KeyDelimiter(keyDelim),
 		viper.EnvKeyReplacer(envReplacer),
@@ -80,18 +250,18 @@ func Parse(data []byte) (*Config, error) {
 	v.AllowEmptyEnv(true)
 	v.AutomaticEnv()
 	if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, nil, fmt.Errorf("config: %w", err)
 	}
-	c := Default()
+	c = Default()
 	if err := v.UnmarshalExact(c, viper.DecodeHook(decodeHook)); err != nil {
-		return nil, decodeErrors(err)
+		decodeErr = decodeErrors(err)
 	}
 	hostKeys, err := rawTenantHostKeys(data)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, nil, fmt.Errorf("config: %w", err)
 	}
 	c.normalize(hostKeys)
-	return c, nil
+	return c, decodeErr, nil
 }
 
 // rawTenantHostKeys returns the idempotency.tenant_hosts keys exactly as the
@@ -142,6 +312,7 @@ var decodeHook = mapstructure.ComposeDecodeHookFunc(
 	sessionHook,
 	durationHook,
 	listHook,
+	strictHook,
 )
 
 var (
@@ -184,6 +355,29 @@ func listHook(from, to reflect.Type, data any) (any, error) {
 		parts[i] = strings.TrimSpace(p)
 	}
 	return parts, nil
+}
+
+// strictHook refuses what weakly typed decoding would read silently and
+// wrongly: a fraction into a whole number (1.5 read as 1), and a boolean into
+// a number or a string (true read as 1 or "1").
+func strictHook(from, to reflect.Type, data any) (any, error) {
+	switch to.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if f, ok := data.(float64); ok && f != math.Trunc(f) {
+			return nil, fmt.Errorf("%w: %v is not a whole number", ErrDecode, f)
+		}
+	case reflect.Float32, reflect.Float64, reflect.String:
+	default:
+		return data, nil
+	}
+	if b, ok := data.(bool); ok {
+		if to.Kind() == reflect.String {
+			return nil, fmt.Errorf("%w: %v is not a string (quote it: \"%v\")", ErrDecode, b, b)
+		}
+		return nil, fmt.Errorf("%w: %v is not a number", ErrDecode, b)
+	}
+	return data, nil
 }
 
 // sessionHook decodes the short form "session: id" as {param: id}; the map
@@ -243,7 +437,18 @@ func decodeErrors(err error) error {
 			}
 		case errors.Is(inner, ErrDuration):
 			out = append(out, &FieldError{Key: key, Msg: msg, Err: ErrDuration})
+		case errors.Is(inner, ErrDecode):
+			out = append(out, &FieldError{Key: key, Msg: strings.TrimPrefix(msg, ErrDecode.Error()+": "), Err: ErrDecode})
+		case strings.HasPrefix(msg, "expected a map or struct, got "):
+			got := strings.Trim(strings.TrimPrefix(msg, "expected a map or struct, got "), `"`)
+			if w, ok := kindWords[got]; ok {
+				got = w
+			}
+			out = append(out, &FieldError{Key: key, Msg: got + " is not a section of keys", Err: ErrDecode})
 		default:
+			if m, ok := typeMessage(inner); ok {
+				msg = m
+			}
 			out = append(out, &FieldError{Key: key, Msg: msg, Err: ErrDecode})
 		}
 	}
@@ -254,6 +459,67 @@ func decodeErrors(err error) error {
 		errs[i] = e
 	}
 	return errors.Join(errs...)
+}
+
+// kindWords names reflect kinds for the operator.
+var kindWords = map[string]string{
+	"string": "a string", "slice": "a list", "bool": "a boolean",
+	"int": "a number", "int64": "a number", "uint64": "a number", "float64": "a number",
+}
+
+// typeMessage words a value of the wrong type for the operator, like
+// "\"yes\" is not a boolean (true or false)".
+func typeMessage(err error) (string, bool) {
+	var want reflect.Type
+	var value any
+	var pe *mapstructure.ParseError
+	var ue *mapstructure.UnconvertibleTypeError
+	switch {
+	case errors.As(err, &pe):
+		want, value = pe.Expected.Type(), pe.Value
+	case errors.As(err, &ue):
+		want, value = ue.Expected.Type(), ue.Value
+	default:
+		return "", false
+	}
+	for want.Kind() == reflect.Pointer {
+		want = want.Elem()
+	}
+	var kind string
+	switch want.Kind() {
+	case reflect.Bool:
+		kind = "a boolean (true or false)"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		kind = "a whole number"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		kind = "a whole number >= 0"
+	case reflect.Float32, reflect.Float64:
+		kind = "a number"
+	case reflect.String:
+		kind = "a string"
+	case reflect.Slice, reflect.Array:
+		kind = "a list"
+	case reflect.Map:
+		kind = "a map of names to values"
+	case reflect.Struct:
+		kind = "a section of keys"
+	default:
+		kind = "a " + want.String()
+	}
+	var got string
+	switch v := value.(type) {
+	case nil:
+		got = "null"
+	case string:
+		got = strconv.Quote(v)
+	case []any:
+		got = "a list"
+	case map[string]any, map[any]any:
+		got = "a map"
+	default:
+		got = fmt.Sprint(v)
+	}
+	return got + " is not " + kind, true
 }
 
 func joinKey(parent, child string) string {

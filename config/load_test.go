@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -558,5 +559,168 @@ func TestParseReplacesLists(t *testing.T) {
 	}
 	if got := c.Idempotency.IdentityHeaders; len(got) != 0 {
 		t.Errorf("identity_headers = %v; want []", got)
+	}
+}
+
+func TestSyntaxErrorLine(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, yaml string
+		line       int
+		text       string // the line's content in the message
+	}{
+		// The parser itself says "line 3" here: the line where the list
+		// began, counted from 0.
+		{"list item key indented less", "upstream:\n  url: http://x\nroutes:\n  - name: a\n    method: POST\n   path: /a\n", 6, "   path: /a"},
+		{"list item key at the list's indentation", "x: 1\nroutes:\n  - name: a\n    method: POST\n  path: /a\n", 5, "  path: /a"},
+		{"key indented more", "a:\n  b: 1\n   c: 2\n", 3, "   c: 2"},
+		{"unclosed flow list", "x: 1\nroutes:\n  - name: a\n    method: [POST\n    path: /a\n", 4, "    method: [POST"},
+		{"unclosed quote", "a: \"x\nb: 1\nc: 2\n", 1, "a: \"x"},
+		{"tab", "a: 1\n\tb: 1\n", 2, "\tb: 1"},
+		{"after a multi-line string", "a: \"x\n  y\"\nb: 1\nc:\n  - 1\n  d: 2\n", 6, "  d: 2"},
+		{"last line without newline", "a: 1\nb: [", 2, "b: ["},
+		{"crlf", "a: 1\r\nb:\r\n  - 1\r\n c: 2\r\n", 4, " c: 2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			for _, f := range []func([]byte) (*Config, error){Parse, Check} {
+				_, err := f([]byte(tt.yaml))
+				var se *SyntaxError
+				if !errors.As(err, &se) || !errors.Is(err, ErrSyntax) {
+					t.Fatalf("error %v is not a *SyntaxError wrapping ErrSyntax", err)
+				}
+				if se.Line != tt.line || se.Text != tt.text {
+					t.Errorf("line %d %q; want line %d %q (%v)", se.Line, se.Text, tt.line, tt.text, err)
+				}
+				if want := fmt.Sprintf("line %d: ", tt.line); !strings.HasPrefix(err.Error(), want) || strings.Count(err.Error(), "\n") != 0 {
+					t.Errorf("message %q; want one line starting %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestSyntaxErrorDuplicateKey(t *testing.T) {
+	t.Parallel()
+	_, err := Check([]byte("a: 1\nupstream:\n  url: x\n  url: y\n"))
+	if !errors.Is(err, ErrSyntax) || err.Error() != `line 4: mapping key "url" already defined at line 3` {
+		t.Errorf("Check = %v; want the duplicate key on line 4", err)
+	}
+}
+
+func TestTypeErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, yaml, line string }{
+		{"bool from yes", "routes:\n  - name: a\n    idempotent: yes\n", `routes[0].idempotent: "yes" is not a boolean (true or false)`},
+		{"bool from list", "limiter:\n  ietf_headers: [true]\n", `limiter.ietf_headers: a list is not a boolean (true or false)`},
+		{"int from word", "edge_limit:\n  burst: lots\n", `edge_limit.burst: "lots" is not a whole number`},
+		{"int from fraction", "store:\n  memory:\n    max_entries: 1.5\n", `store.memory.max_entries: 1.5 is not a whole number`},
+		{"int from bool", "store:\n  memory:\n    max_entries: true\n", `store.memory.max_entries: true is not a number`},
+		{"float from bool", "edge_limit:\n  rate: false\n", `edge_limit.rate: false is not a number`},
+		{"string from bool", "idempotency:\n  replay_header: true\n", `idempotency.replay_header: true is not a string (quote it: "true")`},
+		{"float from map", "edge_limit:\n  rate: {a: 1}\n", `edge_limit.rate: a map is not a number`},
+		{"string from list", "upstream:\n  url: [a]\n", `upstream.url: a list is not a string`},
+		{"string from map", "listen: {a: 1}\n", `listen: a map is not a string`},
+		// Weakly typed decoding reads a map where a list belongs as a list
+		// of one map.
+		{"list from map", "tls:\n  domains: {a: 1}\n", `tls.domains[0]: a map is not a string`},
+		{"int list item", "idempotency:\n  release_statuses: [503, often]\n", `idempotency.release_statuses[1]: "often" is not a whole number`},
+		{"section from string", "store: redis\n", `store: a string is not a section of keys`},
+		{"map from list", "idempotency:\n  tenant_hosts: [a]\n", `idempotency.tenant_hosts[0]: "a" is not a map of names to values`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse([]byte(tt.yaml))
+			if !errors.Is(err, ErrDecode) {
+				t.Errorf("error %v does not wrap ErrDecode", err)
+			}
+			if lines := errorLines(t, err); !slices.Contains(lines, tt.line) {
+				t.Errorf("got %q; want the line %q", lines, tt.line)
+			}
+		})
+	}
+}
+
+// TestCheckReportsEverything: a typo does not hide the semantic problems,
+// and a type error does not add one about the default it left behind.
+func TestCheckReportsEverything(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, yaml string
+		want       []string // every line, in order
+	}{
+		{"four semantic errors and a typo", `
+upstream:
+  url: 127.0.0.1:3000
+idempotency:
+  retension: 48h
+  lease: 2h
+routes:
+  - name: pay
+    method: GET
+    path: /pay
+    idempotent: true
+    timeout: 3h
+`, []string{
+			"idempotency.retension: unknown key",
+			`upstream.url: "127.0.0.1:3000": want an absolute http or https URL`,
+			"idempotency.max_lease: 1h (the default) is less than idempotency.lease (2h): renewals stop at max_lease",
+			"routes[0].idempotent: is true on GET, a safe method; only writes are idempotent routes",
+			"routes[0].timeout: 3h exceeds idempotency.max_lease (1h, the default): " + leaseOutlived,
+		}},
+		{"type error hides the conflict it causes", `
+upstream:
+  url: http://127.0.0.1:3000
+routes:
+  - name: pay
+    method: POST
+    path: /pay
+    idempotent: yes
+    require_key: true
+`, []string{`routes[0].idempotent: "yes" is not a boolean (true or false)`}},
+		{"a bad duration and a semantic error", `
+upstream:
+  url: http://127.0.0.1:3000
+  timeout: 90
+idempotency:
+  retention: 30m
+`, []string{
+			`upstream.timeout: invalid duration 90: a bare number is not a duration; write it with a unit, like "90s"`,
+			"idempotency.retention: 30m must exceed idempotency.max_lease (1h, the default): a record must outlive its longest lease",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Check([]byte(tt.yaml))
+			if c == nil || c.Upstream.URL == "" {
+				t.Errorf("Check returned %+v; want what it decoded", c)
+			}
+			if got := errorLines(t, err); !slices.Equal(got, tt.want) {
+				t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+	c, err := Check([]byte("upstream:\n  url: http://127.0.0.1:3000\n"))
+	if err != nil || c == nil || c.Upstream.URL != "http://127.0.0.1:3000" {
+		t.Errorf("Check(valid) = %v, %v; want the config", c, err)
+	}
+}
+
+func TestLoadCheckedMissingFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "nope.yaml")
+	_, err := LoadChecked(path)
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("LoadChecked(missing) = %v; want os.ErrNotExist", err)
+	}
+	if want := path + ": no such file or directory"; err == nil || err.Error() != want {
+		t.Errorf("LoadChecked(missing) = %q; want %q", err, want)
+	}
+	c, err := LoadChecked("testdata/full.yaml")
+	if err != nil || c == nil {
+		t.Errorf("LoadChecked(full.yaml) = %v; want nil", err)
 	}
 }

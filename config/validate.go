@@ -94,8 +94,9 @@ func (c *Config) validateTop(p *problems) {
 	if c.MaxBufferedBytes <= 0 {
 		p.add("max_buffered_bytes", ErrRange, "must be > 0; got %d", c.MaxBufferedBytes)
 	} else if c.MaxBufferedBytes < c.Idempotency.MaxBodyBytes {
-		p.add("max_buffered_bytes", ErrRange, "%d is less than idempotency.max_body_bytes %d: such a body could never be buffered",
-			c.MaxBufferedBytes, c.Idempotency.MaxBodyBytes)
+		p.add("max_buffered_bytes", ErrRange, "%s is less than %s: such a body could never be buffered",
+			own(c.MaxBufferedBytes, defaults.MaxBufferedBytes),
+			ref("idempotency.max_body_bytes", c.Idempotency.MaxBodyBytes, defaults.Idempotency.MaxBodyBytes))
 	}
 	checkMode(p, "mode", c.Mode, false)
 	if _, err := pathtmpl.ParseCase(c.PathCase); err != nil || c.PathCase == "" {
@@ -288,14 +289,17 @@ func (c *Config) validateIdempotency(p *problems) {
 			p.add(key, ErrRequired, "the tenant must not be empty")
 		}
 	}
-	if id.Lease <= 0 {
-		p.add("idempotency.lease", ErrRange, "must be > 0; got %s", id.Lease)
+	if id.Lease < minLease {
+		p.add("idempotency.lease", ErrRange, "%s is shorter than %s: a lease that short can end during a pause or a slow store call, and a retry would take over a request that still runs",
+			own(id.Lease, defaults.Idempotency.Lease), fmtDur(minLease))
 	}
 	if id.MaxLease < id.Lease {
-		p.add("idempotency.max_lease", ErrRange, "%s is less than idempotency.lease %s", id.MaxLease, id.Lease)
+		p.add("idempotency.max_lease", ErrRange, "%s is less than %s: renewals stop at max_lease",
+			own(id.MaxLease, defaults.Idempotency.MaxLease), ref("idempotency.lease", id.Lease, defaults.Idempotency.Lease))
 	}
-	if id.Retention < id.MaxLease {
-		p.add("idempotency.retention", ErrRange, "%s is less than idempotency.max_lease %s: a record must outlive its longest lease", id.Retention, id.MaxLease)
+	if id.Retention <= id.MaxLease {
+		p.add("idempotency.retention", ErrRange, "%s must exceed %s: a record must outlive its longest lease",
+			own(id.Retention, defaults.Idempotency.Retention), ref("idempotency.max_lease", id.MaxLease, defaults.Idempotency.MaxLease))
 	}
 	if id.MaxBodyBytes <= 0 {
 		p.add("idempotency.max_body_bytes", ErrRange, "must be > 0; got %d", id.MaxBodyBytes)
@@ -310,8 +314,11 @@ func (c *Config) validateIdempotency(p *problems) {
 		p.add("idempotency.reuse_status", ErrInvalid, "%d: want 409 or 422", id.ReuseStatus)
 	}
 	for i, s := range id.ReleaseStatuses {
-		if s < 100 || s > 599 {
-			p.add(fmt.Sprintf("idempotency.release_statuses[%d]", i), ErrRange, "%d: want an HTTP status from 100 to 599", s)
+		switch {
+		case s < 100 || s > 599:
+			p.add(fmt.Sprintf("idempotency.release_statuses[%d]", i), ErrRange, "%d: want an HTTP status from 400 to 599", s)
+		case s < 400:
+			p.add(fmt.Sprintf("idempotency.release_statuses[%d]", i), ErrRange, "%d: want an HTTP status from 400 to 599: a %dxx answer means the write ran, and releasing its key would let a retry run it again", s, s/100)
 		}
 	}
 	for i, h := range id.DropHeaders {
@@ -522,8 +529,17 @@ func (c *Config) validateRoutes(p *problems) {
 				p.add(fmt.Sprintf("%s.fingerprint_ignore[%d]", key, j), ErrInvalid, "%q is not an RFC 6901 JSON pointer: %v", ptr, err)
 			}
 		}
-		if r.Timeout < 0 {
+		switch {
+		case r.Timeout < 0:
 			p.add(key+".timeout", ErrRange, "must be >= 0 (0 means upstream.timeout); got %s", r.Timeout)
+		case !r.Idempotent || c.Idempotency.MaxLease <= 0:
+		case r.Timeout > c.Idempotency.MaxLease:
+			p.add(key+".timeout", ErrRange, "%s exceeds %s: %s", fmtDur(r.Timeout),
+				ref("idempotency.max_lease", c.Idempotency.MaxLease, defaults.Idempotency.MaxLease), leaseOutlived)
+		case r.Timeout == 0 && c.Upstream.Timeout > c.Idempotency.MaxLease:
+			p.add(key+".timeout", ErrRange, "is not set, so %s applies, which exceeds %s: %s",
+				ref("upstream.timeout", c.Upstream.Timeout, defaults.Upstream.Timeout),
+				ref("idempotency.max_lease", c.Idempotency.MaxLease, defaults.Idempotency.MaxLease), leaseOutlived)
 		}
 		if r.Protocol != "" && r.Protocol != ProtocolGraphQL {
 			p.add(key+".protocol", ErrInvalid, "%q: want \"\" or %q", r.Protocol, ProtocolGraphQL)
@@ -600,6 +616,72 @@ func (c *Config) validateRoutes(p *problems) {
 	}
 }
 
+// leaseOutlived says why a keyed write must end within max_lease.
+const leaseOutlived = "the claim stops being renewed while the write still runs, and a retry could take the key over and run the write twice; lower the timeout or raise max_lease"
+
+// minLease is the shortest idempotency.lease.
+const minLease = time.Second
+
+// leasePerRedisTimeout is how many store.redis.timeout a lease should be
+// at least: a renewal starts lease/3 after the last one and can take four
+// timeouts (pool wait, dial, write, read) to land, which must be before the
+// lease ends: lease/3 + 4 × timeout <= lease.
+const leasePerRedisTimeout = 6
+
+// Warnings returns the settings of c that are valid but risky, such as a
+// lease that a slow Redis could let lapse while its request runs. Like
+// Validate, it has no side effects. c should be valid.
+func (c *Config) Warnings() []Warning {
+	var w []Warning
+	id := c.Idempotency
+	if r := c.Store.Redis.Timeout; c.Store.Backend == StoreRedis && r > 0 && id.Lease > 0 && id.Lease < leasePerRedisTimeout*r {
+		w = append(w, Warning{Name: "idempotency.lease", Msg: fmt.Sprintf(
+			"%s is shorter than %d × %s = %s: a renewal starts lease/3 after the last one, and one that waits for a connection, dials, writes and reads, each up to the timeout, lands after the lease ended if Redis is that slow; a retry could then take over a request that still runs",
+			own(id.Lease, defaults.Idempotency.Lease), leasePerRedisTimeout, ref("store.redis.timeout", r, defaults.Store.Redis.Timeout), fmtDur(leasePerRedisTimeout*r))})
+	}
+	return w
+}
+
+// defaults are the values of [Default], which messages name as such.
+var defaults = Default()
+
+// own formats a key's own value, saying when it is the default:
+// "60m" or "60m (the default)".
+func own[T time.Duration | int64 | int](v, def T) string {
+	if v == def {
+		return fmtValue(v) + " (the default)"
+	}
+	return fmtValue(v)
+}
+
+// ref names another key with its value, saying when it is the default:
+// "idempotency.max_lease (60m, the default)".
+func ref[T time.Duration | int64 | int](key string, v, def T) string {
+	if v == def {
+		return key + " (" + fmtValue(v) + ", the default)"
+	}
+	return key + " (" + fmtValue(v) + ")"
+}
+
+func fmtValue[T time.Duration | int64 | int](v T) string {
+	if d, ok := any(v).(time.Duration); ok {
+		return fmtDur(d)
+	}
+	return strconv.FormatInt(int64(v), 10)
+}
+
+// fmtDur formats d without zero trailing units: "1h", "1h30m", "90ms".
+func fmtDur(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
+
 func checkMode(p *problems, key, mode string, inherit bool) {
 	if mode == ModeEnforce || mode == ModeObserve || inherit && mode == "" {
 		return
@@ -656,10 +738,11 @@ func isWildcardHost(h string) bool {
 // checkHTTPURL checks an absolute http(s) URL; httpsOnly refuses http.
 func checkHTTPURL(s string, httpsOnly bool) error {
 	u, err := url.Parse(s)
-	if err != nil {
-		return err
-	}
 	switch {
+	case err != nil && httpsOnly:
+		return errors.New("want an absolute https URL")
+	case err != nil:
+		return errors.New("want an absolute http or https URL")
 	case u.Scheme == "https", u.Scheme == "http" && !httpsOnly:
 	case httpsOnly:
 		return errors.New("want an absolute https URL")

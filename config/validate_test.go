@@ -37,7 +37,7 @@ func TestValidateRules(t *testing.T) {
 		{"admin_listen named port", func(c *Config) { c.AdminListen = ":http" }, "admin_listen", ErrInvalid, nil},
 		{"admin_listen same port", func(c *Config) { c.AdminListen = "0.0.0.0:8080" }, "admin_listen", ErrConflict, nil},
 		{"max_buffered_bytes zero", func(c *Config) { c.MaxBufferedBytes = 0 }, "max_buffered_bytes", ErrRange, nil},
-		{"max_buffered_bytes below body", func(c *Config) { c.MaxBufferedBytes = 1000 }, "max_buffered_bytes", ErrRange, []string{"max_body_bytes"}},
+		{"max_buffered_bytes below body", func(c *Config) { c.MaxBufferedBytes = 1000 }, "max_buffered_bytes", ErrRange, []string{"1000 is less than idempotency.max_body_bytes (1048576, the default)"}},
 		{"mode", func(c *Config) { c.Mode = "Enforce" }, "mode", ErrInvalid, nil},
 		{"sessions.queue_depth", func(c *Config) { c.Sessions.QueueDepth = -1 }, "sessions.queue_depth", ErrRange, nil},
 		{"sessions.queue_timeout", func(c *Config) { c.Sessions.QueueTimeout = 0 }, "sessions.queue_timeout", ErrRange, nil},
@@ -128,7 +128,27 @@ func TestValidateRules(t *testing.T) {
 		{"tenant_hosts empty tenant", func(c *Config) { c.Idempotency.TenantHosts = map[string]string{"a.example": ""} }, "idempotency.tenant_hosts[a.example]", ErrRequired, nil},
 		{"lease zero", func(c *Config) { c.Idempotency.Lease = 0 }, "idempotency.lease", ErrRange, nil},
 		{"max_lease below lease", func(c *Config) { c.Idempotency.MaxLease = time.Minute }, "idempotency.max_lease", ErrRange, nil},
-		{"retention below max_lease", func(c *Config) { c.Idempotency.Retention = 30 * time.Minute }, "idempotency.retention", ErrRange, nil},
+		{"retention below max_lease", func(c *Config) { c.Idempotency.Retention = 30 * time.Minute }, "idempotency.retention", ErrRange,
+			[]string{"30m must exceed idempotency.max_lease (1h, the default)"}},
+		{"retention equals max_lease", func(c *Config) { c.Idempotency.Retention, c.Idempotency.MaxLease = 2*time.Hour, 2*time.Hour }, "idempotency.retention", ErrRange,
+			[]string{"2h must exceed idempotency.max_lease (2h)"}},
+		{"default retention below max_lease", func(c *Config) { c.Idempotency.MaxLease = 30 * time.Hour }, "idempotency.retention", ErrRange,
+			[]string{"25h (the default) must exceed idempotency.max_lease (30h)"}},
+		{"max_lease below default lease", func(c *Config) { c.Idempotency.MaxLease = time.Minute }, "idempotency.max_lease", ErrRange,
+			[]string{"1m is less than idempotency.lease (2m, the default)"}},
+		{"lease below a second", func(c *Config) { c.Idempotency.Lease = 999 * time.Millisecond }, "idempotency.lease", ErrRange, []string{"999ms is shorter than 1s"}},
+		{"route timeout over max_lease", func(c *Config) { c.Routes[1].Timeout = 2 * time.Hour }, "routes[1].timeout", ErrRange,
+			[]string{"2h exceeds idempotency.max_lease (1h, the default)", "run the write twice"}},
+		{"upstream timeout over max_lease", func(c *Config) {
+			c.Upstream.Timeout = 2 * time.Hour
+			c.Routes[1].Timeout = time.Minute
+		}, "routes[0].timeout", ErrRange, []string{"is not set, so upstream.timeout (2h) applies, which exceeds idempotency.max_lease (1h, the default)"}},
+		{"default upstream timeout over max_lease", func(c *Config) {
+			c.Idempotency.Lease, c.Idempotency.MaxLease = 10*time.Second, 30*time.Second
+			c.Routes[1].Timeout = 30 * time.Second
+		}, "routes[0].timeout", ErrRange, []string{"upstream.timeout (1m, the default) applies, which exceeds idempotency.max_lease (30s)"}},
+		{"release_statuses success", func(c *Config) { c.Idempotency.ReleaseStatuses = []int{503, 201} }, "idempotency.release_statuses[1]", ErrRange, []string{"a 2xx answer means the write ran"}},
+		{"release_statuses redirect", func(c *Config) { c.Idempotency.ReleaseStatuses = []int{303} }, "idempotency.release_statuses[0]", ErrRange, nil},
 		{"max_body_bytes", func(c *Config) { c.Idempotency.MaxBodyBytes = 0 }, "idempotency.max_body_bytes", ErrRange, nil},
 		{"max_response_bytes", func(c *Config) { c.Idempotency.MaxResponseBytes = -5 }, "idempotency.max_response_bytes", ErrRange, nil},
 		{"replay_header", func(c *Config) { c.Idempotency.ReplayHeader = "Replayed?" }, "idempotency.replay_header", ErrInvalid, nil},
@@ -273,9 +293,27 @@ func TestValidateAccepts(t *testing.T) {
 		{"replay header off", func(c *Config) { c.Idempotency.ReplayHeader = "" }},
 		{"reuse 422", func(c *Config) { c.Idempotency.ReuseStatus = 422 }},
 		{"no identity headers", func(c *Config) { c.Idempotency.IdentityHeaders = nil }},
-		{"lease equals max_lease equals retention", func(c *Config) {
-			c.Idempotency.Lease, c.Idempotency.MaxLease, c.Idempotency.Retention = time.Hour, time.Hour, time.Hour
+		{"lease equals max_lease, retention just above", func(c *Config) {
+			c.Idempotency.Lease, c.Idempotency.MaxLease, c.Idempotency.Retention = time.Hour, time.Hour, time.Hour+time.Second
 		}},
+		{"lease the minimum", func(c *Config) { c.Idempotency.Lease = time.Second }},
+		{"route timeout equals max_lease", func(c *Config) { c.Routes[0].Timeout = c.Idempotency.MaxLease }},
+		{"upstream timeout equals max_lease", func(c *Config) { c.Upstream.Timeout = c.Idempotency.MaxLease }},
+		{"long timeout on a route that is not idempotent", func(c *Config) { c.Routes[2].Timeout = 5 * time.Hour }},
+		{"long upstream timeout, idempotent routes shorter", func(c *Config) {
+			c.Upstream.Timeout = 2 * time.Hour
+			c.Routes[0].Timeout, c.Routes[1].Timeout = time.Minute, time.Hour
+		}},
+		{"redis lease short for its timeout (a warning)", func(c *Config) {
+			c.Store.Backend = StoreRedis
+			c.Idempotency.Lease = time.Second
+			c.Store.Redis.Timeout = 3 * time.Second
+		}},
+		{"short lease with the memory store", func(c *Config) {
+			c.Store.Redis.Timeout = time.Minute // Redis unused
+			c.Idempotency.Lease = 2 * time.Second
+		}},
+		{"release 4xx and 5xx", func(c *Config) { c.Idempotency.ReleaseStatuses = []int{400, 599} }},
 		{"tenant hosts", func(c *Config) {
 			c.Idempotency.TenantHosts = map[string]string{"shop.example.com": "a", "192.0.2.1": "b", "2001:db8::1": "c", "xn--bcher-kva.example": "d"}
 		}},
@@ -360,6 +398,53 @@ routes:
 		if !hasLinePrefix(lines, w) {
 			t.Errorf("got:\n%s\nwant a line starting %q", strings.Join(lines, "\n"), w)
 		}
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		want   []string
+	}{
+		{"defaults", func(*Config) {}, nil},
+		{"redis, defaults", func(c *Config) { c.Store.Backend = StoreRedis }, nil},
+		{"redis, lease six timeouts", func(c *Config) {
+			c.Store.Backend = StoreRedis
+			c.Idempotency.Lease = 3 * time.Second
+		}, nil},
+		{"redis, lease short for the default timeout", func(c *Config) {
+			c.Store.Backend = StoreRedis
+			c.Idempotency.Lease = 2 * time.Second
+		}, []string{"idempotency.lease: 2s is shorter than 6 × store.redis.timeout (500ms, the default) = 3s: "}},
+		{"redis, default lease short for a long timeout", func(c *Config) {
+			c.Store.Backend = StoreRedis
+			c.Store.Redis.Timeout = 30 * time.Second
+		}, []string{"idempotency.lease: 2m (the default) is shorter than 6 × store.redis.timeout (30s) = 3m: "}},
+		{"memory store, long redis timeout", func(c *Config) {
+			c.Idempotency.Lease = time.Second
+			c.Store.Redis.Timeout = time.Minute
+		}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := validConfig()
+			tt.mutate(c)
+			if err := c.Validate(); err != nil {
+				t.Fatalf("Validate = %v; want nil (a warning never refuses)", err)
+			}
+			got := c.Warnings()
+			if len(got) != len(tt.want) {
+				t.Fatalf("Warnings = %v; want %d", got, len(tt.want))
+			}
+			for i, w := range got {
+				if !strings.HasPrefix(w.String(), tt.want[i]) {
+					t.Errorf("warning %q; want it to start %q", w, tt.want[i])
+				}
+			}
+		})
 	}
 }
 

@@ -10,12 +10,18 @@
 #                        sentinels BASE+13..15 (IDEMGATE_TEST_REDIS_SENTINEL_ADDRS,
 #                        IDEMGATE_TEST_REDIS_SENTINEL_MASTER)
 #
-# BASE is $IDEMGATE_REDIS_TEST_PORT (default 17379). `start` installs Debian's
-# redis-server, redis-sentinel and redis-tools with apt-get when redis-server is
-# missing, starts whatever is not already running, waits (bounded) until every
-# set-up is ready and writes the exports to DIR/env. It is idempotent. `stop`
-# shuts every server down by port (never by process name). `env` prints
-# DIR/env, e.g.  eval "$(scripts/redis-test.sh env .redis)".
+# BASE is $IDEMGATE_REDIS_TEST_PORT (default 17379). `start` uses the
+# redis-server, redis-sentinel and redis-cli on PATH; when they are missing it
+# never installs Debian's packages (their postinst creates a redis user,
+# systemd units and running services): it fetches the .debs with
+# `apt-get download` and unpacks them with `dpkg -x` into a cache,
+# $IDEMGATE_REDIS_DEBS (default .tmp/debs in the repository), and runs the
+# binaries from there (with LD_LIBRARY_PATH for liblzf and jemalloc). Every
+# server runs with its own settings. `start` starts whatever is not already
+# running, waits (bounded) until every set-up is ready and writes the exports
+# to DIR/env. It is idempotent. `stop` shuts every server down by port (never
+# by process name). `env` prints DIR/env, e.g.
+#   eval "$(scripts/redis-test.sh env .redis)".
 set -euo pipefail
 
 cmd=${1:-}
@@ -57,15 +63,51 @@ cli() { redis-cli -h "$host" -p "$@"; }
 up() { [[ $(cli "$1" ping 2>/dev/null) == PONG ]]; }
 down() { ! up "$1"; }
 
+debs=${IDEMGATE_REDIS_DEBS:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.tmp/debs}
+# The packages unpacked into the cache: the binary (redis-tools), the
+# redis-server and redis-sentinel names (symbolic links to it), and the
+# libraries a machine without Redis may lack.
+deb_packages=(redis-tools redis-server redis-sentinel liblzf1 libjemalloc2 libatomic1)
+
+have_redis() {
+	command -v redis-server >/dev/null && command -v redis-sentinel >/dev/null && command -v redis-cli >/dev/null
+}
+
+# use_cache: put the cache's binaries first on PATH, its libraries on
+# LD_LIBRARY_PATH; fails when the cache has no redis-server.
+use_cache() {
+	[[ -x $debs/root/usr/bin/redis-server ]] || return 1
+	PATH=$debs/root/usr/bin:$PATH
+	local d libs=
+	for d in "$debs"/root/usr/lib/*-linux-gnu "$debs"/root/lib/*-linux-gnu; do
+		[[ -d $d ]] && libs=$libs${libs:+:}$d
+	done
+	export PATH LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+}
+
+# find_redis: the binaries on PATH, else those of the cache.
+find_redis() { have_redis || { use_cache && have_redis; }; }
+
 ensure_installed() {
-	if command -v redis-server >/dev/null && command -v redis-sentinel >/dev/null && command -v redis-cli >/dev/null; then
-		return
-	fi
-	[[ $(id -u) == 0 ]] || die "redis-server is missing; install redis-server redis-sentinel redis-tools (needs root)"
-	echo "redis-test: installing redis-server redis-sentinel redis-tools" >&2
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq >&2
-	apt-get install -y -qq --no-install-recommends redis-server redis-sentinel redis-tools >&2
+	find_redis && return 0
+	command -v apt-get >/dev/null && command -v dpkg >/dev/null ||
+		die "redis-server is missing, and there is no apt-get to fetch it: put redis-server, redis-sentinel and redis-cli on PATH"
+	echo "redis-test: fetching ${deb_packages[*]} into $debs (apt-get download; nothing is installed)" >&2
+	mkdir -p "$debs/dl" "$debs/root"
+	local dl=(apt-get download -qq)
+	# As root, apt hands the download to its _apt user, who cannot write
+	# into a root-owned cache: download as root instead, without the warning.
+	[[ $(id -u) == 0 ]] && dl+=(-o APT::Sandbox::User=root)
+	(cd "$debs/dl" && "${dl[@]}" "${deb_packages[@]}" >&2) || {
+		# No package lists yet (a fresh container): read them once.
+		[[ $(id -u) == 0 ]] || die "apt-get download failed, and 'apt-get update' needs root"
+		apt-get update -qq >&2
+		(cd "$debs/dl" && "${dl[@]}" "${deb_packages[@]}" >&2)
+	} || die "apt-get download ${deb_packages[*]} failed"
+	local f
+	for f in "$debs"/dl/*.deb; do dpkg -x "$f" "$debs/root"; done
+	use_cache && have_redis || die "no redis-server in the packages unpacked into $debs/root"
+	redis-server --version >/dev/null || die "$debs/root/usr/bin/redis-server does not run (a missing library?): try 'LD_LIBRARY_PATH=$LD_LIBRARY_PATH ldd $debs/root/usr/bin/redis-server'"
 }
 
 # server PORT DIR [ARGS...]: start a redis-server unless PORT already answers.
@@ -207,7 +249,7 @@ start)
 	write_env
 	;;
 stop)
-	command -v redis-cli >/dev/null || exit 0
+	find_redis || exit 0
 	for p in "${sentinels[@]}" "$sreplica" "$smaster" "${cluster[@]}" "$standalone"; do
 		stop_port "$p"
 	done

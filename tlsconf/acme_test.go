@@ -158,9 +158,9 @@ func TestACMEManaged(t *testing.T) {
 	}
 }
 
-// TestACMEHTTP01: Pebble really validates HTTP-01: it connects to the
-// name ("localhost") on the HTTP listener's port, where HTTPHandler
-// answers the challenge.
+// TestACMEHTTP01: Pebble really validates HTTP-01: it resolves the name
+// (through its loopback DNS server, not /etc/hosts) and connects to the HTTP
+// listener's port, where HTTPHandler answers the challenge.
 func TestACMEHTTP01(t *testing.T) {
 	t.Parallel()
 	httpLn := listenLoopback(t)
@@ -168,11 +168,11 @@ func TestACMEHTTP01(t *testing.T) {
 	p, _ := strconv.Atoi(port)
 	pb := tlstest.StartPebble(t, tlstest.PebbleOptions{HTTPPort: p})
 	site := startSite(t, tlsconf.ACMEOptions{
-		Domains: []string{"localhost"},
+		Domains: []string{"http01.idemgate.test"},
 		CA:      pb.DirectoryURL,
 		Roots:   pb.ServerRoots,
 	}, httpLn)
-	waitCert(t, site.httpsAddr, "localhost", pb.IssuerRoots)
+	waitCert(t, site.httpsAddr, "http01.idemgate.test", pb.IssuerRoots)
 	if n := pb.Finalized(); n != 1 {
 		t.Errorf("Pebble issued %d certificates; want 1", n)
 	}

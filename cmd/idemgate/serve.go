@@ -74,9 +74,5 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 
 // loadConfig loads and validates the config file at path.
 func loadConfig(path string) (*config.Config, error) {
-	cfg, err := config.Load(path)
-	if err != nil {
-		return nil, err
-	}
-	return cfg, cfg.Validate()
+	return config.LoadChecked(path)
 }

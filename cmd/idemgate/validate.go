@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/idemgate/idemgate/config"
@@ -26,11 +28,25 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 		return errUsage
 	}
 	cfg, err := loadConfig(*path)
+	if cfg == nil && err != nil && !errors.Is(err, config.ErrSyntax) {
+		return err // the file could not be read: one line
+	}
+	warnings := config.UnknownEnv(os.Environ(), cfg)
+	if err == nil {
+		warnings = append(warnings, cfg.Warnings()...)
+	}
+	for _, w := range warnings {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
 	if err != nil {
-		for _, line := range strings.Split(err.Error(), "\n") {
+		lines := strings.Split(err.Error(), "\n")
+		for _, line := range lines {
 			fmt.Fprintln(stderr, line)
 		}
-		return fmt.Errorf("%s: invalid config", *path)
+		if len(lines) == 1 {
+			return fmt.Errorf("%s: invalid config (1 problem)", *path)
+		}
+		return fmt.Errorf("%s: invalid config (%d problems)", *path, len(lines))
 	}
 	if *against != "" {
 		return openapi.RunAgainst(*against, *path, cfg, stdout, stderr)

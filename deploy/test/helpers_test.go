@@ -33,15 +33,18 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// idemgateBinary builds cmd/idemgate from this repository once per test
-// run, or returns $DEPLOYTEST_IDEMGATE_BIN, a binary built elsewhere (a
-// release, say).
+// idemgateBinary returns $IDEMGATE_BIN (make test builds bin/idemgate once
+// for every suite and sets it) or $DEPLOYTEST_IDEMGATE_BIN, a binary built
+// elsewhere (a release, say); without either, it builds cmd/idemgate from
+// this repository once per test run.
 func idemgateBinary(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
-		if p := os.Getenv("DEPLOYTEST_IDEMGATE_BIN"); p != "" {
-			binPath = p
-			return
+		for _, v := range []string{"IDEMGATE_BIN", "DEPLOYTEST_IDEMGATE_BIN"} {
+			if p := os.Getenv(v); p != "" {
+				binPath = p
+				return
+			}
 		}
 		binDir, binErr = os.MkdirTemp("", "idemgate-deploytest-")
 		if binErr != nil {

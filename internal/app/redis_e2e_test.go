@@ -6,6 +6,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -367,6 +368,27 @@ func replayed(c *http.Client, base, key, body string) e2eAnswer {
 	return a
 }
 
+// idemgateBinary returns $IDEMGATE_BIN (make test builds bin/idemgate once
+// for every suite that runs the binary and sets it), or builds this package
+// into dir.
+func idemgateBinary(t *testing.T, dir string) string {
+	t.Helper()
+	if p := os.Getenv("IDEMGATE_BIN"); p != "" {
+		return p
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go tool to build the binary: %v", err)
+	}
+	bin := filepath.Join(dir, "idemgate")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, goTool, "build", "-o", bin, "github.com/idemgate/idemgate/cmd/idemgate").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
 // freeAddr returns a loopback address nobody listens on right now.
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -386,17 +408,8 @@ func freeAddr(t *testing.T) string {
 func TestRedisE2ECrashTakeover(t *testing.T) {
 	t.Parallel()
 	addr := e2eRedisAddr(t)
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skipf("no go tool to build the binary: %v", err)
-	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "idemgate")
-	bctx, bcancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer bcancel()
-	if out, err := exec.CommandContext(bctx, goTool, "build", "-o", bin, "github.com/idemgate/idemgate/cmd/idemgate").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := idemgateBinary(t, dir)
 
 	var execs execCounter
 	up, arrived, _ := e2eHangingUpstream(t, &execs)
@@ -499,8 +512,19 @@ func TestRedisE2ELateCompletionFenced(t *testing.T) {
 	var execs execCounter
 	up, arrived, release := e2eHangingUpstream(t, &execs)
 	yaml := e2eYAML(up.URL, addr, e2ePrefix(t), "idempotency: {lease: 1s, max_lease: 1s}\n")
-	baseA := startReplica(t, e2eConfig(t, yaml))
-	baseB := startReplica(t, e2eConfig(t, yaml))
+	// Validate refuses this config on purpose (upstream.timeout exceeds
+	// max_lease: exactly the frozen replica this test plays), so it is only
+	// parsed.
+	cfg, err := config.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); !errors.Is(err, config.ErrRange) {
+		t.Fatalf("Validate = %v; want the timeout refused", err)
+	}
+	baseA := startReplica(t, cfg)
+	cfgB, _ := config.Parse([]byte(yaml))
+	baseB := startReplica(t, cfgB)
 	c := e2eClient(t)
 
 	const key, body = "late-1", `{"amount":7}`

@@ -30,9 +30,13 @@ var (
 
 // idemgateBinary builds cmd/idemgate once per test process: the round trip
 // runs the real command, config loading and wiring included, as an
-// operator would after `routes import`.
+// operator would after `routes import`. `make test` builds it once for
+// every suite and names it in IDEMGATE_BIN.
 func idemgateBinary(t *testing.T) string {
 	t.Helper()
+	if p := os.Getenv("IDEMGATE_BIN"); p != "" {
+		return p
+	}
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "idemgate-openapi-test")
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/letsencrypt/pebble/v2/db"
 	"github.com/letsencrypt/pebble/v2/va"
 	"github.com/letsencrypt/pebble/v2/wfe"
+	"github.com/miekg/dns"
 )
 
 // PebbleOptions configure [StartPebble].
@@ -26,9 +27,10 @@ type PebbleOptions struct {
 	// AlwaysValid skips challenge validation (PEBBLE_VA_ALWAYS_VALID):
 	// every authorization is valid at once.
 	AlwaysValid bool
-	// HTTPPort is the port Pebble's VA connects to for HTTP-01 (on the
-	// address the name resolves to: use "localhost"). Needed unless
-	// AlwaysValid.
+	// HTTPPort is the port Pebble's VA connects to for HTTP-01, on
+	// 127.0.0.1: Pebble resolves every name through a loopback DNS server
+	// that answers 127.0.0.1 (see [StartLoopbackDNS]), so any name works
+	// and /etc/hosts is never read. Needed unless AlwaysValid.
 	HTTPPort int
 	// Log, when set, receives Pebble's log. Default: discard.
 	Log io.Writer
@@ -79,7 +81,7 @@ func StartPebble(t testing.TB, opts PebbleOptions) *Pebble {
 		"PEBBLE_AUTHZREUSE":      "0",
 		"PEBBLE_VA_ALWAYS_VALID": map[bool]string{true: "1", false: "0"}[opts.AlwaysValid],
 	})
-	v := va.New(lg, opts.HTTPPort, deadPort(t), false, "", store)
+	v := va.New(lg, opts.HTTPPort, deadPort(t), false, StartLoopbackDNS(t), store)
 	front := wfe.New(lg, store, v, c, []string{"pebble.letsencrypt.org"}, false, false, 0, 0)
 	restore()
 	envMu.Unlock()
@@ -130,6 +132,45 @@ func setenv(vars map[string]string) (restore func()) {
 			}
 		}
 	}
+}
+
+// StartLoopbackDNS runs a DNS server on a loopback TCP port (Pebble's VA
+// queries over TCP) until the test ends and returns its address: it answers every A query with 127.0.0.1 and
+// every other query with no records, so a client that resolves through it
+// (Pebble's VA) reaches this machine under any name, whatever /etc/hosts
+// says.
+func StartLoopbackDNS(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &dns.Server{Listener: ln, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(q)
+		for _, question := range q.Question {
+			if question.Qtype == dns.TypeA && question.Qclass == dns.ClassINET {
+				m.Answer = append(m.Answer, &dns.A{
+					Hdr: dns.RR_Header{Name: question.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 0},
+					A:   net.IPv4(127, 0, 0, 1),
+				})
+			}
+		}
+		_ = w.WriteMsg(m)
+	})}
+	started := make(chan struct{})
+	srv.NotifyStartedFunc = func() { close(started) }
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.ActivateAndServe()
+	}()
+	<-started
+	t.Cleanup(func() {
+		_ = srv.Shutdown()
+		<-done
+	})
+	return ln.Addr().String()
 }
 
 // deadPort returns a loopback port nothing listens on (Pebble's TLS-ALPN

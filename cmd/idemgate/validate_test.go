@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestValidateOutput runs validate as a user would: every problem of the
+// file in one run, environment warnings first, and a missing file as one
+// line. It sets environment variables, so it is not parallel.
+func TestValidateOutput(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// Only the variables below: the ones make test sets are known, but a
+	// developer's shell may hold others.
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "IDEMGATE_") {
+			t.Setenv(name, "") // restored when the test ends
+			os.Unsetenv(name)
+		}
+	}
+	t.Setenv("IDEMGATE_UPSTREM_URL", "http://127.0.0.1:1")
+	t.Setenv("IDEMGATE_PORT", "tcp://10.0.0.1:8080") // a Kubernetes service link
+	t.Setenv("IDEMGATE_SEAL", "a2V5")                // named by encryption_key_env
+	const warning = "warning: IDEMGATE_UPSTREM_URL: no config key or setting reads this variable; it is ignored; did you mean IDEMGATE_UPSTREAM_URL?\n"
+	tests := []struct {
+		name, file, body string
+		err, stderr      string // stderr exactly
+	}{
+		{"valid", "good.yaml", "upstream: {url: http://127.0.0.1:3000}\nidempotency: {encryption_key_env: IDEMGATE_SEAL}\n",
+			"", warning},
+		{"valid but risky", "risky.yaml", "upstream: {url: http://127.0.0.1:3000}\nstore: {backend: redis}\nidempotency: {lease: 2s, encryption_key_env: IDEMGATE_SEAL}\n",
+			"", warning + "warning: idempotency.lease: 2s is shorter than 6 × store.redis.timeout (500ms, the default) = 3s: a renewal starts lease/3 after the last one, and one that waits for a connection, dials, writes and reads, each up to the timeout, lands after the lease ended if Redis is that slow; a retry could then take over a request that still runs\n"},
+		{"missing file", "", "", "nope.yaml: no such file or directory", ""},
+		{"syntax", "syntax.yaml", "upstream:\n  url: http://x\nroutes:\n  - name: a\n    method: POST\n   path: /a\n",
+			"syntax.yaml: invalid config (1 problem)",
+			// After a syntax error nothing is decoded: the variable that
+			// encryption_key_env names is not known.
+			"warning: IDEMGATE_SEAL: no config key or setting reads this variable; it is ignored\n" + warning +
+				`line 6: did not find expected '-' indicator (check the indentation: a list item's keys line up under its first key): "   path: /a"` + "\n"},
+		{"four semantic errors and a typo", "many.yaml", `
+upstream: {url: "127.0.0.1:3000"}
+idempotency: {retension: 48h, lease: 2h, encryption_key_env: IDEMGATE_SEAL}
+routes:
+  - {name: pay, method: GET, path: /pay, idempotent: true, timeout: 3h}
+`, "many.yaml: invalid config (5 problems)", warning + `idempotency.retension: unknown key
+upstream.url: "127.0.0.1:3000": want an absolute http or https URL
+idempotency.max_lease: 1h (the default) is less than idempotency.lease (2h): renewals stop at max_lease
+routes[0].idempotent: is true on GET, a safe method; only writes are idempotent routes
+routes[0].timeout: 3h exceeds idempotency.max_lease (1h, the default): the claim stops being renewed while the write still runs, and a retry could take the key over and run the write twice; lower the timeout or raise max_lease
+`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(dir, "nope.yaml")
+			if tt.file != "" {
+				path = write(tt.file, tt.body)
+			}
+			var out, errOut bytes.Buffer
+			err := run(context.Background(), []string{"validate", "--config", path}, &out, &errOut)
+			switch {
+			case tt.err == "" && err != nil:
+				t.Errorf("validate = %v; want nil", err)
+			case tt.err != "" && (err == nil || err.Error() != filepath.Join(dir, tt.err)):
+				t.Errorf("validate = %v; want %q", err, filepath.Join(dir, tt.err))
+			}
+			if got := errOut.String(); got != tt.stderr {
+				t.Errorf("stderr:\n%s\nwant:\n%s", got, tt.stderr)
+			}
+			if tt.err == "" && !strings.Contains(out.String(), "valid") {
+				t.Errorf("stdout %q; want the summary", out.String())
+			}
+		})
+	}
+}
