@@ -92,15 +92,20 @@ func EnvNames() []string {
 			if tag == "" || tag == "routes" {
 				continue
 			}
-			name := prefix + "_" + strings.ToUpper(tag)
+			name := prefix + keyDelim + strings.ToUpper(tag)
+			if prefix == "" {
+				name = strings.ToUpper(tag)
+			}
 			if f.Type.Kind() == reflect.Struct {
 				walk(f.Type, name)
 				continue
 			}
-			names = append(names, name)
+			// The variable viper reads for the key (envReplacer renames
+			// the identity_headers alias's).
+			names = append(names, EnvPrefix+"_"+envReplacer.Replace(name))
 		}
 	}
-	walk(reflect.TypeFor[Config](), EnvPrefix)
+	walk(reflect.TypeFor[Config](), "")
 	sort.Strings(names)
 	return names
 }

@@ -59,7 +59,13 @@ func knownKeys(t reflect.Type) map[string]reflect.Type {
 // config can check today and checks those keys as soon as they exist.
 func validateConfig(t *testing.T, fragment []byte) (*config.Config, []string) {
 	t.Helper()
-	data, dropped := knownOnly(t, fragment, map[string]any{"upstream": map[string]any{"url": "http://127.0.0.1:1"}})
+	// A verified JWT identity, so that `x-ratelimit: {by: identity}` (which
+	// counts verified identities only) is a valid choice.
+	jwt := map[string]any{"jwks_file": "/nonexistent/jwks.json"}
+	data, dropped := knownOnly(t, fragment, map[string]any{
+		"upstream":    map[string]any{"url": "http://127.0.0.1:1"},
+		"idempotency": map[string]any{"identity": map[string]any{"jwt": jwt}},
+	})
 	cfg, err := config.Parse(data)
 	if err != nil {
 		t.Fatalf("config.Parse: %v", err)

@@ -634,7 +634,9 @@ func (im *importer) readRateLimit(o *op) *RateLimit {
 			s, _ := val.(string)
 			h, isHeader := strings.CutPrefix(s, "header:")
 			switch {
-			case s == "client_ip" || s == "identity":
+			case s == "client_ip":
+			case s == "identity":
+				im.problem(kp, "by: identity counts verified JWT identities only: the config needs idempotency.identity.jwt")
 			case isHeader && validHeader(h):
 				s = "header:" + http.CanonicalHeaderKey(h)
 			default:
