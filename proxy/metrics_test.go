@@ -35,7 +35,7 @@ func newMeteredProxy(t *testing.T, up string, routes []Route, mod func(*Options,
 	reg := prometheus.NewPedanticRegistry()
 	m := NewMetrics(reg, "v-test")
 	clk := itestutil.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	st := memstore.New(memstore.Options{Clock: clk})
+	st := memstore.New(memstore.Options{Now: clk.Now})
 	u, err := url.Parse(up)
 	if err != nil {
 		t.Fatal(err)
