@@ -33,7 +33,7 @@ type fixture struct {
 func newFixture(t *testing.T, tok string) *fixture {
 	t.Helper()
 	clk := itestutil.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	st := memstore.New(memstore.Options{Clock: clk})
+	st := memstore.New(memstore.Options{Now: clk.Now})
 	logs := &itestutil.SyncBuffer{}
 	reg := prometheus.NewPedanticRegistry()
 	h, err := New(Options{

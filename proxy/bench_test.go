@@ -238,13 +238,13 @@ func BenchmarkFingerprint(b *testing.B) {
 		b.Fatal(err)
 	}
 	ignore := []canonjson.Pointer{ptr}
-	want := Fingerprint("update_cart", "PUT", "/ucp/v1/carts/c1", "", "application/json", benchFingerprintBody, ignore)
+	want := fingerprint("update_cart", "PUT", "/ucp/v1/carts/c1", "", "application/json", benchFingerprintBody, ignore)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(benchFingerprintBody)))
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if got := Fingerprint("update_cart", "PUT", "/ucp/v1/carts/c1", "", "application/json", benchFingerprintBody, ignore); got != want {
+			if got := fingerprint("update_cart", "PUT", "/ucp/v1/carts/c1", "", "application/json", benchFingerprintBody, ignore); got != want {
 				b.Errorf("fingerprint %x; want %x", got, want)
 			}
 		}

@@ -37,11 +37,11 @@ func New(opts Options) (*Proxy, error) {
 
 // compile checks st and builds the stages after the outermost ones.
 func (p *Proxy) compile(st Stages) (*stages, error) {
-	c, err := p.compileRoutes(st.Routes) // route.go
+	c, err := p.compileRoutes(st.Routes)
 	if err != nil {
 		return nil, err
 	}
-	lim, err := newLimits(st, p.opts) // ratelimit.go
+	lim, err := newLimits(st, p.opts)
 	if err != nil {
 		return nil, err
 	}

@@ -26,9 +26,9 @@ func (p *Proxy) claim(next http.Handler) http.Handler {
 		sk := p.scope(r, ex.key)
 		var fp keystore.Fingerprint
 		if ex.gql != nil {
-			fp = Fingerprint(rt.Name, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, "", graphqlFingerprintBody(ex.gql), nil)
+			fp = fingerprint(rt.Name, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, "", graphqlFingerprintBody(ex.gql), nil)
 		} else {
-			fp = Fingerprint(rt.Name, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Header.Get("Content-Type"), ex.body, rt.ignore)
+			fp = fingerprint(rt.Name, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Header.Get("Content-Type"), ex.body, rt.ignore)
 		}
 		// Stores bound their own calls (the Redis client's timeout); a
 		// client that hangs up cancels the claim.
@@ -46,7 +46,7 @@ func (p *Proxy) claim(next http.Handler) http.Handler {
 		case err == nil && rt.Observe:
 			p.forwardObserved(w, r, next, OutcomeWouldReplay)
 		case err == nil:
-			p.replay(w, r, res.Response) // record.go
+			p.replay(w, r, res.Response)
 		case errors.Is(err, keystore.ErrInFlight):
 			p.refuse(w, r, next, problemInProgress)
 		case errors.Is(err, keystore.ErrFingerprintMismatch):

@@ -17,8 +17,8 @@
 // [Proxy.Reload] swaps the stages while the proxy serves. A keyed write is
 // claimed in a [keystore.Store] before it is forwarded, its answer is
 // streamed to the client while at most MaxResponseBytes are kept, and the
-// answer is then stored (and replayed to every retry) or the claim is given
-// up, as DESIGN.md step 8 says. Observe mode and GraphQL routes are
+// answer is then stored (and replayed to every retry) or the key is released,
+// as DESIGN.md step 8 says. Observe mode and GraphQL routes are
 // policies of the same key check, body reader, claim and record. Every
 // answer the proxy makes itself goes through one writer (problem.go), in
 // the route's shape: application/problem+json with a stable code and the

@@ -23,12 +23,12 @@ var fingerprintPool = sync.Pool{New: func() any {
 	return &fingerprintState{h: sha256.New(), head: make([]byte, 0, 256), canon: make([]byte, 0, 4096)}
 }}
 
-// Fingerprint returns the SHA-256 of what makes two requests the same
+// fingerprint returns the SHA-256 of what makes two requests the same
 // (DESIGN.md, Fingerprint): route name, method, the escaped path as sent,
 // the raw query and the body — canonical JSON (without the ignore pointers)
 // when contentType is JSON and the body parses, else the raw bytes. Each
 // part is length-prefixed, so no two different requests share an encoding.
-func Fingerprint(routeName, method, escapedPath, rawQuery, contentType string, body []byte, ignore []canonjson.Pointer) keystore.Fingerprint {
+func fingerprint(routeName, method, escapedPath, rawQuery, contentType string, body []byte, ignore []canonjson.Pointer) keystore.Fingerprint {
 	st := fingerprintPool.Get().(*fingerprintState)
 	defer fingerprintPool.Put(st)
 	h := st.h

@@ -12,7 +12,7 @@ func TestFingerprint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := Fingerprint("r", "POST", "/carts/a", "x=1", "application/json", []byte(`{"a":1,"b":[1,2]}`), nil)
+	base := fingerprint("r", "POST", "/carts/a", "x=1", "application/json", []byte(`{"a":1,"b":[1,2]}`), nil)
 	tests := []struct {
 		name                   string
 		route, method, path, q string
@@ -38,14 +38,14 @@ func TestFingerprint(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got := Fingerprint(tc.route, tc.method, tc.path, tc.q, tc.ct, []byte(tc.body), tc.ignore)
+			got := fingerprint(tc.route, tc.method, tc.path, tc.q, tc.ct, []byte(tc.body), tc.ignore)
 			if (got == base) != tc.same {
 				t.Errorf("same fingerprint = %v; want %v", got == base, tc.same)
 			}
 		})
 	}
-	a := Fingerprint("r", "POST", "/p", "", "application/json", []byte(`{"a":1,"meta":{"sent_at":"1"}}`), []canonjson.Pointer{ptr})
-	b := Fingerprint("r", "POST", "/p", "", "application/json", []byte(`{"meta":{"sent_at":"2"},"a":1}`), []canonjson.Pointer{ptr})
+	a := fingerprint("r", "POST", "/p", "", "application/json", []byte(`{"a":1,"meta":{"sent_at":"1"}}`), []canonjson.Pointer{ptr})
+	b := fingerprint("r", "POST", "/p", "", "application/json", []byte(`{"meta":{"sent_at":"2"},"a":1}`), []canonjson.Pointer{ptr})
 	if a != b {
 		t.Errorf("bodies differing in an ignored member have different fingerprints")
 	}

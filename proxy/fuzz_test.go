@@ -32,8 +32,8 @@ func FuzzFingerprint(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
-		fp := Fingerprint("r", "POST", "/p", "q=1", "application/json", []byte(body), nil)
-		if fp != Fingerprint("r", "POST", "/p", "q=1", "application/json; charset=utf-8", []byte(body), nil) {
+		fp := fingerprint("r", "POST", "/p", "q=1", "application/json", []byte(body), nil)
+		if fp != fingerprint("r", "POST", "/p", "q=1", "application/json; charset=utf-8", []byte(body), nil) {
 			t.Fatalf("charset parameter changed the fingerprint of %q", body)
 		}
 		// Decode with UseNumber: number literals are kept as written, so
@@ -54,7 +54,7 @@ func FuzzFingerprint(f *testing.F) {
 		if strings.Contains(body, `\u`) || strings.ContainsAny(body, "eE.") {
 			return // the re-encoding may change escapes or number literals
 		}
-		if fp2 := Fingerprint("r", "POST", "/p", "q=1", "application/json", []byte(b.String()), nil); fp2 != fp && !hasDuplicateKeys(body) {
+		if fp2 := fingerprint("r", "POST", "/p", "q=1", "application/json", []byte(b.String()), nil); fp2 != fp && !hasDuplicateKeys(body) {
 			t.Fatalf("re-indented %q → %q changed the fingerprint", body, b.String())
 		}
 	})

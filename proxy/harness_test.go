@@ -107,7 +107,7 @@ var defaultRoutes = []Route{
 func newTestProxy(t *testing.T, up string, mod func(*Options, *memstore.Options)) *testProxy {
 	t.Helper()
 	clk := testutil.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	mopts := memstore.Options{Clock: clk}
+	mopts := memstore.Options{Now: clk.Now}
 	u, err := url.Parse(up)
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ func (p *Proxy) keyCheck(next http.Handler) http.Handler {
 		// An observed GraphQL route is observed as a plain route: its bodies
 		// are fingerprinted raw.
 		if rt.Protocol == ProtocolGraphQL && !rt.Observe {
-			p.keyCheckGraphQL(w, r, next, vals) // graphql.go
+			p.keyCheckGraphQL(w, r, next, vals)
 			return
 		}
 		key, prob := p.checkKey(r, vals, rt.RequireKey)

@@ -35,7 +35,7 @@ func newMeteredProxy(t *testing.T, up string, routes []Route, mod func(*Options,
 	reg := prometheus.NewPedanticRegistry()
 	m := NewMetrics(reg, "v-test")
 	clk := itestutil.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	st := memstore.New(memstore.Options{Clock: clk})
+	st := memstore.New(memstore.Options{Now: clk.Now})
 	u, err := url.Parse(up)
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +186,7 @@ func TestMetrics(t *testing.T) {
 	expect("session waiter", <-waiter, 201)
 	m.Session().Fallback() // needs a shared lock that is down; counted by the queue
 	waitFor(t, func() bool {
-		return gatheredValue(t, mp.reg, "idemgate_idempotency_late_completions_rejected_total") == 1
+		return itestutil.Gathered(t, mp.reg, "idemgate_idempotency_late_completions_rejected_total") == 1
 	})
 	waitFor(t, func() bool { return testutil.ToFloat64(m.inFlight) == 0 })
 
@@ -237,10 +237,10 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("idemgate_limiter_rejections_total{limiter=%q,route=%q} = %v; want %v", c.limiter, c.route, got, c.want)
 		}
 	}
-	if got := gatheredValue(t, mp.reg, "idemgate_idempotency_takeovers_total", "route", "hold"); got != 1 {
+	if got := itestutil.Gathered(t, mp.reg, "idemgate_idempotency_takeovers_total", "route", "hold"); got != 1 {
 		t.Errorf("takeovers{hold} = %v; want 1", got)
 	}
-	if got := gatheredValue(t, mp.reg, "idemgate_store_errors_total", "op", "reserve", "kind", "closed"); got != 1 {
+	if got := itestutil.Gathered(t, mp.reg, "idemgate_store_errors_total", "op", "reserve", "kind", "closed"); got != 1 {
 		t.Errorf("store errors{reserve,closed} = %v; want 1", got)
 	}
 	if got := testutil.ToFloat64(m.queueReject.WithLabelValues(string(session.ResultFull))); got != 1 {
@@ -314,38 +314,6 @@ idemgate_http_requests_in_flight 0
 	if strings.Contains(dumpText(t, mp.reg), "k1") || strings.Contains(dumpText(t, mp.reg), "/nowhere") {
 		t.Errorf("a key or a raw path became a label value")
 	}
-}
-
-// gatheredValue returns the value of the counter or gauge series name with
-// the label pairs labels, or 0 when there is none.
-func gatheredValue(t *testing.T, g prometheus.Gatherer, name string, labels ...string) float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, mt := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, lp := range mt.GetLabel() {
-				have[lp.GetName()] = lp.GetValue()
-			}
-			for i := 0; i+1 < len(labels); i += 2 {
-				if have[labels[i]] != labels[i+1] {
-					continue series
-				}
-			}
-			if c := mt.GetCounter(); c != nil {
-				return c.GetValue()
-			}
-			return mt.GetGauge().GetValue()
-		}
-	}
-	return 0
 }
 
 // histogramCounts returns the sample count of each series of a histogram

@@ -20,7 +20,7 @@ type Proxy struct {
 	cur        atomic.Pointer[stages] // see Reload
 	upstream   http.Handler           // step 7, shared by every stages value
 	metrics    *Metrics
-	releasable [600]bool // statuses after which a claim is given up
+	releasable [600]bool // statuses after which the key is released
 	drop       map[string]bool
 	buffered   atomic.Int64 // keyed body bytes held
 	renewals   renewer
@@ -103,7 +103,7 @@ func (p *Proxy) Close() error {
 }
 
 // releasableStatus reports whether an answer with this status proves that
-// nothing ran, so that its claim is given up (idempotency.release_statuses).
+// nothing ran, so that its key is released (idempotency.release_statuses).
 func (p *Proxy) releasableStatus(s int) bool {
 	return s >= 0 && s < len(p.releasable) && p.releasable[s]
 }

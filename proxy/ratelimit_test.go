@@ -6,13 +6,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore/memstore"
 	"github.com/idemgate/idemgate/keystore/redisstore"
@@ -373,7 +373,7 @@ func BenchmarkLimitStages(b *testing.B) {
 				b.Cleanup(func() { e.Close(); r.Close() })
 				edge, route = e, r
 			} else {
-				addr := testRedisAddr(b)
+				addr := redistest.Addr(b)
 				client, err := redisstore.NewClient(redisstore.ClientOptions{Addrs: []string{addr}})
 				if err != nil {
 					b.Fatal(err)
@@ -420,17 +420,3 @@ type discardWriter struct{ h http.Header }
 func (w *discardWriter) Header() http.Header         { return w.h }
 func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (w *discardWriter) WriteHeader(int)             {}
-
-// testRedisAddr returns the test Redis, or skips (fails under
-// IDEMGATE_REQUIRE_REDIS=1).
-func testRedisAddr(tb testing.TB) string {
-	tb.Helper()
-	addr := os.Getenv("IDEMGATE_TEST_REDIS_ADDR")
-	if addr == "" {
-		if os.Getenv("IDEMGATE_REQUIRE_REDIS") == "1" {
-			tb.Fatal("IDEMGATE_REQUIRE_REDIS=1 but IDEMGATE_TEST_REDIS_ADDR is not set")
-		}
-		tb.Skip("IDEMGATE_TEST_REDIS_ADDR is not set (scripts/redis-test.sh)")
-	}
-	return addr
-}

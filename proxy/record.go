@@ -13,7 +13,7 @@ import (
 // storeTimeout bounds each store call made for a request.
 const storeTimeout = 5 * time.Second
 
-// record is DESIGN.md step 8: store the answer, give the claim up, or keep
+// record is DESIGN.md step 8: store the answer, release the key, or keep
 // the claim until its lease ends when the outcome is unknown.
 func (p *Proxy) record(r *http.Request, ex *exchange, sk keystore.Key, token uint64, c *capture) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
@@ -26,7 +26,7 @@ func (p *Proxy) record(r *http.Request, ex *exchange, sk keystore.Key, token uin
 	case ex.sent == notSent:
 		// Nothing reached the upstream (refused, or turned away before it
 		// was forwarded): the retry may run.
-		p.giveUp(ctx, ex, sk, token)
+		p.releaseKey(ctx, ex, sk, token)
 	case resp == nil:
 		// Timeout or broken connection: the upstream may have run it. The
 		// claim stays until its lease ends; a retry gets 409, then takes over.
@@ -36,14 +36,14 @@ func (p *Proxy) record(r *http.Request, ex *exchange, sk keystore.Key, token uin
 	case ex.gql != nil && p.releasableGraphQL(ex.gql, resp.Status, resp.Body),
 		ex.gql == nil && p.releasableStatus(resp.Status):
 		ex.outcome = OutcomeReleased
-		p.giveUp(ctx, ex, sk, token)
+		p.releaseKey(ctx, ex, sk, token)
 	default:
 		p.complete(ctx, ex, sk, token, resp)
 	}
 }
 
-// giveUp deletes the claim (the store's Release), so that a retry runs.
-func (p *Proxy) giveUp(ctx context.Context, ex *exchange, sk keystore.Key, token uint64) {
+// releaseKey deletes the claim (the store's Release), so that a retry runs.
+func (p *Proxy) releaseKey(ctx context.Context, ex *exchange, sk keystore.Key, token uint64) {
 	if err := p.opts.Store.Release(ctx, sk, token); err != nil && !errors.Is(err, keystore.ErrLeaseLost) {
 		p.log.Error("releasing key failed", "error", err, logRequestID, ex.id)
 	}

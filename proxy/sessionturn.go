@@ -19,8 +19,8 @@ import (
 // no turn. A full line or a wait over the queue timeout gets 503
 // session_busy with Retry-After: 1; a client that hangs up while it waits
 // leaves the line and is answered nothing (logged as 499). In both cases
-// the request never reached the upstream, so the claim stage gives its key
-// up.
+// the request never reached the upstream, so the claim stage releases its
+// key.
 //
 // Requests share a line when they have the same tenant (the idempotency
 // stage's [Idempotency.TenantFor]) and the same session: for a path

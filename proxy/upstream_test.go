@@ -13,23 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore/memstore"
 )
 
-// deadAddr returns an address nothing listens on: listened on, then closed.
-func deadAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
-
 func TestUpstreamUnavailableReleasesKey(t *testing.T) {
 	t.Parallel()
-	tp := newTestProxy(t, "http://"+deadAddr(t), nil)
+	tp := newTestProxy(t, "http://"+testutil.DeadAddr(t), nil)
 	for i := range 2 {
 		r := tp.do(t, "POST", "/ucp/v1/carts", "k", `{}`)
 		if r.status != 502 || problemCode(t, r) != "upstream_unavailable" {

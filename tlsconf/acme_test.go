@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/caddyserver/certmagic"
 
+	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/keystore/redisstore"
 	"github.com/idemgate/idemgate/tlsconf"
 	"github.com/idemgate/idemgate/tlsconf/redisstorage"
@@ -309,13 +309,7 @@ func newGate(t *testing.T, target string) *gate {
 // obtains the certificate, rather than giving up on the name.
 func TestACMEWaitsForStorage(t *testing.T) {
 	t.Parallel()
-	addr := os.Getenv("IDEMGATE_TEST_REDIS_ADDR")
-	if addr == "" {
-		if os.Getenv("IDEMGATE_REQUIRE_REDIS") == "1" {
-			t.Fatal("IDEMGATE_REQUIRE_REDIS=1 but IDEMGATE_TEST_REDIS_ADDR is not set")
-		}
-		t.Skip("IDEMGATE_TEST_REDIS_ADDR not set (scripts/redis-test.sh)")
-	}
+	addr := redistest.Addr(t)
 	g := newGate(t, addr)
 	client, err := redisstore.NewClient(redisstore.ClientOptions{Addrs: []string{g.ln.Addr().String()}, Timeout: time.Second})
 	if err != nil {

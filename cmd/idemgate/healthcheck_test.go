@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/idemgate/idemgate/internal/testutil"
 )
 
 // TestHealthcheck probes an admin listener in each of its states (the
@@ -53,13 +54,7 @@ func TestHealthcheck(t *testing.T) {
 
 func TestHealthcheckNoListener(t *testing.T) {
 	t.Parallel()
-	// A dead address: listen, then close.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := testutil.DeadAddr(t)
 	if err := run(context.Background(), []string{"healthcheck", "--addr", addr}, io.Discard, io.Discard); err == nil {
 		t.Fatalf("healthcheck against a closed port = nil; want an error")
 	}

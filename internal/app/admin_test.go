@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/idemgate/idemgate/internal/redistest"
 )
 
 // opsApp is an app serving on loopback listeners for the ops tests.
@@ -153,7 +155,7 @@ func TestAdminRepair(t *testing.T) {
 				store = `
 store:
   backend: redis
-  redis: {addrs: ["` + e2eRedisAddr(t) + `"], key_prefix: "` + e2ePrefix(t) + `"}`
+  redis: {addrs: ["` + redistest.Addr(t) + `"], key_prefix: "` + e2ePrefix(t) + `"}`
 			}
 			up := newCountingUpstream(t)
 			token := "admin-token-0123456789abcdef"

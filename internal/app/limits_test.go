@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/proxy"
 )
 
@@ -46,7 +48,7 @@ routes:
 // clock in limiter/redislimiter).
 func TestRedisLimitsE2E(t *testing.T) {
 	t.Parallel()
-	redisAddr := e2eRedisAddr(t)
+	redisAddr := redistest.Addr(t)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	t.Cleanup(up.Close)
 	prefix := e2ePrefix(t)
@@ -115,7 +117,7 @@ func TestRedisLimitsDown(t *testing.T) {
 	t.Parallel()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	t.Cleanup(up.Close)
-	a, base, logs := limitsReplica(t, limitsYAML(up.URL, freeAddr(t), e2ePrefix(t)))
+	a, base, logs := limitsReplica(t, limitsYAML(up.URL, testutil.DeadAddr(t), e2ePrefix(t)))
 	c := e2eClient(t)
 	start := time.Now()
 	for i := range 300 {

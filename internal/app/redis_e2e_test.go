@@ -24,21 +24,9 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/config"
+	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testutil"
 )
-
-// e2eRedisAddr returns the test Redis, skipping (or failing, with
-// IDEMGATE_REQUIRE_REDIS=1) when there is none.
-func e2eRedisAddr(t *testing.T) string {
-	t.Helper()
-	addr := os.Getenv("IDEMGATE_TEST_REDIS_ADDR")
-	if addr == "" {
-		if os.Getenv("IDEMGATE_REQUIRE_REDIS") == "1" {
-			t.Fatal("IDEMGATE_REQUIRE_REDIS=1 but IDEMGATE_TEST_REDIS_ADDR is not set")
-		}
-		t.Skip("IDEMGATE_TEST_REDIS_ADDR not set (scripts/redis-test.sh)")
-	}
-	return addr
-}
 
 // e2ePrefix is a Redis key prefix no other test (or run) shares.
 func e2ePrefix(t *testing.T) string {
@@ -195,7 +183,7 @@ func (c *execCounter) snapshot() (map[string]int, int) {
 // answer per key.
 func TestRedisE2EConcurrentDuplicates(t *testing.T) {
 	t.Parallel()
-	addr := e2eRedisAddr(t)
+	addr := redistest.Addr(t)
 	var execs execCounter
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header.Get("Idempotency-Key")
@@ -407,7 +395,7 @@ func freeAddr(t *testing.T) string {
 // runs the request once more, and its answer is replayed afterwards.
 func TestRedisE2ECrashTakeover(t *testing.T) {
 	t.Parallel()
-	addr := e2eRedisAddr(t)
+	addr := redistest.Addr(t)
 	dir := t.TempDir()
 	bin := idemgateBinary(t, dir)
 
@@ -416,7 +404,7 @@ func TestRedisE2ECrashTakeover(t *testing.T) {
 	prefix := e2ePrefix(t)
 	const lease = time.Second
 	extra := "idempotency: {lease: 1s}\n"
-	pubA, adminA := freeAddr(t), freeAddr(t)
+	pubA, adminA := testutil.DeadAddr(t), testutil.DeadAddr(t)
 	cfgPath := filepath.Join(dir, "a.yaml")
 	yamlA := e2eYAML(up.URL, addr, prefix, extra) + "listen: " + pubA + "\nadmin_listen: " + adminA + "\n"
 	if err := os.WriteFile(cfgPath, []byte(yamlA), 0o600); err != nil {
@@ -508,7 +496,7 @@ func TestRedisE2ECrashTakeover(t *testing.T) {
 // stale fencing token and must not replace B's stored answer.
 func TestRedisE2ELateCompletionFenced(t *testing.T) {
 	t.Parallel()
-	addr := e2eRedisAddr(t)
+	addr := redistest.Addr(t)
 	var execs execCounter
 	up, arrived, release := e2eHangingUpstream(t, &execs)
 	yaml := e2eYAML(up.URL, addr, e2ePrefix(t), "idempotency: {lease: 1s, max_lease: 1s}\n")
@@ -577,7 +565,7 @@ func TestRedisE2EOutage(t *testing.T) {
 		io.WriteString(w, `{"ok":true}`)
 	}))
 	defer up.Close()
-	dead := freeAddr(t) // listened on, then closed: connections are refused
+	dead := testutil.DeadAddr(t) // listened on, then closed: connections are refused
 	yaml := e2eYAML(up.URL, dead, e2ePrefix(t), "")
 	bases := []string{startReplica(t, e2eConfig(t, yaml)), startReplica(t, e2eConfig(t, yaml))}
 	c := e2eClient(t)
@@ -693,7 +681,7 @@ func (g *tcpGate) shut() {
 // it comes back → keyed writes work again on both replicas, no restart.
 func TestRedisE2EOutageRecovery(t *testing.T) {
 	t.Parallel()
-	addr := e2eRedisAddr(t)
+	addr := redistest.Addr(t)
 	g := &tcpGate{target: addr, addr: "127.0.0.1:0"}
 	if err := g.open(); err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/idemgate/idemgate/internal/testutil"
 )
 
 // reloadYAML is a config with the route pay, plus extra routes (YAML list
@@ -100,42 +100,8 @@ func (oa *opsApp) waitRoutes(t *testing.T, want ...string) {
 	waitUntil(t, fmt.Sprintf("routes %v (have %v)", want, oa.routeNames()), func() bool { return slices.Equal(oa.routeNames(), want) })
 }
 
-// gauge returns the value of the series of family name whose labels
-// include labels (name=value pairs), or -1.
-func gathered(t *testing.T, g prometheus.Gatherer, name string, labels ...string) float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				have[lp.GetName()] = lp.GetValue()
-			}
-			for i := 0; i+1 < len(labels); i += 2 {
-				if have[labels[i]] != labels[i+1] {
-					continue series
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	return -1
-}
-
 func (oa *opsApp) reloads(t *testing.T, result string) float64 {
-	return gathered(t, oa.reg, "idemgate_config_reloads_total", "result", result)
+	return testutil.Gathered(t, oa.reg, "idemgate_config_reloads_total", "result", result)
 }
 
 // TestReloadConfigMap: a ConfigMap update, reproduced exactly, applies the
@@ -239,7 +205,7 @@ func TestReloadReplaceInPlaceInvalid(t *testing.T) {
 			t.Errorf("refusal %d does not name %q", i+1, bad.problem)
 		}
 	}
-	if got := gathered(t, oa.reg, "idemgate_config_last_reload_successful"); got != 0 {
+	if got := testutil.Gathered(t, oa.reg, "idemgate_config_last_reload_successful"); got != 0 {
 		t.Errorf("last_reload_successful = %v; want 0", got)
 	}
 	if n, want := strings.Count(oa.logs.String(), "config reload refused"), int(oa.reloads(t, "failure")); n != want {
@@ -261,13 +227,13 @@ func TestReloadReplaceInPlaceInvalid(t *testing.T) {
 	}
 	oa.waitRoutes(t, "pay")
 	waitUntil(t, "restart required", func() bool {
-		return gathered(t, oa.reg, "idemgate_config_restart_required") == 1
+		return testutil.Gathered(t, oa.reg, "idemgate_config_restart_required") == 1
 	})
 	logs := oa.logs.String()
 	if !strings.Contains(logs, `"keys":["listen","store.memory.max_entries"]`) || !strings.Contains(logs, "need a restart") {
 		t.Errorf("the restart-only keys were not reported:\n%s", logs)
 	}
-	if got := gathered(t, oa.reg, "idemgate_config_last_reload_successful"); got != 1 {
+	if got := testutil.Gathered(t, oa.reg, "idemgate_config_last_reload_successful"); got != 1 {
 		t.Errorf("last_reload_successful = %v; want 1", got)
 	}
 	if a := pay("p3"); a.status != 201 {

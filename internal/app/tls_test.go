@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/config"
+	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/tlsconf/tlstest"
 )
 
@@ -251,7 +252,7 @@ tls:
 // lets one of them order it, and both serve that one certificate.
 func TestTLSACMEReplicasShareRedis(t *testing.T) {
 	t.Parallel()
-	addr := e2eRedisAddr(t)
+	addr := redistest.Addr(t)
 	pb := tlstest.StartPebble(t, tlstest.PebbleOptions{AlwaysValid: true})
 	root := filepath.Join(t.TempDir(), "ca.pem")
 	if err := os.WriteFile(root, pb.ServerRootPEM, 0o600); err != nil {

@@ -1,11 +1,17 @@
 // Package testutil holds the small helpers several packages' tests share: a
-// settable clock and a goroutine-safe buffer for captured logs.
+// settable clock, a goroutine-safe buffer for captured logs, a dead address,
+// a silent go-redis logger and a metric reader.
 package testutil
 
 import (
 	"bytes"
+	"context"
+	"net"
 	"sync"
+	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Clock is a fake clock that moves only when told to. It is safe for
@@ -51,4 +57,60 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// DeadAddr returns a loopback address that refuses connections: listened
+// on, then closed (caddy's retries_test.go does the same).
+func DeadAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// DiscardLogger is a go-redis logger that writes nothing, for tests whose
+// dead servers would flood go-redis's global logger:
+// redis.SetLogger(testutil.DiscardLogger{}).
+type DiscardLogger struct{}
+
+// Printf discards its arguments.
+func (DiscardLogger) Printf(context.Context, string, ...any) {}
+
+// Gathered returns the value of the counter or gauge series of family name
+// in g whose labels include labels (name, value pairs), or -1 when there is
+// none.
+func Gathered(t testing.TB, g prometheus.Gatherer, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				have[lp.GetName()] = lp.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if have[labels[i]] != labels[i+1] {
+					continue series
+				}
+			}
+			switch {
+			case m.GetCounter() != nil:
+				return m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
 }

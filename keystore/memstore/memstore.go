@@ -33,16 +33,6 @@ import (
 	"github.com/idemgate/idemgate/keystore"
 )
 
-// Clock tells the time. The zero Options use the system clock; tests inject a
-// fake one.
-type Clock interface {
-	Now() time.Time
-}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
 // Options configure a [Store]. Zero fields take the documented defaults.
 type Options struct {
 	// MaxEntries is the most records held at once. Default 1,000,000.
@@ -52,8 +42,8 @@ type Options struct {
 	MaxBytes int64
 	// SweepInterval is how often expired records are reclaimed. Default 1m.
 	SweepInterval time.Duration
-	// Clock is the store's clock. Default: the system clock.
-	Clock Clock
+	// Now is the store's clock. Default time.Now; tests inject a fake one.
+	Now func() time.Time
 }
 
 // entryOverhead is the bytes accounted to a record beside its encoded
@@ -67,7 +57,7 @@ const numShards = 64
 type Store struct {
 	maxEntries int64
 	maxBytes   int64
-	clock      Clock
+	clock      func() time.Time
 	base       time.Time // entries keep times as offsets from base
 
 	entries   atomic.Int64 // records held
@@ -138,15 +128,15 @@ func New(opts Options) *Store {
 	if opts.SweepInterval <= 0 {
 		opts.SweepInterval = time.Minute
 	}
-	if opts.Clock == nil {
-		opts.Clock = systemClock{}
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	s := &Store{
 		maxEntries: int64(opts.MaxEntries),
 		maxBytes:   opts.MaxBytes,
-		clock:      opts.Clock,
+		clock:      opts.Now,
 	}
-	s.base = s.clock.Now()
+	s.base = s.clock()
 	for i := range s.shards {
 		s.shards[i].m = make(map[keystore.Key]*entry)
 		s.shards[i].tombs = make(map[tomb]time.Duration)
@@ -159,7 +149,7 @@ func New(opts Options) *Store {
 }
 
 // now returns the store clock's time as an offset from base.
-func (s *Store) now() time.Duration { return s.clock.Now().Sub(s.base) }
+func (s *Store) now() time.Duration { return s.clock().Sub(s.base) }
 
 // at returns the time of an offset from base.
 func (s *Store) at(d time.Duration) time.Time { return s.base.Add(d) }

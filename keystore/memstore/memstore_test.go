@@ -21,7 +21,7 @@ type fakeClock = testutil.Clock
 
 func newTestStore(t testing.TB, opts Options) (*Store, *fakeClock) {
 	clk := testutil.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	opts.Clock = clk
+	opts.Now = clk.Now
 	s := New(opts)
 	t.Cleanup(func() { s.Close() })
 	return s, clk

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/redistest"
 )
 
 func TestCheck(t *testing.T) {
@@ -72,7 +74,7 @@ func TestCheckUnreachable(t *testing.T) {
 }
 
 func TestCheckCluster(t *testing.T) {
-	o := clientOptions(t, topologies[1]) // skips without the test cluster
+	o := clientOptions(t, redistest.Cluster) // skips without the test cluster
 	c, err := NewClient(o)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore"
 )
 
@@ -130,18 +131,6 @@ func TestGlobEscape(t *testing.T) {
 	}
 }
 
-// deadAddr returns an address where nothing listens.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 // silentAddr returns an address that accepts connections, reads what it
 // is sent and never answers.
 func silentAddr(t *testing.T) string {
@@ -189,9 +178,9 @@ func TestUnreachable(t *testing.T) {
 		max   time.Duration
 	}{
 		// Connection refused needs no timeout at all; 2 × timeout is the bound.
-		{"dead standalone", func(t *testing.T) []string { return []string{deadAddr(t)} }, ClientOptions{}, 2 * timeout},
-		{"dead cluster", func(t *testing.T) []string { return []string{deadAddr(t), deadAddr(t)} }, ClientOptions{}, 2 * timeout},
-		{"dead sentinels", func(t *testing.T) []string { return []string{deadAddr(t), deadAddr(t)} }, ClientOptions{MasterName: "m"}, 2 * timeout},
+		{"dead standalone", func(t *testing.T) []string { return []string{testutil.DeadAddr(t)} }, ClientOptions{}, 2 * timeout},
+		{"dead cluster", func(t *testing.T) []string { return []string{testutil.DeadAddr(t), testutil.DeadAddr(t)} }, ClientOptions{}, 2 * timeout},
+		{"dead sentinels", func(t *testing.T) []string { return []string{testutil.DeadAddr(t), testutil.DeadAddr(t)} }, ClientOptions{MasterName: "m"}, 2 * timeout},
 		// A silent server costs one read timeout; a Cluster may resend once
 		// (MaxRedirects 1) after its topology query timed out.
 		{"silent standalone", func(t *testing.T) []string { return []string{silentAddr(t)} }, ClientOptions{}, 2 * timeout},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/sealed"
 	"github.com/idemgate/idemgate/keystore/storetest"
@@ -18,8 +19,8 @@ import (
 // The sealed wrapper passes the suite on Redis too.
 func TestConformanceSealed(t *testing.T) {
 	t.Parallel()
-	c := newClient(t, topologies[0])
-	prefix := newPrefix(t)
+	c := newClient(t, redistest.Standalone)
+	prefix := redistest.Prefix(t)
 	key, err := sealed.ParseKey("q83vEjRWeJCrze8SNFZ4kKvN7xI0VniQq83vEjRWeJA=")
 	if err != nil {
 		t.Fatal(err)
@@ -41,10 +42,10 @@ func TestConformanceSealed(t *testing.T) {
 // Not parallel: it moves the master under every other Sentinel test, so it
 // runs before the parallel tests start.
 func TestSentinelFailover(t *testing.T) {
-	topo := topologies[2]
+	topo := redistest.Sentinel
 	o := clientOptions(t, topo)
 	c := newClient(t, topo)
-	s := newStore(t, c, newPrefix(t))
+	s := newStore(t, c, redistest.Prefix(t))
 	ctx := t.Context()
 
 	sentinel := redis.NewSentinelClient(&redis.Options{Addr: o.Addrs[0], DialTimeout: time.Second, ReadTimeout: time.Second})

@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/storetest"
 )
@@ -91,8 +92,8 @@ return {8, r.st, r.fp, r.rt, r.tk, r.cl, r.le, r.ex, a}
 
 func TestFirstReleaseReadsNewRecords(t *testing.T) {
 	t.Parallel()
-	c := newClient(t, topologies[0])
-	s := newStore(t, c, newPrefix(t))
+	c := newClient(t, redistest.Standalone)
+	s := newStore(t, c, redistest.Prefix(t))
 	ctx := t.Context()
 	fp := keystore.Fingerprint(keystore.NewKey("fp", "a"))
 	firstGet := func(k keystore.Key) []any {

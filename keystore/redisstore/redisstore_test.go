@@ -2,11 +2,8 @@ package redisstore
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"net/http"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,66 +13,25 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/storetest"
 )
-
-// Tests against real servers read their addresses from the environment
-// (scripts/redis-test.sh writes them). Without them the tests skip, unless
-// IDEMGATE_REQUIRE_REDIS=1, as in `make test`, where they fail.
-type topology struct {
-	name string
-	env  []string // variables that must be set
-	opts func(env []string) ClientOptions
-}
-
-var topologies = []topology{
-	{
-		name: "standalone",
-		env:  []string{"IDEMGATE_TEST_REDIS_ADDR"},
-		opts: func(v []string) ClientOptions { return ClientOptions{Addrs: []string{v[0]}} },
-	},
-	{
-		name: "cluster",
-		env:  []string{"IDEMGATE_TEST_REDIS_CLUSTER_ADDRS"},
-		opts: func(v []string) ClientOptions { return ClientOptions{Addrs: strings.Split(v[0], ",")} },
-	},
-	{
-		name: "sentinel",
-		env:  []string{"IDEMGATE_TEST_REDIS_SENTINEL_ADDRS", "IDEMGATE_TEST_REDIS_SENTINEL_MASTER"},
-		opts: func(v []string) ClientOptions {
-			return ClientOptions{Addrs: strings.Split(v[0], ","), MasterName: v[1]}
-		},
-	},
-}
 
 // testTimeout is generous: tests run in parallel under -race on small
 // machines, and a dead server fails fast anyway (see client_test.go).
 const testTimeout = 2 * time.Second
 
-// clientOptions returns topo's options, or skips (fails under
-// IDEMGATE_REQUIRE_REDIS=1) when its variables are unset.
-func clientOptions(t testing.TB, topo topology) ClientOptions {
+// clientOptions returns topo's options with the test timeout, or skips
+// (see redistest).
+func clientOptions(t testing.TB, topo redistest.Topology) ClientOptions {
 	t.Helper()
-	vals := make([]string, len(topo.env))
-	for i, name := range topo.env {
-		vals[i] = os.Getenv(name)
-		if vals[i] != "" {
-			continue
-		}
-		msg := name + " is not set: start Redis with `scripts/redis-test.sh start DIR` and export `scripts/redis-test.sh env DIR`"
-		if os.Getenv("IDEMGATE_REQUIRE_REDIS") == "1" {
-			t.Fatalf("IDEMGATE_REQUIRE_REDIS=1 but %s", msg)
-		}
-		t.Skip(msg)
-	}
-	o := topo.opts(vals)
-	o.Timeout = testTimeout
-	return o
+	s := topo.Find(t)
+	return ClientOptions{Addrs: s.Addrs, MasterName: s.MasterName, ClusterMode: s.Cluster, Timeout: testTimeout}
 }
 
 // newClient returns a client for topo, closed when the test ends.
-func newClient(t testing.TB, topo topology) redis.UniversalClient {
+func newClient(t testing.TB, topo redistest.Topology) redis.UniversalClient {
 	t.Helper()
 	c, err := NewClient(clientOptions(t, topo))
 	if err != nil {
@@ -83,13 +39,6 @@ func newClient(t testing.TB, topo topology) redis.UniversalClient {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
-}
-
-// newPrefix returns a key prefix no other test or run uses.
-func newPrefix(t testing.TB) string {
-	var b [6]byte
-	rand.Read(b[:])
-	return "idemgate-test:" + hex.EncodeToString(b[:]) + ":"
 }
 
 func newStore(t testing.TB, c redis.UniversalClient, prefix string) *Store {
@@ -105,21 +54,11 @@ func newStore(t testing.TB, c redis.UniversalClient, prefix string) *Store {
 // advance moves s's clock: the scripts add the offset to Redis's TIME.
 func (s *Store) advance(d time.Duration) { s.offset.Add(d.Milliseconds()) }
 
-// eachTopology runs fn as a parallel subtest per topology.
-func eachTopology(t *testing.T, fn func(t *testing.T, topo topology)) {
-	for _, topo := range topologies {
-		t.Run(topo.name, func(t *testing.T) {
-			t.Parallel()
-			fn(t, topo)
-		})
-	}
-}
-
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	eachTopology(t, func(t *testing.T, topo topology) {
+	redistest.Each(t, func(t *testing.T, topo redistest.Topology) {
 		c := newClient(t, topo)
-		prefix := newPrefix(t)
+		prefix := redistest.Prefix(t)
 		storetest.Run(t, func(t *testing.T) (keystore.Store, func(time.Duration)) {
 			s := newStore(t, c, prefix)
 			return s, s.advance
@@ -139,8 +78,8 @@ func reserveOpts(fp string) keystore.ReserveOptions {
 // Two processes share one Redis: two clients, 64 goroutines, one winner.
 func TestRaceAcrossClients(t *testing.T) {
 	t.Parallel()
-	eachTopology(t, func(t *testing.T, topo topology) {
-		prefix := newPrefix(t)
+	redistest.Each(t, func(t *testing.T, topo redistest.Topology) {
+		prefix := redistest.Prefix(t)
 		stores := []*Store{newStore(t, newClient(t, topo), prefix), newStore(t, newClient(t, topo), prefix)}
 		for round := range 5 {
 			k := storetest.NewTestKey(t)
@@ -179,9 +118,9 @@ func TestRaceAcrossClients(t *testing.T) {
 // NOSCRIPT and the store falls back to EVAL.
 func TestScriptFlushFallback(t *testing.T) {
 	t.Parallel()
-	eachTopology(t, func(t *testing.T, topo topology) {
+	redistest.Each(t, func(t *testing.T, topo redistest.Topology) {
 		c := newClient(t, topo)
-		s := newStore(t, c, newPrefix(t))
+		s := newStore(t, c, redistest.Prefix(t))
 		ctx := t.Context()
 		k := storetest.NewTestKey(t)
 		res, err := s.Reserve(ctx, k, reserveOpts("a"))
@@ -225,8 +164,8 @@ var keyName = regexp.MustCompile(`^\{[0-9a-f]{64}\}$`)
 // Redis.
 func TestKeysAreHashes(t *testing.T) {
 	t.Parallel()
-	c := newClient(t, topologies[0])
-	prefix := newPrefix(t)
+	c := newClient(t, redistest.Standalone)
+	prefix := redistest.Prefix(t)
 	s := newStore(t, c, prefix)
 	ctx := t.Context()
 	raw := "client-key-8f1e2d"
@@ -255,8 +194,8 @@ func TestKeysAreHashes(t *testing.T) {
 // A value this package did not write is a distinct error, never "absent".
 func TestCorruptValue(t *testing.T) {
 	t.Parallel()
-	c := newClient(t, topologies[0])
-	prefix := newPrefix(t)
+	c := newClient(t, redistest.Standalone)
+	prefix := redistest.Prefix(t)
 	s := newStore(t, c, prefix)
 	ctx := t.Context()
 	for _, tc := range []struct {
@@ -320,7 +259,7 @@ func TestCorruptValue(t *testing.T) {
 		}
 	})
 	t.Run("listing", func(t *testing.T) {
-		s := newStore(t, c, newPrefix(t))
+		s := newStore(t, c, redistest.Prefix(t))
 		if err := c.Set(ctx, s.key(storetest.NewTestKey(t)), "garbage", time.Minute).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -334,8 +273,8 @@ func TestCorruptValue(t *testing.T) {
 // lost in a failover).
 func TestTokensNeverRepeat(t *testing.T) {
 	t.Parallel()
-	c := newClient(t, topologies[0])
-	s := newStore(t, c, newPrefix(t))
+	c := newClient(t, redistest.Standalone)
+	s := newStore(t, c, redistest.Prefix(t))
 	ctx := t.Context()
 	k := storetest.NewTestKey(t)
 	var last uint64
@@ -369,8 +308,8 @@ func TestTokensNeverRepeat(t *testing.T) {
 // resend a command after a network error.
 func TestScriptsSafeToResend(t *testing.T) {
 	t.Parallel()
-	c := newClient(t, topologies[0])
-	s := newStore(t, c, newPrefix(t))
+	c := newClient(t, redistest.Standalone)
+	s := newStore(t, c, redistest.Prefix(t))
 	ctx := t.Context()
 	k := storetest.NewTestKey(t)
 	fp := keystore.Fingerprint(keystore.NewKey("fp", "a"))
@@ -404,8 +343,8 @@ func TestScriptsSafeToResend(t *testing.T) {
 // A takeover is a new claim: the record lives for retention from it.
 func TestTakeoverExtendsRetention(t *testing.T) {
 	t.Parallel()
-	c := newClient(t, topologies[0])
-	s := newStore(t, c, newPrefix(t))
+	c := newClient(t, redistest.Standalone)
+	s := newStore(t, c, redistest.Prefix(t))
 	ctx := t.Context()
 	k := storetest.NewTestKey(t)
 	if _, err := s.Reserve(ctx, k, reserveOpts("a")); err != nil {
@@ -436,9 +375,9 @@ func TestTakeoverExtendsRetention(t *testing.T) {
 // InFlight lists claims on every master, oldest first.
 func TestInFlightAcrossMasters(t *testing.T) {
 	t.Parallel()
-	eachTopology(t, func(t *testing.T, topo topology) {
+	redistest.Each(t, func(t *testing.T, topo redistest.Topology) {
 		c := newClient(t, topo)
-		s := newStore(t, c, newPrefix(t))
+		s := newStore(t, c, redistest.Prefix(t))
 		ctx := t.Context()
 		want := map[keystore.Key]bool{}
 		for i := range 30 {
@@ -486,10 +425,10 @@ func TestInFlightAcrossMasters(t *testing.T) {
 }
 
 func BenchmarkStore(b *testing.B) {
-	for _, topo := range topologies[:2] {
-		b.Run(topo.name, func(b *testing.B) {
+	for _, topo := range []redistest.Topology{redistest.Standalone, redistest.Cluster} {
+		b.Run(topo.String(), func(b *testing.B) {
 			c := newClient(b, topo)
-			prefix := newPrefix(b)
+			prefix := redistest.Prefix(b)
 			storetest.Bench(b, func(b *testing.B) keystore.Store { return newStore(b, c, prefix) })
 		})
 	}

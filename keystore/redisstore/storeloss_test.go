@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/storetest"
 )
@@ -31,7 +32,7 @@ type ownRedis struct {
 
 func startOwnRedis(t *testing.T, n int) *ownRedis {
 	t.Helper()
-	o := clientOptions(t, topologies[0]) // skips without the test servers
+	o := clientOptions(t, redistest.Standalone) // skips without the test servers
 	_, port, err := net.SplitHostPort(o.Addrs[0])
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +119,7 @@ func TestFlushAllDuringClaim(t *testing.T) {
 	t.Parallel()
 	own := startOwnRedis(t, 0)
 	c := own.client(t, testTimeout)
-	s := newStore(t, c, newPrefix(t))
+	s := newStore(t, c, redistest.Prefix(t))
 	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 	w := newEpochWatcher(s, EpochOptions{Now: func() time.Time { return now }})
 	ctx := t.Context()
@@ -175,7 +176,7 @@ func TestLostClaimReplyReleased(t *testing.T) {
 	t.Parallel()
 	own := startOwnRedis(t, 1)
 	c := own.client(t, 300*time.Millisecond)
-	s := newStore(t, c, newPrefix(t))
+	s := newStore(t, c, redistest.Prefix(t))
 	ctx := t.Context()
 	const lease = 2 * time.Minute
 	opts := func(id keystore.ClaimID) keystore.ReserveOptions {
@@ -255,7 +256,7 @@ func TestRestartWithoutPersistenceDetected(t *testing.T) {
 	t.Parallel()
 	own := startOwnRedis(t, 2)
 	c := own.client(t, testTimeout)
-	s := newStore(t, c, newPrefix(t))
+	s := newStore(t, c, redistest.Prefix(t))
 	ctx := t.Context()
 	resets := make(chan Reset, 4)
 	w := s.WatchEpoch(EpochOptions{OnReset: func(r Reset) { resets <- r }})
@@ -304,9 +305,9 @@ func TestRestartWithoutPersistenceDetected(t *testing.T) {
 // one reset. Another replica's watcher shares the markers without counting.
 func TestEpochMarkers(t *testing.T) {
 	t.Parallel()
-	eachTopology(t, func(t *testing.T, topo topology) {
+	redistest.Each(t, func(t *testing.T, topo redistest.Topology) {
 		c := newClient(t, topo)
-		s := newStore(t, c, newPrefix(t))
+		s := newStore(t, c, redistest.Prefix(t))
 		ctx := t.Context()
 		w := newEpochWatcher(s, EpochOptions{})
 		if resets, err := w.check(ctx); err != nil || len(resets) != 0 {
@@ -367,7 +368,7 @@ func TestEpochMarkers(t *testing.T) {
 // hashSlot agrees with Redis's CLUSTER KEYSLOT.
 func TestHashSlot(t *testing.T) {
 	t.Parallel()
-	c := newClient(t, topologies[1])
+	c := newClient(t, redistest.Cluster)
 	for _, key := range []string{"0", "1", "42", "epoch", "idemgate:epoch", "a-much-longer-key-with-text", "123456789"} {
 		want, err := c.ClusterKeySlot(t.Context(), key).Result()
 		if err != nil {
@@ -387,8 +388,8 @@ func TestHashSlot(t *testing.T) {
 // the upgrade replays.
 func TestFirstReleaseRecords(t *testing.T) {
 	t.Parallel()
-	c := newClient(t, topologies[0])
-	s := newStore(t, c, newPrefix(t))
+	c := newClient(t, redistest.Standalone)
+	s := newStore(t, c, redistest.Prefix(t))
 	ctx := t.Context()
 	now, err := c.Time(ctx).Result()
 	if err != nil {
@@ -464,7 +465,7 @@ func TestEpochCheckUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	s := newStore(t, c, newPrefix(t))
+	s := newStore(t, c, redistest.Prefix(t))
 	w := newEpochWatcher(s, EpochOptions{})
 	if _, err := w.check(t.Context()); err == nil {
 		t.Fatal("check against a dead address = nil; want an error")

@@ -26,7 +26,7 @@ type fakeClock = testutil.Clock
 
 func newMem(t testing.TB) (*memstore.Store, *fakeClock) {
 	clk := testutil.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	m := memstore.New(memstore.Options{Clock: clk})
+	m := memstore.New(memstore.Options{Now: clk.Now})
 	t.Cleanup(func() { m.Close() })
 	return m, clk
 }

@@ -7,7 +7,7 @@
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, func(t *testing.T) (keystore.Store, func(time.Duration)) {
 //			clk := newFakeClock()
-//			s := memstore.New(memstore.Options{Clock: clk})
+//			s := memstore.New(memstore.Options{Now: clk.Now})
 //			t.Cleanup(func() { s.Close() })
 //			return s, clk.Advance
 //		})

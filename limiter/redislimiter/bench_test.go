@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/limiter"
 	"github.com/idemgate/idemgate/limiter/redislimiter"
 )
@@ -17,8 +18,8 @@ import (
 // cache never answers. BenchmarkAllowLatency is one goroutine: the round
 // trip.
 func BenchmarkAllow(b *testing.B) {
-	for _, topo := range topologies {
-		b.Run(topo.name, func(b *testing.B) {
+	for _, topo := range redistest.All() {
+		b.Run(topo.String(), func(b *testing.B) {
 			c := newClient(b, topo)
 			be := newBackend(b, c, nil, redislimiter.Options{})
 			limiters := []struct {
@@ -59,7 +60,7 @@ func BenchmarkAllow(b *testing.B) {
 // BenchmarkAllowDenied is the hot path of a flood: a client Redis already
 // refused is answered by the deny cache, without a round trip.
 func BenchmarkAllowDenied(b *testing.B) {
-	c := newClient(b, topologies[0])
+	c := newClient(b, redistest.Standalone)
 	be := newBackend(b, c, nil, redislimiter.Options{})
 	l := newRoute(b, be, "route:w", limiter.RouteOptions{Algorithm: limiter.Window, Requests: 1, Per: time.Hour})
 	k := key("198.51.100.1")
@@ -81,7 +82,7 @@ func BenchmarkAllowDenied(b *testing.B) {
 }
 
 func BenchmarkAllowLatency(b *testing.B) {
-	c := newClient(b, topologies[0])
+	c := newClient(b, redistest.Standalone)
 	l := newEdge(b, newBackend(b, c, nil, redislimiter.Options{}), limiter.EdgeOptions{Rate: 1 << 20, Burst: 200})
 	k := key("198.51.100.1")
 	b.ReportAllocs()

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore/redisstore"
 	"github.com/idemgate/idemgate/limiter"
 	"github.com/idemgate/idemgate/limiter/redislimiter"
@@ -54,18 +55,6 @@ func (l *logBuffer) lines(t *testing.T, level string) []map[string]any {
 
 func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewJSONHandler(l, nil)) }
 
-// deadAddr returns an address that refuses connections: listened on, then
-// closed.
-func deadAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 func clientFor(t *testing.T, addr string, timeout time.Duration) redis.UniversalClient {
 	c, err := redisstore.NewClient(redisstore.ClientOptions{Addrs: []string{addr}, Timeout: timeout})
 	if err != nil {
@@ -82,7 +71,7 @@ func TestRedisDown(t *testing.T) {
 	t.Parallel()
 	var logs logBuffer
 	clk := newClock()
-	b := newBackend(t, clientFor(t, deadAddr(t), 200*time.Millisecond), nil, redislimiter.Options{Logger: logs.logger()})
+	b := newBackend(t, clientFor(t, testutil.DeadAddr(t), 200*time.Millisecond), nil, redislimiter.Options{Logger: logs.logger()})
 	edge := newEdge(t, b, limiter.EdgeOptions{Rate: 1, Burst: 0})
 	route := newRoute(t, b, "route:w", limiter.RouteOptions{Algorithm: limiter.Window, Requests: 1, Per: time.Minute})
 	a := key("192.0.2.1")
@@ -180,10 +169,7 @@ func TestRedisHangs(t *testing.T) {
 // retry interval, with the state Redis kept.
 func TestRedisRecovers(t *testing.T) {
 	t.Parallel()
-	addr := os.Getenv("IDEMGATE_TEST_REDIS_ADDR")
-	if addr == "" {
-		newClient(t, topologies[0]) // skips, or fails under IDEMGATE_REQUIRE_REDIS=1
-	}
+	addr := redistest.Addr(t)
 	g := &gate{target: addr, addr: "127.0.0.1:0"}
 	if err := g.open(); err != nil {
 		t.Fatal(err)

@@ -5,8 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/netip"
-	"os"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,39 +12,19 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore/redisstore"
 	"github.com/idemgate/idemgate/limiter"
 	"github.com/idemgate/idemgate/limiter/redislimiter"
 )
 
-type discardLogger struct{}
-
-func (discardLogger) Printf(context.Context, string, ...any) {}
-
 // TestMain silences go-redis's process-wide logger, which the dead-server
 // tests would flood with dial errors, and checks that no test leaves a
 // goroutine behind (deny-cache sweepers, connections).
 func TestMain(m *testing.M) {
-	redis.SetLogger(discardLogger{})
+	redis.SetLogger(testutil.DiscardLogger{})
 	goleak.VerifyTestMain(m)
-}
-
-// Tests against real servers read their addresses from the environment
-// (scripts/redis-test.sh writes them). Without them the tests skip, unless
-// IDEMGATE_REQUIRE_REDIS=1, as in `make test`, where they fail.
-type topology struct {
-	name string
-	env  string
-	opts func(v string) redisstore.ClientOptions
-}
-
-var topologies = []topology{
-	{"standalone", "IDEMGATE_TEST_REDIS_ADDR", func(v string) redisstore.ClientOptions {
-		return redisstore.ClientOptions{Addrs: []string{v}}
-	}},
-	{"cluster", "IDEMGATE_TEST_REDIS_CLUSTER_ADDRS", func(v string) redisstore.ClientOptions {
-		return redisstore.ClientOptions{Addrs: strings.Split(v, ",")}
-	}},
 }
 
 // testTimeout is generous: tests run in parallel under -race on small
@@ -54,20 +32,11 @@ var topologies = []topology{
 const testTimeout = 2 * time.Second
 
 // newClient returns a client for topo, closed when the test ends, or skips
-// (fails under IDEMGATE_REQUIRE_REDIS=1) when its variable is unset.
-func newClient(t testing.TB, topo topology) redis.UniversalClient {
+// (see redistest).
+func newClient(t testing.TB, topo redistest.Topology) redis.UniversalClient {
 	t.Helper()
-	v := os.Getenv(topo.env)
-	if v == "" {
-		msg := topo.env + " is not set: start Redis with `scripts/redis-test.sh start DIR` and export `scripts/redis-test.sh env DIR`"
-		if os.Getenv("IDEMGATE_REQUIRE_REDIS") == "1" {
-			t.Fatalf("IDEMGATE_REQUIRE_REDIS=1 but %s", msg)
-		}
-		t.Skip(msg)
-	}
-	o := topo.opts(v)
-	o.Timeout = testTimeout
-	c, err := redisstore.NewClient(o)
+	s := topo.Find(t)
+	c, err := redisstore.NewClient(redisstore.ClientOptions{Addrs: s.Addrs, MasterName: s.MasterName, ClusterMode: s.Cluster, Timeout: testTimeout})
 	if err != nil {
 		t.Fatalf("NewClient = %v", err)
 	}
@@ -77,12 +46,7 @@ func newClient(t testing.TB, topo topology) redis.UniversalClient {
 
 // eachTopology runs fn as a parallel subtest per topology.
 func eachTopology(t *testing.T, fn func(t *testing.T, c redis.UniversalClient)) {
-	for _, topo := range topologies {
-		t.Run(topo.name, func(t *testing.T) {
-			t.Parallel()
-			fn(t, newClient(t, topo))
-		})
-	}
+	redistest.Each(t, func(t *testing.T, topo redistest.Topology) { fn(t, newClient(t, topo)) })
 }
 
 // newPrefix returns a key prefix no other test or run uses.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/limiter"
 	"github.com/idemgate/idemgate/limiter/redislimiter"
 	"github.com/idemgate/idemgate/proxy"
@@ -16,7 +17,7 @@ import (
 
 // replica is one proxy (as one process would run it) whose limiters share
 // Redis with the other replicas: its own client, Backend and limiters.
-func replica(t *testing.T, topo topology, prefix string, clk *clock, upstream string, route limiter.RouteOptions) *httptest.Server {
+func replica(t *testing.T, topo redistest.Topology, prefix string, clk *clock, upstream string, route limiter.RouteOptions) *httptest.Server {
 	t.Helper()
 	b := newBackend(t, newClient(t, topo), clk, redislimiter.Options{KeyPrefix: prefix})
 	edge := newEdge(t, b, nginxDefault)
@@ -75,8 +76,8 @@ func TestTwoReplicasShareOneBudget(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	}))
 	t.Cleanup(up.Close) // after the parallel subtests
-	for _, topo := range topologies {
-		t.Run(topo.name, func(t *testing.T) {
+	for _, topo := range redistest.All() {
+		t.Run(topo.String(), func(t *testing.T) {
 			t.Parallel()
 			clk := newClock()
 			prefix := newPrefix()

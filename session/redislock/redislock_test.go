@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -24,13 +23,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore/redisstore"
 	"github.com/idemgate/idemgate/session"
 )
-
-type discardLogger struct{}
-
-func (discardLogger) Printf(context.Context, string, ...any) {}
 
 func TestMain(m *testing.M) {
 	if os.Getenv("IDEMGATE_LOCK_HELPER") == "1" {
@@ -38,22 +35,14 @@ func TestMain(m *testing.M) {
 		return
 	}
 	// The dead-server test would flood go-redis's global logger.
-	redis.SetLogger(discardLogger{})
+	redis.SetLogger(testutil.DiscardLogger{})
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"))
 }
 
-// redisAddrs returns the Redis set-up named by env, skipping (or failing
-// with IDEMGATE_REQUIRE_REDIS=1) when it is not there.
-func redisAddrs(t testing.TB, env string) []string {
+// redisAddrs returns the addresses of topo, or skips (see redistest).
+func redisAddrs(t testing.TB, topo redistest.Topology) []string {
 	t.Helper()
-	v := os.Getenv(env)
-	if v == "" {
-		if os.Getenv("IDEMGATE_REQUIRE_REDIS") == "1" {
-			t.Fatalf("IDEMGATE_REQUIRE_REDIS=1 but %s is not set", env)
-		}
-		t.Skipf("%s not set (scripts/redis-test.sh)", env)
-	}
-	return strings.Split(v, ",")
+	return topo.Find(t).Addrs
 }
 
 // newClient returns a client with a 5 s timeout: on a busy machine the
@@ -104,11 +93,11 @@ func TestMutualExclusion(t *testing.T) {
 	t.Parallel()
 	t.Run("standalone", func(t *testing.T) {
 		t.Parallel()
-		testMutualExclusion(t, redisAddrs(t, "IDEMGATE_TEST_REDIS_ADDR"))
+		testMutualExclusion(t, redisAddrs(t, redistest.Standalone))
 	})
 	t.Run("cluster", func(t *testing.T) {
 		t.Parallel()
-		testMutualExclusion(t, redisAddrs(t, "IDEMGATE_TEST_REDIS_CLUSTER_ADDRS"))
+		testMutualExclusion(t, redisAddrs(t, redistest.Cluster))
 	})
 }
 
@@ -180,7 +169,7 @@ func testMutualExclusion(t *testing.T, addrs []string) {
 // release wakes the other replica's waiter through pub/sub.
 func TestReleaseWakesWaiter(t *testing.T) {
 	t.Parallel()
-	addrs := redisAddrs(t, "IDEMGATE_TEST_REDIS_ADDR")
+	addrs := redisAddrs(t, redistest.Standalone)
 	prefix := testPrefix(t)
 	opts := Options{KeyPrefix: prefix, PollInterval: 5 * time.Second, NextTTL: 20 * time.Second}
 	a, b := newLocker(t, addrs, opts), newLocker(t, addrs, opts)
@@ -236,7 +225,7 @@ func TestReleaseWakesWaiter(t *testing.T) {
 // turn, so when a releases and asks again at once, b goes first.
 func TestNextTurnGoesToOtherReplica(t *testing.T) {
 	t.Parallel()
-	addrs := redisAddrs(t, "IDEMGATE_TEST_REDIS_ADDR")
+	addrs := redisAddrs(t, redistest.Standalone)
 	prefix := testPrefix(t)
 	a, b := newLocker(t, addrs, Options{KeyPrefix: prefix}), newLocker(t, addrs, Options{KeyPrefix: prefix})
 	k := session.NewKey("fair")
@@ -284,7 +273,7 @@ func TestNextTurnGoesToOtherReplica(t *testing.T) {
 // and a waiter takes it with a larger fencing token.
 func TestAbandonedLockExpires(t *testing.T) {
 	t.Parallel()
-	addrs := redisAddrs(t, "IDEMGATE_TEST_REDIS_ADDR")
+	addrs := redisAddrs(t, redistest.Standalone)
 	prefix := testPrefix(t)
 	const lease = time.Second
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -385,7 +374,7 @@ func holdAndHang() {
 // waits for another replica's lock, it is one of the QueueDepth waiters.
 func TestHolderWaitingCountsAsWaiting(t *testing.T) {
 	t.Parallel()
-	addrs := redisAddrs(t, "IDEMGATE_TEST_REDIS_ADDR")
+	addrs := redisAddrs(t, redistest.Standalone)
 	prefix := testPrefix(t)
 	other := newLocker(t, addrs, Options{KeyPrefix: prefix})
 	var waiting atomic.Int64
@@ -446,7 +435,7 @@ func (waitingGauge) Fallback()                            {}
 // turn is cleared, so it does not hold up anyone.
 func TestTimeoutWhileWaitingForLock(t *testing.T) {
 	t.Parallel()
-	addrs := redisAddrs(t, "IDEMGATE_TEST_REDIS_ADDR")
+	addrs := redisAddrs(t, redistest.Standalone)
 	prefix := testPrefix(t)
 	l := newLocker(t, addrs, Options{KeyPrefix: prefix})
 	q, err := session.New(session.Options{QueueDepth: 4, QueueTimeout: 300 * time.Millisecond, Locker: l})
@@ -481,13 +470,7 @@ func TestTimeoutWhileWaitingForLock(t *testing.T) {
 // queue after one failed call, and the fallback is counted.
 func TestUnreachableFallsBack(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close()
-	c, err := redisstore.NewClient(redisstore.ClientOptions{Addrs: []string{dead}, Timeout: 200 * time.Millisecond})
+	c, err := redisstore.NewClient(redisstore.ClientOptions{Addrs: []string{testutil.DeadAddr(t)}, Timeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -527,7 +510,7 @@ func (f fallbackCounter) Fallback()                          { f.n.Add(1) }
 // when its key is deleted behind its back, the renewal reports the loss.
 func TestRenewalAndLoss(t *testing.T) {
 	t.Parallel()
-	addrs := redisAddrs(t, "IDEMGATE_TEST_REDIS_ADDR")
+	addrs := redisAddrs(t, redistest.Standalone)
 	prefix := testPrefix(t)
 	const lease = time.Second
 	lost := make(chan struct{}, 1)
@@ -574,7 +557,7 @@ func TestKeyPrefix(t *testing.T) {
 // lock: Acquire (one acquire script) and Release (one release script), on
 // a local Redis.
 func BenchmarkTurnRedis(b *testing.B) {
-	addrs := redisAddrs(b, "IDEMGATE_TEST_REDIS_ADDR")
+	addrs := redisAddrs(b, redistest.Standalone)
 	l := newLocker(b, addrs, Options{KeyPrefix: testPrefix(b)})
 	q, err := session.New(session.Options{QueueDepth: 4, Locker: l})
 	if err != nil {

@@ -14,44 +14,21 @@ import (
 	"github.com/caddyserver/certmagic"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/keystore/redisstore"
 	"github.com/idemgate/idemgate/tlsconf/redisstorage"
 	"github.com/idemgate/idemgate/tlsconf/storagetest"
 )
 
-// topologies are the real Redis set-ups scripts/redis-test.sh starts,
-// by the environment variables naming them.
-func topologies(t *testing.T) map[string]redisstore.ClientOptions {
+// options returns topo's client options, or skips (see redistest).
+func options(t *testing.T, topo redistest.Topology) redisstore.ClientOptions {
 	t.Helper()
-	tops := map[string]redisstore.ClientOptions{}
-	if a := os.Getenv("IDEMGATE_TEST_REDIS_ADDR"); a != "" {
-		tops["standalone"] = redisstore.ClientOptions{Addrs: []string{a}}
-	}
-	if a := os.Getenv("IDEMGATE_TEST_REDIS_CLUSTER_ADDRS"); a != "" {
-		tops["cluster"] = redisstore.ClientOptions{Addrs: strings.Split(a, ","), ClusterMode: true}
-	}
-	if a, m := os.Getenv("IDEMGATE_TEST_REDIS_SENTINEL_ADDRS"), os.Getenv("IDEMGATE_TEST_REDIS_SENTINEL_MASTER"); a != "" && m != "" {
-		tops["sentinel"] = redisstore.ClientOptions{Addrs: strings.Split(a, ","), MasterName: m}
-	}
-	if len(tops) == 0 {
-		if os.Getenv("IDEMGATE_REQUIRE_REDIS") == "1" {
-			t.Fatal("IDEMGATE_REQUIRE_REDIS=1 but IDEMGATE_TEST_REDIS_ADDR is not set")
-		}
-		t.Skip("IDEMGATE_TEST_REDIS_ADDR not set (scripts/redis-test.sh)")
-	}
-	return tops
+	s := topo.Find(t)
+	return redisstore.ClientOptions{Addrs: s.Addrs, MasterName: s.MasterName, ClusterMode: s.Cluster}
 }
 
 // standalone returns the standalone server's client options.
-func standalone(t *testing.T) redisstore.ClientOptions {
-	t.Helper()
-	tops := topologies(t)
-	o, ok := tops["standalone"]
-	if !ok {
-		t.Skip("IDEMGATE_TEST_REDIS_ADDR not set")
-	}
-	return o
-}
+func standalone(t *testing.T) redisstore.ClientOptions { return options(t, redistest.Standalone) }
 
 func newClient(t *testing.T, o redisstore.ClientOptions) redis.UniversalClient {
 	t.Helper()
@@ -86,15 +63,13 @@ func open(t *testing.T, o redisstore.ClientOptions, opts redisstorage.Options) *
 // on every available topology.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	for name, o := range topologies(t) {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			storagetest.Run(t, func(t *testing.T) storagetest.Opener {
-				opts := redisstorage.Options{KeyPrefix: prefix(t), LockTTL: 2 * time.Second, LockPoll: 10 * time.Millisecond}
-				return func(t *testing.T) certmagic.Storage { return open(t, o, opts) }
-			}, storagetest.Options{LockWait: 3 * time.Second})
-		})
-	}
+	redistest.Each(t, func(t *testing.T, topo redistest.Topology) {
+		o := options(t, topo)
+		storagetest.Run(t, func(t *testing.T) storagetest.Opener {
+			opts := redisstorage.Options{KeyPrefix: prefix(t), LockTTL: 2 * time.Second, LockPoll: 10 * time.Millisecond}
+			return func(t *testing.T) certmagic.Storage { return open(t, o, opts) }
+		}, storagetest.Options{LockWait: 3 * time.Second})
+	})
 }
 
 // waitFor polls cond every few milliseconds until it holds or d passes.

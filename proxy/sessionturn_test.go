@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/memstore"
 	"github.com/idemgate/idemgate/keystore/redisstore"
@@ -535,20 +536,6 @@ func TestSessionLoad(t *testing.T) {
 	loadSessions(t, up, []string{tp.URL}, 20, 50, 20*time.Millisecond)
 }
 
-// redisTestAddr returns the test Redis, skipping (or failing, with
-// IDEMGATE_REQUIRE_REDIS=1) when there is none.
-func redisTestAddr(t *testing.T) string {
-	t.Helper()
-	addr := os.Getenv("IDEMGATE_TEST_REDIS_ADDR")
-	if addr == "" {
-		if os.Getenv("IDEMGATE_REQUIRE_REDIS") == "1" {
-			t.Fatal("IDEMGATE_REQUIRE_REDIS=1 but IDEMGATE_TEST_REDIS_ADDR is not set")
-		}
-		t.Skip("IDEMGATE_TEST_REDIS_ADDR not set (scripts/redis-test.sh)")
-	}
-	return addr
-}
-
 // newRedisSessionProxy is one replica: its own Redis clients, the Redis
 // key store and the Redis session lock under prefix.
 //
@@ -615,7 +602,7 @@ func newRedisSessionProxy(t *testing.T, up, addr, prefix string, depth int, m se
 // alternate between them. No Redis key name holds a raw session id.
 func TestSessionLoadTwoReplicas(t *testing.T) {
 	t.Parallel()
-	addr := redisTestAddr(t)
+	addr := redistest.Addr(t)
 	prefix := fmt.Sprintf("idemgate-test:%s:%d:%d:", t.Name(), os.Getpid(), time.Now().UnixNano())
 	up := newSessionUpstream(t)
 	m := &sessionCounters{}

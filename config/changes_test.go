@@ -1,0 +1,41 @@
+package config
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestRestartOnly: routes, mode, edge_limit, sessions and the limiter's
+// other keys reload; everything else, limiter.backend included, needs a
+// restart.
+func TestRestartOnly(t *testing.T) {
+	t.Parallel()
+	for key, want := range map[string]bool{
+		"routes": false, "mode": false, "edge_limit.rate": false, "sessions.queue_depth": false,
+		"limiter.max_clients": false, "limiter.ietf_headers": false,
+		"limiter.backend": true, "listen": true, "store.backend": true, "idempotency.lease": true, "upstream.url": true,
+	} {
+		if got := RestartOnly(key); got != want {
+			t.Errorf("RestartOnly(%q) = %v; want %v", key, got, want)
+		}
+	}
+}
+
+// TestWithKeys: the named keys take from's values, nested ones included;
+// the others keep c's, and c itself is not changed.
+func TestWithKeys(t *testing.T) {
+	t.Parallel()
+	start, next := Default(), Default()
+	next.Listen, next.Idempotency.Lease, next.EdgeLimit.Rate = ":9999", time.Hour, 7
+	got := next.WithKeys(start, []string{"listen", "idempotency.lease", "no.such.key"})
+	if got.Listen != start.Listen || got.Idempotency.Lease != start.Idempotency.Lease || got.EdgeLimit.Rate != 7 {
+		t.Errorf("WithKeys = listen %q, lease %v, edge rate %v; want %q, %v, 7", got.Listen, got.Idempotency.Lease, got.EdgeLimit.Rate, start.Listen, start.Idempotency.Lease)
+	}
+	if next.Listen != ":9999" {
+		t.Errorf("WithKeys changed its receiver")
+	}
+	if keys := ChangedKeys(start, got); !slices.Equal(keys, []string{"edge_limit.rate"}) {
+		t.Errorf("ChangedKeys(start, applied) = %v; want [edge_limit.rate]", keys)
+	}
+}
