@@ -194,7 +194,7 @@ func (s *Store) Reserve(ctx context.Context, k keystore.Key, opts keystore.Reser
 		if err != nil {
 			return keystore.Reservation{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}
-		return keystore.Reservation{Response: resp, FingerprintVersion: version(rest, 1)}, nil
+		return keystore.Reservation{Response: resp, FingerprintVersion: version(rest, 1), TTL: time.Duration(max(0, integer(rest, 2))) * time.Millisecond}, nil
 	case codeMismatch:
 		return keystore.Reservation{}, &keystore.MismatchError{Version: version(rest, 0)}
 	case codeRevoked:

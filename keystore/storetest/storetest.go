@@ -111,6 +111,7 @@ var Cases = []Case{
 	{"TombstonedLateClaim", testTombstonedLateClaim},
 	{"FingerprintVersionRoundTrip", testFingerprintVersionRoundTrip},
 	{"ConcurrentCompleteClaimAndTakeover", testConcurrentCompleteClaimAndTakeover},
+	{"ReplayTTL", testReplayTTL},
 }
 
 // Run runs every case of the suite against the stores f makes.
@@ -893,6 +894,38 @@ func testConcurrentCompleteClaimAndTakeover(t *testing.T, s keystore.Store, adva
 		default:
 			t.Fatalf("CompleteClaim = %v, %v; Reserve = %+v, %v; want complete-then-replay or takeover-then-fenced", how, completeErr, res, reserveErr)
 		}
+	}
+}
+
+// A replay's TTL, when the backend reports one, is what is left of the
+// record's retention: never more, and less as time passes.
+func testReplayTTL(t *testing.T, s keystore.Store, advance func(time.Duration)) {
+	ctx := t.Context()
+	k := NewTestKey(t)
+	res := mustReserve(t, s, k, opts("a"))
+	if err := s.Complete(ctx, k, res.Token, sampleResponse()); err != nil {
+		t.Fatal(err)
+	}
+	first := mustReserve(t, s, k, opts("a"))
+	if first.Response == nil {
+		t.Fatalf("Reserve of a completed key = %+v; want a replay", first)
+	}
+	if first.TTL == 0 {
+		t.Skip("the backend reports no TTL")
+	}
+	if first.TTL < 0 || first.TTL > Retention {
+		t.Fatalf("replay TTL = %v; want in (0, %v]", first.TTL, Retention)
+	}
+	advance(Lease)
+	second := mustReserve(t, s, k, opts("a"))
+	if second.Response == nil || second.TTL <= 0 || second.TTL > Retention-Lease {
+		t.Errorf("replay after %v: TTL %v (replay %v); want in (0, %v]", Lease, second.TTL, second.Response != nil, Retention-Lease)
+	}
+	if res.Claim.Expires.IsZero() {
+		return
+	}
+	if rec, err := s.Get(ctx, k); err == nil && !rec.Expires.IsZero() && second.TTL > rec.Expires.Sub(res.Claim.Claimed) {
+		t.Errorf("replay TTL %v is more than the record's whole retention %v", second.TTL, rec.Expires.Sub(res.Claim.Claimed))
 	}
 }
 
