@@ -251,3 +251,14 @@ if r.st == 2 then
 end
 return {8, r.st, r.fp, r.rt, r.tk, r.cl, r.le, r.ex, a, r.ci, r.fv}
 `)
+
+// The scripts with their digests boxed once (call.go).
+var (
+	reserveLua       = newLua(reserveScript)
+	completeClaimLua = newLua(completeClaimScript)
+	releaseClaimLua  = newLua(releaseClaimScript)
+	completeLua      = newLua(completeScript)
+	releaseLua       = newLua(releaseScript)
+	renewLua         = newLua(renewScript)
+	getLua           = newLua(getScript)
+)
