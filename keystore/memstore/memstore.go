@@ -451,7 +451,8 @@ func (s *Store) Complete(ctx context.Context, k keystore.Key, token uint64, resp
 	if err := s.check(ctx); err != nil {
 		return err
 	}
-	enc := keystore.EncodeResponse(resp) // outside the lock
+	enc := encode(resp) // outside the lock
+	defer enc.free()
 	sh := s.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -459,7 +460,7 @@ func (s *Store) Complete(ctx context.Context, k keystore.Key, token uint64, resp
 	if err != nil {
 		return err
 	}
-	s.complete(sh, e, enc)
+	s.complete(sh, e, enc.b)
 	return nil
 }
 
@@ -470,6 +471,23 @@ func (s *Store) complete(sh *shard, e *entry, enc []byte) {
 	e.state = keystore.StateCompleted
 	e.leaseEnd = 0
 	s.bytes.Add(e.size() - before)
+}
+
+// encoded is an answer encoded into a pooled buffer: the arena copies it.
+type encoded struct{ b []byte }
+
+var encPool = sync.Pool{New: func() any { return &encoded{b: make([]byte, 0, 4096)} }}
+
+func encode(resp *keystore.Response) *encoded {
+	e := encPool.Get().(*encoded)
+	e.b = keystore.AppendResponse(e.b[:0], resp)
+	return e
+}
+
+func (e *encoded) free() {
+	if cap(e.b) <= 64<<10 {
+		encPool.Put(e)
+	}
 }
 
 // unsafeRoute returns e's route name as a string sharing the arena's bytes,
@@ -519,7 +537,8 @@ func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Cl
 	if c.ID.IsZero() || c.Token == 0 {
 		return 0, errors.New("memstore: complete claim: claim without an id or token")
 	}
-	enc := keystore.EncodeResponse(resp) // outside the lock
+	enc := encode(resp) // outside the lock
+	defer enc.free()
 	now := s.now()
 	sh := s.shard(k)
 	sh.mu.Lock()
@@ -542,7 +561,7 @@ func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Cl
 			token:   c.Token,
 			claimed: c.Claimed.Sub(s.base),
 			expires: expires,
-		}, c.Route, enc)
+		}, c.Route, enc.b)
 		s.entries.Add(1)
 		s.bytes.Add(e.size())
 		return keystore.Recreated, nil
@@ -551,7 +570,7 @@ func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Cl
 		return 0, keystore.ErrLeaseLost
 	}
 	if e.state == keystore.StateInFlight {
-		s.complete(sh, e, enc)
+		s.complete(sh, e, enc.b)
 	}
 	// Completed already: an earlier attempt stored it.
 	return keystore.Completed, nil
@@ -708,7 +727,8 @@ func (s *Store) ForceComplete(ctx context.Context, k keystore.Key, resp *keystor
 	if err := s.check(ctx); err != nil {
 		return err
 	}
-	enc := keystore.EncodeResponse(resp)
+	enc := encode(resp)
+	defer enc.free()
 	sh := s.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -716,7 +736,7 @@ func (s *Store) ForceComplete(ctx context.Context, k keystore.Key, resp *keystor
 	if err != nil {
 		return err
 	}
-	s.complete(sh, e, enc)
+	s.complete(sh, e, enc.b)
 	e.claimID = keystore.ClaimID{} // the holder's completion is fenced
 	return nil
 }
