@@ -7,19 +7,22 @@ import "unsafe"
 const (
 	pageSize = 64 << 10
 	bigData  = pageSize / 4
-	// maxSpare is how many emptied pages a shard keeps for reuse.
-	maxSpare = 2
 	// noPage is the page of a record without bytes.
 	noPage = ^uint32(0)
 )
 
 // arena holds one shard's record bytes in pages that carry no pointers.
 // Its methods are called with the shard's lock held.
+//
+// Bytes once written are never written again: a page is filled in order
+// and, when freed, left to the garbage collector rather than reused. So a
+// slice of a record's bytes stays valid, unchanged, after the lock is
+// released, even after the record is dropped or moved by compaction (the
+// slice keeps its page alive): replays decode straight from the arena.
 type arena struct {
 	pages [][]byte
 	live  []int    // bytes of live records per page
 	holes []uint32 // page numbers whose page was freed
-	spare [][]byte // freed pageSize pages kept for reuse
 	cur   uint32   // the page being filled, or noPage
 	used  int      // bytes of cur handed out
 
@@ -41,13 +44,7 @@ func (a *arena) alloc(n uint32) (page, off uint32, buf []byte) {
 	}
 	if a.cur == noPage || a.used+int(n) > pageSize {
 		old := a.cur
-		var p []byte
-		if k := len(a.spare); k > 0 {
-			p, a.spare = a.spare[k-1], a.spare[:k-1]
-		} else {
-			p = make([]byte, pageSize)
-		}
-		a.cur, a.used = a.newPage(p), 0
+		a.cur, a.used = a.newPage(make([]byte, pageSize)), 0
 		if old != noPage && a.live[old] == 0 {
 			a.freePage(old)
 		}
@@ -94,23 +91,18 @@ func (a *arena) release(page, n uint32) {
 }
 
 func (a *arena) freePage(i uint32) {
-	p := a.pages[i]
-	a.pageBytes -= len(p)
-	if len(p) == pageSize && len(a.spare) < maxSpare {
-		a.spare = append(a.spare, p)
-	}
+	a.pageBytes -= len(a.pages[i])
 	a.pages[i] = nil
 	a.holes = append(a.holes, i)
 }
 
-// trim frees the page being filled if it holds no live bytes, and drops the
-// spare pages, so that an idle shard holds no pages.
+// trim frees the page being filled if it holds no live bytes, so that an
+// idle shard holds no pages.
 func (a *arena) trim() {
 	if a.cur != noPage && a.live[a.cur] == 0 {
 		a.freePage(a.cur)
 		a.cur = noPage
 	}
-	a.spare = nil
 }
 
 // victims returns the pages to compact (indexed by page number), nil when

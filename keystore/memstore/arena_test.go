@@ -128,3 +128,42 @@ func TestSlotsAreReused(t *testing.T) {
 		t.Errorf("slabs after 10,000 claims of which one was held at a time = %d; want at most one a shard (%d)", got, numShards)
 	}
 }
+
+// A replayed answer shares the arena's bytes: it stays intact after its
+// record expired, was swept and its page freed, and many records were
+// written since.
+func TestReplayOutlivesItsPage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, clk := newTestStore(t, Options{})
+	k := keystore.NewKey("old")
+	body := bytes.Repeat([]byte("abc"), 100)
+	o := opts("a")
+	o.Retention = time.Minute
+	res, err := s.Reserve(ctx, k, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CompleteClaim(ctx, k, res.Claim, &keystore.Response{Status: 200, Body: body}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.Reserve(ctx, k, o)
+	if err != nil || rep.Response == nil {
+		t.Fatalf("replay = %+v, %v", rep, err)
+	}
+	clk.Advance(2 * time.Minute)
+	s.sweep()
+	for i := range 3000 {
+		k := keystore.NewKey("new", fmt.Sprint(i))
+		res, err := s.Reserve(ctx, k, opts("a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CompleteClaim(ctx, k, res.Claim, &keystore.Response{Status: 200, Body: bytes.Repeat([]byte{'z'}, 300)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(rep.Response.Body, body) {
+		t.Errorf("the replayed body changed after its record went: %q", rep.Response.Body[:20])
+	}
+}

@@ -29,7 +29,8 @@
 // without pointers, so the collector never scans it), the records' fixed
 // fields in slabs of slots (arrays without pointers), and each record's
 // route name and encoded answer in byte pages (an arena: 64 KiB pages
-// filled in order, an answer over 16 KiB in a page of its own). A page is
+// filled in order, an answer over 16 KiB in a page of its own, bytes never
+// rewritten, so that a replay decodes them without a copy). A page is
 // freed when its last record goes; the sweeper compacts a shard whose pages
 // hold more than twice its live bytes by moving the records of its emptiest
 // pages. A heap of a million records is then a few thousand objects for the
@@ -174,14 +175,14 @@ func (sh *shard) data(e *entry) []byte { return sh.arena.bytes(e.page, e.off, e.
 // route returns a copy of e's route name.
 func (sh *shard) route(e *entry) string { return string(sh.data(e)[:e.routeLen]) }
 
-// answer returns a copy of e's encoded answer, nil if it has none.
+// answer returns e's encoded answer, nil if it has none: the arena's own
+// bytes, which are never written again (see arena), so they may be read
+// and decoded after the lock is released.
 func (sh *shard) answer(e *entry) []byte {
 	if e.ansLen == 0 {
 		return nil
 	}
-	b := make([]byte, e.ansLen)
-	copy(b, sh.data(e)[e.routeLen:])
-	return b
+	return sh.data(e)[e.routeLen:]
 }
 
 // tomb names the tombstone of a claim id released by ReleaseClaim.
@@ -350,7 +351,7 @@ func (s *Store) reserve(k keystore.Key, opts keystore.ReserveOptions, swept bool
 		case keystore.StateCompleted:
 			answer, fv, ttl := sh.answer(e), e.fv, e.expires-now
 			sh.mu.Unlock()
-			// Decoded outside the lock, from a copy: the arena's bytes move.
+			// Decoded outside the lock: the arena's bytes never change.
 			resp, err := keystore.DecodeResponse(answer)
 			if err != nil {
 				return keystore.Reservation{}, err
@@ -634,8 +635,8 @@ func (s *Store) Get(ctx context.Context, k keystore.Key) (keystore.Record, error
 	return decodeRecord(rec, answer)
 }
 
-// record snapshots e, with a copy of its encoded answer (nil if it has
-// none). The caller holds sh.mu.
+// record snapshots e, with its encoded answer (nil if it has none). The
+// caller holds sh.mu.
 func (s *Store) record(sh *shard, k keystore.Key, e *entry) (keystore.Record, []byte) {
 	rec := keystore.Record{
 		Key:                k,
