@@ -34,8 +34,13 @@ var ErrMalformedResponse = errors.New("keystore: malformed stored answer")
 // EncodeResponse encodes r in the format above. A nil r encodes as the zero
 // Response.
 func EncodeResponse(r *Response) []byte {
+	return AppendResponse(make([]byte, 0, EncodedSizeBound(r)), r)
+}
+
+// EncodedSizeBound is at least the length of r's encoding.
+func EncodedSizeBound(r *Response) int {
 	if r == nil {
-		r = &Response{}
+		return 2 + binary.MaxVarintLen64*2
 	}
 	n := 2 + binary.MaxVarintLen64*2 + len(r.Body)
 	for k, vs := range r.Header {
@@ -44,7 +49,19 @@ func EncodeResponse(r *Response) []byte {
 			n += len(v) + binary.MaxVarintLen32
 		}
 	}
-	b := make([]byte, 0, n)
+	return n
+}
+
+// AppendResponse appends r's encoding (see [EncodeResponse]) to b: a
+// caller with a buffer of its own encodes without allocating (up to 16
+// header names; more are sorted in a slice of their own).
+func AppendResponse(b []byte, r *Response) []byte {
+	if r == nil {
+		r = &Response{}
+	}
+	if need := EncodedSizeBound(r); cap(b)-len(b) < need {
+		b = slices.Grow(b, need)
+	}
 	var flags byte
 	if r.TooLarge {
 		flags |= flagTooLarge
@@ -57,7 +74,8 @@ func EncodeResponse(r *Response) []byte {
 	}
 	b = append(b, answerVersion, flags)
 	b = binary.AppendVarint(b, int64(r.Status))
-	names := make([]string, 0, len(r.Header))
+	var arr [16]string
+	names := arr[:0]
 	for k := range r.Header {
 		names = append(names, k)
 	}

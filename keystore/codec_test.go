@@ -2,6 +2,7 @@ package keystore
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"reflect"
 	"testing"
@@ -80,4 +81,40 @@ func FuzzDecodeAnswer(f *testing.F) {
 			}
 		}
 	})
+}
+
+// AppendResponse appends exactly EncodeResponse's bytes, whatever the
+// buffer holds already, and allocates nothing into a buffer with room (up
+// to 16 header names).
+func TestAppendResponse(t *testing.T) {
+	many := http.Header{}
+	for i := range 20 {
+		many[fmt.Sprintf("X-H%02d", 19-i)] = []string{fmt.Sprint(i), ""}
+	}
+	for _, tc := range []struct {
+		name string
+		r    *Response
+	}{
+		{"nil", nil},
+		{"empty", &Response{}},
+		{"headers and body", &Response{Status: 201, Header: http.Header{"B": {"2", "1"}, "A": {""}}, Body: []byte("body")}},
+		{"20 headers", &Response{Status: 200, Header: many, Body: []byte{}}},
+		{"too large", &Response{Status: 200, TooLarge: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prefix := []byte("prefix")
+			got := AppendResponse(append([]byte(nil), prefix...), tc.r)
+			want := append(append([]byte(nil), prefix...), EncodeResponse(tc.r)...)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("AppendResponse = %x; want %x", got, want)
+			}
+			if tc.r == nil || len(tc.r.Header) > 16 {
+				return
+			}
+			buf := make([]byte, 0, 4096)
+			if n := testing.AllocsPerRun(100, func() { buf = AppendResponse(buf[:0], tc.r) }); n != 0 {
+				t.Errorf("AppendResponse into a buffer with room: %v allocations; want 0", n)
+			}
+		})
+	}
 }

@@ -227,6 +227,12 @@ type Reservation struct {
 	// FingerprintVersion is the record's fingerprint version (a new claim's
 	// is the request's).
 	FingerprintVersion FingerprintVersion
+	// TTL is set with Response (a replay): how long the completed record
+	// still lives, counted from when the store read it; zero when the
+	// backend cannot tell. A completed record never changes until it
+	// expires, so a cache that counts TTL from before it sent the Reserve
+	// never keeps the answer longer than the store does (keystore/replaycache).
+	TTL time.Duration
 }
 
 // Claim is what a store needs to complete a claim, even when its record

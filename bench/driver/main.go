@@ -23,7 +23,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -63,6 +66,7 @@ var (
 	workdir  = flag.String("work", "", "scratch directory (default a temp dir)")
 	pinCPUs  = flag.Bool("pin", true, "pin servers to CPU 1 and the load generator to CPU 0")
 	nginxBin = flag.String("nginx", "nginx", "nginx binary (empty skips nginx)")
+	prefillN = flag.Int("prefill", 0, "keyed first writes sent to each idemgate (memory and Redis store) before the rounds, so that its store holds that many records while measured (issue 17: 1000000)")
 )
 
 const (
@@ -74,7 +78,11 @@ const (
 	body      = `{"items":[{"sku":"tea","qty":2},{"sku":"coffee","qty":1}],"note":"benchmark"}`
 )
 
-func main() {
+func main() { os.Exit(drive()) }
+
+// drive runs the benchmark and returns the exit status, after its deferred
+// reports and the servers' shutdown.
+func drive() int {
 	flag.Parse()
 	log.SetFlags(0)
 	dir := *workdir
@@ -112,8 +120,11 @@ func main() {
 		start(*nginxBin, "-c", conf, "-p", dir, "-g", "daemon off;")
 	}
 	start(filepath.Join(*bin, "idemgate"), "--config", writeConfig(dir, "mem.yaml", memAddr, "127.0.0.1:18094", "memory"))
+	memProc := procs[len(procs)-1]
+	var redisProc *exec.Cmd
 	if *redis != "" {
 		start(filepath.Join(*bin, "idemgate"), "--config", writeConfig(dir, "redis.yaml", redisAddr, "127.0.0.1:18095", "redis"))
+		redisProc = procs[len(procs)-1]
 	}
 	for _, a := range []string{upAddr, bareAddr, memAddr} {
 		waitListening(a)
@@ -153,6 +164,25 @@ func main() {
 		scenarios = slices.DeleteFunc(scenarios, func(s scenario) bool { return !slices.Contains(keep, s.name) })
 	}
 
+	if *prefillN > 0 {
+		targets := map[string]*exec.Cmd{memAddr: memProc}
+		if redisProc != nil {
+			targets[redisAddr] = redisProc
+		}
+		for addr, p := range targets {
+			if err := prefill("http://"+addr+"/ucp/v1/carts", *prefillN); err != nil {
+				log.Fatalf("prefill %s: %v", addr, err)
+			}
+			log.Printf("prefilled %s with %d records: idemgate RSS %s", addr, *prefillN, rss(p))
+		}
+	}
+	defer func() {
+		log.Printf("idemgate RSS at the end: memory store %s", rss(memProc))
+		if redisProc != nil {
+			log.Printf("idemgate RSS at the end: Redis store %s", rss(redisProc))
+		}
+	}()
+
 	results := map[string][]run{}
 	failed := false
 	for round := 1; round <= *rounds; round++ {
@@ -172,8 +202,74 @@ func main() {
 		printLatency(scenarios)
 	}
 	if failed {
-		os.Exit(1)
+		return 1
 	}
+	return 0
+}
+
+// prefill sends n keyed first writes (each its own key) to url from 64
+// connections, and checks every answer is a 201 that ran upstream.
+func prefill(url string, n int) error {
+	start := time.Now()
+	before := executions()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	prefix := fmt.Sprintf("prefill-%d-", time.Now().UnixNano())
+	var next atomic.Int64
+	var failures atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			for {
+				i := next.Add(1)
+				if i > int64(n) || failures.Load() > 0 {
+					return
+				}
+				req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Idempotency-Key", prefix+strconv.FormatInt(i, 36))
+				res, err := client.Do(req)
+				if err == nil {
+					io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+					if res.StatusCode != 201 || res.Header.Get("Idempotent-Replayed") != "" {
+						err = fmt.Errorf("status %d, replayed %q", res.StatusCode, res.Header.Get("Idempotent-Replayed"))
+					}
+				}
+				if err != nil {
+					failures.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				if i%(max(int64(n)/10, 1)) == 0 {
+					log.Printf("prefill %s: %d of %d (%.0f/s)", url, i, n, float64(i)/time.Since(start).Seconds())
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		return err
+	}
+	if ran := executions() - before; ran != int64(n) {
+		return fmt.Errorf("the upstream executed %d requests for %d prefill writes", ran, n)
+	}
+	return nil
+}
+
+// rss returns a process's resident set size, from /proc.
+func rss(p *exec.Cmd) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Process.Pid))
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
 }
 
 func server(name string, args ...string) *exec.Cmd {

@@ -5,9 +5,10 @@
 // answers; when either is reached, a new claim first reclaims every expired
 // record (at most once a second by the store's clock), and fails with
 // [keystore.ErrFull] (the proxy fails closed) only if there is still no
-// room. Completing a claim is never refused for lack of room, so MaxBytes
-// may be exceeded by at most the answers of the requests in flight at that
-// moment: an answer that ran upstream is never dropped.
+// room. It never evicts a record that has not expired. Completing a claim is
+// never refused for lack of room, so MaxBytes may be exceeded by at most the
+// answers of the requests in flight at that moment: an answer that ran
+// upstream is never dropped.
 //
 // Records expire by their retention. Expired records are invisible at once
 // and their memory is reclaimed by a sweeper goroutine that [Store.Close]
@@ -19,6 +20,22 @@
 // (the Redis store keeps a released record instead). Tombstones count
 // toward MaxBytes, not MaxEntries. The store never loses records, so it
 // never resets (see [Store.EpochStatus]).
+//
+// # Layout
+//
+// The store's cost must not grow with its size (issue 17), so nothing it
+// holds per record is a pointer the garbage collector has to follow: each of
+// its shards keeps an index map from key to slot number (keys and values
+// without pointers, so the collector never scans it), the records' fixed
+// fields in slabs of slots (arrays without pointers), and each record's
+// route name and encoded answer in byte pages (an arena: 64 KiB pages
+// filled in order, an answer over 16 KiB in a page of its own, bytes never
+// rewritten, so that a replay decodes them without a copy). A page is
+// freed when its last record goes; the sweeper compacts a shard whose pages
+// hold more than twice its live bytes by moving the records of its emptiest
+// pages. A heap of a million records is then a few thousand objects for the
+// collector, whatever the answers hold. BenchmarkFilled and
+// BenchmarkMemoryPerRecord measure it.
 package memstore
 
 import (
@@ -38,7 +55,7 @@ type Options struct {
 	// MaxEntries is the most records held at once. Default 1,000,000.
 	MaxEntries int
 	// MaxBytes bounds the bytes accounted to records (a fixed overhead per
-	// record plus its stored answer). Default 1 GiB.
+	// record plus its route name and stored answer). Default 1 GiB.
 	MaxBytes int64
 	// SweepInterval is how often expired records are reclaimed. Default 1m.
 	SweepInterval time.Duration
@@ -46,9 +63,12 @@ type Options struct {
 	Now func() time.Time
 }
 
-// entryOverhead is the bytes accounted to a record beside its encoded
-// answer: the map slot with the key, and the entry struct.
-const entryOverhead = 192
+// EntryOverhead is the bytes accounted to a record beside its route name
+// and encoded answer: its index slot with the key, and its slot of fixed
+// fields. BenchmarkMemoryPerRecord measures the real cost.
+const EntryOverhead = 192
+
+const entryOverhead = EntryOverhead
 
 const numShards = 64
 
@@ -73,10 +93,86 @@ type Store struct {
 	once   sync.Once
 }
 
+// slabLen is the number of slots in one slab.
+const slabLen = 256
+
 type shard struct {
-	mu    sync.Mutex // protects m and tombs
-	m     map[keystore.Key]*entry
+	mu    sync.Mutex // protects everything below
+	index map[keystore.Key]uint32
+	slabs []*[slabLen]entry
+	free  []uint32               // unused slot numbers
 	tombs map[tomb]time.Duration // released claim ids: when each tombstone ends
+	arena arena
+}
+
+// slot returns slot i. The caller holds sh.mu.
+func (sh *shard) slot(i uint32) *entry { return &sh.slabs[i/slabLen][i%slabLen] }
+
+// get returns k's slot number and entry, expired or not.
+func (sh *shard) get(k keystore.Key) (uint32, *entry) {
+	i, ok := sh.index[k]
+	if !ok {
+		return 0, nil
+	}
+	return i, sh.slot(i)
+}
+
+// add stores e under k, with route and answer as its data. The caller holds
+// sh.mu.
+func (sh *shard) add(k keystore.Key, e entry, route string, answer []byte) *entry {
+	var i uint32
+	if n := len(sh.free); n > 0 {
+		i = sh.free[n-1]
+		sh.free = sh.free[:n-1]
+	} else {
+		i = uint32(len(sh.slabs) * slabLen)
+		sh.slabs = append(sh.slabs, new([slabLen]entry))
+		for j := uint32(slabLen - 1); j > 0; j-- {
+			sh.free = append(sh.free, i+j)
+		}
+	}
+	p := sh.slot(i)
+	*p = e
+	sh.setData(p, route, answer)
+	sh.index[k] = i
+	return p
+}
+
+// remove deletes k's record in slot i. The caller holds sh.mu.
+func (sh *shard) remove(k keystore.Key, i uint32) {
+	p := sh.slot(i)
+	sh.arena.release(p.page, p.routeLen+p.ansLen)
+	*p = entry{}
+	delete(sh.index, k)
+	sh.free = append(sh.free, i)
+}
+
+// setData replaces e's route and answer bytes. route and answer may be e's
+// own current bytes: they are copied before the old ones are released.
+func (sh *shard) setData(e *entry, route string, answer []byte) {
+	n := uint32(len(route) + len(answer))
+	page, off, buf := sh.arena.alloc(n)
+	copy(buf[copy(buf, route):], answer)
+	sh.arena.release(e.page, e.routeLen+e.ansLen)
+	e.page, e.off = page, off
+	e.routeLen, e.ansLen = uint32(len(route)), uint32(len(answer))
+}
+
+// data returns e's bytes in the arena: valid until the shard lock is
+// released.
+func (sh *shard) data(e *entry) []byte { return sh.arena.bytes(e.page, e.off, e.routeLen+e.ansLen) }
+
+// route returns a copy of e's route name.
+func (sh *shard) route(e *entry) string { return string(sh.data(e)[:e.routeLen]) }
+
+// answer returns e's encoded answer, nil if it has none: the arena's own
+// bytes, which are never written again (see arena), so they may be read
+// and decoded after the lock is released.
+func (sh *shard) answer(e *entry) []byte {
+	if e.ansLen == 0 {
+		return nil
+	}
+	return sh.data(e)[e.routeLen:]
 }
 
 // tomb names the tombstone of a claim id released by ReleaseClaim.
@@ -93,23 +189,29 @@ const tombOverhead = 96
 // the records a second, not one per claim.
 const minSweepGap = time.Second
 
-// entry is one record, kept small: a completed record costs its encoded
-// answer plus about 200 bytes (BenchmarkMemoryPerRecord). Times are offsets
-// from the store's base time, so that comparisons use the monotonic clock
-// when the clock provides one.
+// entry is one record's fixed fields: no pointers, so that a slab of them
+// is never scanned by the garbage collector. Its route name and encoded
+// answer (keystore.EncodeResponse; ansLen 0 until completed) are
+// routeLen+ansLen bytes at (page, off) in the shard's arena. Times are
+// offsets from the store's base time, so that comparisons use the monotonic
+// clock when the clock provides one.
 type entry struct {
 	fp       keystore.Fingerprint
 	claimID  keystore.ClaimID
-	route    string
 	token    uint64
 	claimed  time.Duration
 	leaseEnd time.Duration
 	expires  time.Duration
-	answer   []byte // completed: keystore.EncodeResponse of the answer
-	size     int64
+	page     uint32
+	off      uint32
+	routeLen uint32
+	ansLen   uint32
 	state    keystore.State
 	fv       keystore.FingerprintVersion
 }
+
+// size is the bytes accounted to e.
+func (e *entry) size() int64 { return entryOverhead + int64(e.routeLen) + int64(e.ansLen) }
 
 var (
 	_ keystore.ClaimStore    = (*Store)(nil)
@@ -138,8 +240,9 @@ func New(opts Options) *Store {
 	}
 	s.base = s.clock()
 	for i := range s.shards {
-		s.shards[i].m = make(map[keystore.Key]*entry)
+		s.shards[i].index = make(map[keystore.Key]uint32)
 		s.shards[i].tombs = make(map[tomb]time.Duration)
+		s.shards[i].arena.cur = noPage
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
@@ -168,24 +271,33 @@ func (s *Store) check(ctx context.Context) error {
 	return nil
 }
 
-// live returns the unexpired entry for k. The caller holds sh.mu.
+// live returns the unexpired entry for k, nil if none. The caller holds
+// sh.mu; the entry is valid while it does.
 func (s *Store) live(sh *shard, k keystore.Key, now time.Duration) *entry {
-	e := sh.m[k]
+	i, e := sh.get(k)
 	if e == nil {
 		return nil
 	}
 	if now >= e.expires {
-		s.drop(sh, k, e)
+		s.drop(sh, k, i, e)
 		return nil
 	}
 	return e
 }
 
-// drop removes k's entry. The caller holds sh.mu.
-func (s *Store) drop(sh *shard, k keystore.Key, e *entry) {
-	delete(sh.m, k)
+// drop removes k's entry e in slot i. The caller holds sh.mu.
+func (s *Store) drop(sh *shard, k keystore.Key, i uint32, e *entry) {
+	size := e.size()
+	sh.remove(k, i)
 	s.entries.Add(-1)
-	s.bytes.Add(-e.size)
+	s.bytes.Add(-size)
+}
+
+// dropKey removes k's entry. The caller holds sh.mu.
+func (s *Store) dropKey(sh *shard, k keystore.Key) {
+	if i, e := sh.get(k); e != nil {
+		s.drop(sh, k, i, e)
+	}
 }
 
 // Reserve implements [keystore.Store].
@@ -227,14 +339,14 @@ func (s *Store) reserve(k keystore.Key, opts keystore.ReserveOptions, swept bool
 		}
 		switch e.state {
 		case keystore.StateCompleted:
-			answer, fv := e.answer, e.fv
+			answer, fv, ttl := sh.answer(e), e.fv, e.expires-now
 			sh.mu.Unlock()
-			// Decoded outside the lock; answer is never modified.
+			// Decoded outside the lock: the arena's bytes never change.
 			resp, err := keystore.DecodeResponse(answer)
 			if err != nil {
 				return keystore.Reservation{}, err
 			}
-			return keystore.Reservation{Response: resp, FingerprintVersion: fv}, nil
+			return keystore.Reservation{Response: resp, FingerprintVersion: fv, TTL: ttl}, nil
 		case keystore.StateInFlight:
 			defer sh.mu.Unlock()
 			if now < e.leaseEnd {
@@ -244,7 +356,7 @@ func (s *Store) reserve(k keystore.Key, opts keystore.ReserveOptions, swept bool
 			e.claimID = opts.ClaimID
 			e.claimed = now
 			e.leaseEnd = now + opts.Lease
-			return keystore.Reservation{Token: e.token, LeaseEnd: s.at(e.leaseEnd), Takeover: true, Claim: s.claim(e), FingerprintVersion: e.fv}, nil
+			return keystore.Reservation{Token: e.token, LeaseEnd: s.at(e.leaseEnd), Takeover: true, Claim: s.claim(e, sh.route(e)), FingerprintVersion: e.fv}, nil
 		}
 	}
 	defer sh.mu.Unlock()
@@ -255,32 +367,30 @@ func (s *Store) reserve(k keystore.Key, opts keystore.ReserveOptions, swept bool
 		}
 		return keystore.Reservation{}, keystore.ErrFull
 	}
-	e = &entry{
+	e = sh.add(k, entry{
 		state:    keystore.StateInFlight,
 		fp:       opts.Fingerprint,
 		fv:       opts.FingerprintVersion,
 		claimID:  opts.ClaimID,
-		route:    opts.Route,
 		token:    s.tokens.Add(1),
 		claimed:  now,
 		leaseEnd: now + opts.Lease,
 		expires:  now + opts.Retention,
-		size:     size,
-	}
-	sh.m[k] = e
+	}, opts.Route, nil)
 	s.entries.Add(1)
 	s.bytes.Add(size)
-	return keystore.Reservation{Token: e.token, LeaseEnd: s.at(e.leaseEnd), Claim: s.claim(e), FingerprintVersion: e.fv}, nil
+	return keystore.Reservation{Token: e.token, LeaseEnd: s.at(e.leaseEnd), Claim: s.claim(e, opts.Route), FingerprintVersion: e.fv}, nil
 }
 
-// claim describes e's current claim. The caller holds e's shard lock.
-func (s *Store) claim(e *entry) keystore.Claim {
+// claim describes e's current claim, whose record's route is route. The
+// caller holds e's shard lock.
+func (s *Store) claim(e *entry, route string) keystore.Claim {
 	return keystore.Claim{
 		ID:                 e.claimID,
 		Token:              e.token,
 		Fingerprint:        e.fp,
 		FingerprintVersion: e.fv,
-		Route:              e.route,
+		Route:              route,
 		Claimed:            s.at(e.claimed),
 		Expires:            s.at(e.expires),
 	}
@@ -289,6 +399,9 @@ func (s *Store) claim(e *entry) keystore.Claim {
 // revoked reports whether claim id has a live tombstone for k, dropping it
 // when it has ended. The caller holds sh.mu.
 func (s *Store) revoked(sh *shard, k keystore.Key, id keystore.ClaimID, now time.Duration) bool {
+	if len(sh.tombs) == 0 {
+		return false
+	}
 	end, ok := sh.tombs[tomb{k, id}]
 	if ok && now >= end {
 		s.dropTomb(sh, tomb{k, id})
@@ -329,6 +442,8 @@ func (s *Store) Complete(ctx context.Context, k keystore.Key, token uint64, resp
 	if err := s.check(ctx); err != nil {
 		return err
 	}
+	enc := encode(resp) // outside the lock
+	defer enc.free()
 	sh := s.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -336,22 +451,44 @@ func (s *Store) Complete(ctx context.Context, k keystore.Key, token uint64, resp
 	if err != nil {
 		return err
 	}
-	s.complete(e, resp)
+	s.complete(sh, e, enc.b)
 	return nil
 }
 
-// complete stores resp in e. The caller holds e's shard lock.
-func (s *Store) complete(e *entry, resp *keystore.Response) {
-	// EncodeResponse sizes its buffer for the worst case; keep an exact copy.
-	enc := keystore.EncodeResponse(resp)
-	answer := make([]byte, len(enc))
-	copy(answer, enc)
-	grow := int64(len(answer))
+// complete stores the encoded answer enc in e. The caller holds sh.mu.
+func (s *Store) complete(sh *shard, e *entry, enc []byte) {
+	before := e.size()
+	sh.setData(e, unsafeRoute(sh, e), enc)
 	e.state = keystore.StateCompleted
-	e.answer = answer
 	e.leaseEnd = 0
-	e.size += grow
-	s.bytes.Add(grow)
+	s.bytes.Add(e.size() - before)
+}
+
+// encoded is an answer encoded into a pooled buffer: the arena copies it.
+type encoded struct{ b []byte }
+
+var encPool = sync.Pool{New: func() any { return &encoded{b: make([]byte, 0, 4096)} }}
+
+func encode(resp *keystore.Response) *encoded {
+	e := encPool.Get().(*encoded)
+	e.b = keystore.AppendResponse(e.b[:0], resp)
+	return e
+}
+
+func (e *encoded) free() {
+	if cap(e.b) <= 64<<10 {
+		encPool.Put(e)
+	}
+}
+
+// unsafeRoute returns e's route name as a string sharing the arena's bytes,
+// for setData to copy at once; it must not outlive the call.
+func unsafeRoute(sh *shard, e *entry) string {
+	b := sh.data(e)[:e.routeLen]
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafeString(b)
 }
 
 // Release implements [keystore.Store]. The memory store deletes a released
@@ -378,7 +515,7 @@ func (s *Store) release(sh *shard, k keystore.Key, e *entry) {
 	if !e.claimID.IsZero() {
 		s.addTomb(sh, tomb{k, e.claimID}, e.expires)
 	}
-	s.drop(sh, k, e)
+	s.dropKey(sh, k)
 }
 
 // CompleteClaim implements [keystore.ClaimStore]. A vanished record cannot
@@ -391,6 +528,8 @@ func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Cl
 	if c.ID.IsZero() || c.Token == 0 {
 		return 0, errors.New("memstore: complete claim: claim without an id or token")
 	}
+	enc := encode(resp) // outside the lock
+	defer enc.free()
 	now := s.now()
 	sh := s.shard(k)
 	sh.mu.Lock()
@@ -405,28 +544,24 @@ func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Cl
 			return keystore.Expired, nil
 		}
 		// Never refused for room: the answer exists.
-		e = &entry{
-			state:   keystore.StateInFlight,
+		e = sh.add(k, entry{
+			state:   keystore.StateCompleted,
 			fp:      c.Fingerprint,
 			fv:      c.FingerprintVersion.Normalize(),
 			claimID: c.ID,
-			route:   c.Route,
 			token:   c.Token,
 			claimed: c.Claimed.Sub(s.base),
 			expires: expires,
-			size:    int64(entryOverhead + len(c.Route)),
-		}
-		sh.m[k] = e
+		}, c.Route, enc.b)
 		s.entries.Add(1)
-		s.bytes.Add(e.size)
-		s.complete(e, resp)
+		s.bytes.Add(e.size())
 		return keystore.Recreated, nil
 	}
 	if e.claimID != c.ID || e.token != c.Token {
 		return 0, keystore.ErrLeaseLost
 	}
 	if e.state == keystore.StateInFlight {
-		s.complete(e, resp)
+		s.complete(sh, e, enc.b)
 	}
 	// Completed already: an earlier attempt stored it.
 	return keystore.Completed, nil
@@ -480,22 +615,25 @@ func (s *Store) Get(ctx context.Context, k keystore.Key) (keystore.Record, error
 	}
 	sh := s.shard(k)
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
 	e := s.live(sh, k, s.now())
 	if e == nil {
+		sh.mu.Unlock()
 		return keystore.Record{}, keystore.ErrNotFound
 	}
-	return s.record(k, e)
+	rec, answer := s.record(sh, k, e)
+	sh.mu.Unlock()
+	return decodeRecord(rec, answer)
 }
 
-// record snapshots e. The caller holds e's shard lock.
-func (s *Store) record(k keystore.Key, e *entry) (keystore.Record, error) {
+// record snapshots e, with its encoded answer (nil if it has none). The
+// caller holds sh.mu.
+func (s *Store) record(sh *shard, k keystore.Key, e *entry) (keystore.Record, []byte) {
 	rec := keystore.Record{
 		Key:                k,
 		State:              e.state,
 		Fingerprint:        e.fp,
 		FingerprintVersion: e.fv,
-		Route:              e.route,
+		Route:              sh.route(e),
 		Token:              e.token,
 		ClaimID:            e.claimID,
 		Claimed:            s.at(e.claimed),
@@ -504,8 +642,13 @@ func (s *Store) record(k keystore.Key, e *entry) (keystore.Record, error) {
 	if e.state == keystore.StateInFlight {
 		rec.LeaseEnd = s.at(e.leaseEnd)
 	}
-	if e.answer != nil {
-		resp, err := keystore.DecodeResponse(e.answer)
+	return rec, sh.answer(e)
+}
+
+// decodeRecord sets rec.Response from answer, if there is one.
+func decodeRecord(rec keystore.Record, answer []byte) (keystore.Record, error) {
+	if answer != nil {
+		resp, err := keystore.DecodeResponse(answer)
 		if err != nil {
 			return keystore.Record{}, err
 		}
@@ -525,9 +668,10 @@ func (s *Store) InFlight(ctx context.Context, olderThan time.Duration, limit int
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for k, e := range sh.m {
+		for k, j := range sh.index {
+			e := sh.slot(j)
 			if e.state == keystore.StateInFlight && now < e.expires && e.claimed <= cutoff {
-				rec, _ := s.record(k, e) // in flight: no answer to decode
+				rec, _ := s.record(sh, k, e) // in flight: no answer
 				out = append(out, rec)
 			}
 		}
@@ -574,6 +718,8 @@ func (s *Store) ForceComplete(ctx context.Context, k keystore.Key, resp *keystor
 	if err := s.check(ctx); err != nil {
 		return err
 	}
+	enc := encode(resp)
+	defer enc.free()
 	sh := s.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -581,7 +727,7 @@ func (s *Store) ForceComplete(ctx context.Context, k keystore.Key, resp *keystor
 	if err != nil {
 		return err
 	}
-	s.complete(e, resp)
+	s.complete(sh, e, enc.b)
 	e.claimID = keystore.ClaimID{} // the holder's completion is fenced
 	return nil
 }
@@ -617,17 +763,18 @@ func (s *Store) sweepLoop(ctx context.Context, every time.Duration) {
 	}
 }
 
-// sweep drops every expired record, one shard at a time so that requests
-// are never blocked for long.
+// sweep drops every expired record and compacts the shards whose arenas
+// hold too much dead space, one shard at a time so that requests are never
+// blocked for long.
 func (s *Store) sweep() {
 	now := s.now()
 	s.lastSweep.Store(int64(now))
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for k, e := range sh.m {
-			if now >= e.expires {
-				s.drop(sh, k, e)
+		for k, j := range sh.index {
+			if e := sh.slot(j); now >= e.expires {
+				s.drop(sh, k, j, e)
 			}
 		}
 		for t, end := range sh.tombs {
@@ -635,6 +782,27 @@ func (s *Store) sweep() {
 				s.dropTomb(sh, t)
 			}
 		}
+		sh.compact()
+		sh.arena.trim()
 		sh.mu.Unlock()
+	}
+}
+
+// compact moves the records of the shard's emptiest pages to fresh ones
+// when its pages hold more than twice its live bytes. The caller holds
+// sh.mu.
+func (sh *shard) compact() {
+	victims := sh.arena.victims()
+	if victims == nil {
+		return
+	}
+	for _, j := range sh.index {
+		e := sh.slot(j)
+		if n := e.routeLen + e.ansLen; n > 0 && int(e.page) < len(victims) && victims[e.page] {
+			page, off, buf := sh.arena.alloc(n)
+			copy(buf, sh.data(e))
+			sh.arena.release(e.page, n)
+			e.page, e.off = page, off
+		}
 	}
 }

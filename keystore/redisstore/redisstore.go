@@ -2,16 +2,15 @@ package redisstore
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -90,22 +89,12 @@ func (s *Store) check(ctx context.Context) error {
 	return nil
 }
 
-// op returns a nonce for one call, so that a script run twice by a client
-// retry recognises its own first run.
-func op() string {
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], rand.Uint64())
-	return string(b[:])
-}
-
-// run runs script on k's record and returns its code and the rest of its
-// reply. A failure to reach Redis is returned wrapped; codeCorrupt becomes
-// ErrCorrupt.
-func (s *Store) run(ctx context.Context, name string, script *redis.Script, k keystore.Key, args ...any) (int64, []any, error) {
-	argv := make([]any, 0, 1+len(args))
-	argv = append(argv, s.offset.Load())
-	argv = append(argv, args...)
-	v, err := script.Run(ctx, s.client, []string{s.key(k)}, argv...).Result()
+// run runs script on c's record and returns its code and the rest of its
+// reply; c is freed. A failure to reach Redis is returned wrapped;
+// codeCorrupt becomes ErrCorrupt.
+func (s *Store) run(ctx context.Context, name string, script lua, c *call) (int64, []any, error) {
+	v, err := s.do(ctx, script, c)
+	c.free()
 	if err != nil {
 		return 0, nil, wrapErr(name, err)
 	}
@@ -162,9 +151,15 @@ func (s *Store) Reserve(ctx context.Context, k keystore.Key, opts keystore.Reser
 		opts.ClaimID = keystore.NewClaimID()
 	}
 	fv := opts.FingerprintVersion.Normalize()
-	code, rest, err := s.run(ctx, "reserve", reserveScript, k,
-		string(opts.Fingerprint[:]), opts.Route, ms(opts.Lease), ms(opts.Retention), op(),
-		string(opts.ClaimID[:]), int64(fv))
+	c := s.newCall(k)
+	c.bytes(opts.Fingerprint[:])
+	c.str(opts.Route)
+	c.int(ms(opts.Lease))
+	c.int(ms(opts.Retention))
+	c.op()
+	c.bytes(opts.ClaimID[:])
+	c.int(int64(fv))
+	code, rest, err := s.run(ctx, "reserve", reserveLua, c)
 	if err != nil {
 		return keystore.Reservation{}, err
 	}
@@ -190,11 +185,11 @@ func (s *Store) Reserve(ctx context.Context, k keystore.Key, opts keystore.Reser
 			FingerprintVersion: fv,
 		}, nil
 	case codeReplay:
-		resp, err := keystore.DecodeResponse([]byte(str(rest, 0)))
+		resp, err := keystore.DecodeResponse(stringBytes(str(rest, 0)))
 		if err != nil {
 			return keystore.Reservation{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}
-		return keystore.Reservation{Response: resp, FingerprintVersion: version(rest, 1)}, nil
+		return keystore.Reservation{Response: resp, FingerprintVersion: version(rest, 1), TTL: time.Duration(max(0, integer(rest, 2))) * time.Millisecond}, nil
 	case codeMismatch:
 		return keystore.Reservation{}, &keystore.MismatchError{Version: version(rest, 0)}
 	case codeRevoked:
@@ -220,10 +215,17 @@ func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Cl
 	if c.ID.IsZero() || c.Token == 0 {
 		return 0, errors.New("redisstore: complete claim: claim without an id or token")
 	}
-	code, rest, err := s.run(ctx, "complete claim", completeClaimScript, k,
-		string(c.ID[:]), strconv.FormatUint(c.Token, 10), keystore.EncodeResponse(resp), op(),
-		string(c.Fingerprint[:]), int64(c.FingerprintVersion.Normalize()), c.Route,
-		c.Claimed.UnixMilli(), c.Expires.UnixMilli())
+	a := s.newCall(k)
+	a.bytes(c.ID[:])
+	a.uint(c.Token)
+	a.answer(resp)
+	a.op()
+	a.bytes(c.Fingerprint[:])
+	a.int(int64(c.FingerprintVersion.Normalize()))
+	a.str(c.Route)
+	a.int(c.Claimed.UnixMilli())
+	a.int(c.Expires.UnixMilli())
+	code, rest, err := s.run(ctx, "complete claim", completeClaimLua, a)
 	if err != nil {
 		return 0, err
 	}
@@ -245,7 +247,10 @@ func (s *Store) ReleaseClaim(ctx context.Context, k keystore.Key, id keystore.Cl
 	if id.IsZero() || lease <= 0 {
 		return fmt.Errorf("redisstore: release claim: id %s, lease %v: want an id and a lease > 0", id, lease)
 	}
-	code, _, err := s.run(ctx, "release claim", releaseClaimScript, k, string(id[:]), ms(lease))
+	c := s.newCall(k)
+	c.bytes(id[:])
+	c.int(ms(lease))
+	code, _, err := s.run(ctx, "release claim", releaseClaimLua, c)
 	if err != nil {
 		return err
 	}
@@ -264,7 +269,12 @@ func (s *Store) Complete(ctx context.Context, k keystore.Key, token uint64, resp
 }
 
 func (s *Store) complete(ctx context.Context, name string, k keystore.Key, token string, resp *keystore.Response, force string) error {
-	code, _, err := s.run(ctx, name, completeScript, k, token, keystore.EncodeResponse(resp), op(), force)
+	c := s.newCall(k)
+	c.str(token)
+	c.answer(resp)
+	c.op()
+	c.str(force)
+	code, _, err := s.run(ctx, name, completeLua, c)
 	if err != nil {
 		return err
 	}
@@ -285,7 +295,11 @@ func (s *Store) Release(ctx context.Context, k keystore.Key, token uint64) error
 }
 
 func (s *Store) release(ctx context.Context, name string, k keystore.Key, token, force string) error {
-	code, _, err := s.run(ctx, name, releaseScript, k, token, op(), force)
+	c := s.newCall(k)
+	c.str(token)
+	c.op()
+	c.str(force)
+	code, _, err := s.run(ctx, name, releaseLua, c)
 	if err != nil {
 		return err
 	}
@@ -303,7 +317,10 @@ func (s *Store) Renew(ctx context.Context, k keystore.Key, token uint64, lease t
 	if lease <= 0 {
 		return time.Time{}, fmt.Errorf("redisstore: renew: lease %v: want > 0", lease)
 	}
-	code, rest, err := s.run(ctx, "renew", renewScript, k, strconv.FormatUint(token, 10), ms(lease))
+	c := s.newCall(k)
+	c.uint(token)
+	c.int(ms(lease))
+	code, rest, err := s.run(ctx, "renew", renewLua, c)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -318,7 +335,7 @@ func (s *Store) Get(ctx context.Context, k keystore.Key) (keystore.Record, error
 	if err := s.check(ctx); err != nil {
 		return keystore.Record{}, err
 	}
-	code, rest, err := s.run(ctx, "get", getScript, k)
+	code, rest, err := s.run(ctx, "get", getLua, s.newCall(k))
 	if err != nil {
 		return keystore.Record{}, err
 	}
@@ -342,7 +359,7 @@ func (s *Store) Get(ctx context.Context, k keystore.Key) (keystore.Record, error
 		rec.LeaseEnd = time.UnixMilli(integer(rest, 5))
 	}
 	if rec.State == keystore.StateCompleted {
-		resp, err := keystore.DecodeResponse([]byte(str(rest, 7)))
+		resp, err := keystore.DecodeResponse(stringBytes(str(rest, 7)))
 		if err != nil {
 			return keystore.Record{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}
@@ -554,6 +571,11 @@ func integer(v []any, i int) int64 {
 	n, _ := v[i].(int64)
 	return n
 }
+
+// stringBytes views a reply's string as bytes without copying, for
+// DecodeResponse: the Response's Body then shares the string's memory,
+// which nothing writes (a Reservation's Response is read-only).
+func stringBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 func str(v []any, i int) string {
 	if i >= len(v) {

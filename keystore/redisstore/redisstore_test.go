@@ -313,10 +313,12 @@ func TestScriptsSafeToResend(t *testing.T) {
 	ctx := t.Context()
 	k := storetest.NewTestKey(t)
 	fp := keystore.Fingerprint(keystore.NewKey("fp", "a"))
-	twice := func(script *redis.Script, args ...any) [2][]any {
+	twice := func(script lua, args ...any) [2][]any {
 		var out [2][]any
 		for i := range out {
-			code, rest, err := s.run(ctx, "test", script, k, args...)
+			c := s.newCall(k)
+			c.argv = append(c.argv, args...)
+			code, rest, err := s.run(ctx, "test", script, c)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -325,13 +327,13 @@ func TestScriptsSafeToResend(t *testing.T) {
 		return out
 	}
 	id := keystore.NewClaimID()
-	r := twice(reserveScript, string(fp[:]), "r", int64(2000), int64(10000), "op-1", string(id[:]), int64(1))
+	r := twice(reserveLua, string(fp[:]), "r", int64(2000), int64(10000), "op-1", string(id[:]), int64(1))
 	if r[0][0] != int64(codeClaim) || r[1][0] != int64(codeClaim) || r[0][1] != r[1][1] {
 		t.Fatalf("reserve twice = %v; want the same claim twice", r)
 	}
 	tok := r[0][1].(int64)
 	tokS := strconv.FormatInt(tok, 10)
-	cmp := twice(completeScript, tokS, keystore.EncodeResponse(&keystore.Response{Status: 200}), "op-2", "0")
+	cmp := twice(completeLua, tokS, keystore.EncodeResponse(&keystore.Response{Status: 200}), "op-2", "0")
 	if cmp[0][0] != int64(codeOK) || cmp[1][0] != int64(codeOK) {
 		t.Errorf("complete twice = %v; want OK twice", cmp)
 	}

@@ -114,7 +114,8 @@ end
 // changes nothing.
 //
 // Replies: {1, token, lease end, takeover, claimed, expires},
-// {2, answer, fingerprint version}, {4, fingerprint version}, {3}, {9}.
+// {2, answer, fingerprint version, ms the record still lives},
+// {4, fingerprint version}, {3}, {9}.
 var reserveScript = redis.NewScript(prelude + `
 local fp, rt, lease, ret, op, ci, fv = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], ARGV[7], tonumber(ARGV[8])
 local r, stale = load()
@@ -126,7 +127,7 @@ if r and r.st ~= 3 then
   if r.st == 2 then
     local a = redis.call('HGET', K, 'ans')
     if not a then return {7, 'completed record without an answer'} end
-    return {2, a, r.fv}
+    return {2, a, r.fv, r.ex - NOW}
   end
   if NOW < r.le then return {3} end
   local tk = math.max(r.tk + 1, NOWUS)
@@ -250,3 +251,14 @@ if r.st == 2 then
 end
 return {8, r.st, r.fp, r.rt, r.tk, r.cl, r.le, r.ex, a, r.ci, r.fv}
 `)
+
+// The scripts with their digests boxed once (call.go).
+var (
+	reserveLua       = newLua(reserveScript)
+	completeClaimLua = newLua(completeClaimScript)
+	releaseClaimLua  = newLua(releaseClaimScript)
+	completeLua      = newLua(completeScript)
+	releaseLua       = newLua(releaseScript)
+	renewLua         = newLua(renewScript)
+	getLua           = newLua(getScript)
+)

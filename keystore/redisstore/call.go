@@ -1,0 +1,151 @@
+package redisstore
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"unsafe"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgate/idemgate/keystore"
+)
+
+// A call is one script call's arguments, pooled (issue 17: the keyed write
+// path allocated ~57 times). go-redis writes a *string or *int64 argument
+// as it writes a string or an int64, and boxing a pointer allocates
+// nothing, so every argument is a pointer into the call; the bytes behind
+// the strings (the record's key, fingerprints, ids, the encoded answer) are
+// appended to the call's scratch buffer. go-redis keeps nothing of a
+// command's arguments once Process returns, so a call goes back to the pool
+// as soon as its reply is read.
+type call struct {
+	argv    []any
+	argvArr [16]any
+	key     string
+	strs    [12]string
+	ints    [8]int64
+	ns, ni  int
+	scratch []byte
+}
+
+// maxPooledScratch bounds the scratch buffer a pooled call keeps: a call
+// that encoded a large answer leaves its buffer to the garbage collector.
+const maxPooledScratch = 64 << 10
+
+var callPool = sync.Pool{New: func() any { return new(call) }}
+
+// lua is a script with its EVALSHA digest boxed once.
+type lua struct {
+	script *redis.Script
+	sha    any
+}
+
+func newLua(script *redis.Script) lua { return lua{script: script, sha: script.Hash()} }
+
+// Boxed command names: constants box without allocating, but say so once.
+var (
+	argEvalSha any = "evalsha"
+	argOneKey  any = "1"
+)
+
+// newCall starts a call on k's record: EVALSHA placeholders, the key, and
+// the clock offset (every script's ARGV[1]).
+func (s *Store) newCall(k keystore.Key) *call {
+	c := callPool.Get().(*call)
+	c.ns, c.ni = 0, 0
+	c.scratch = c.scratch[:0]
+	start := len(c.scratch)
+	c.scratch = append(c.scratch, s.prefix...)
+	c.scratch = append(c.scratch, '{')
+	c.scratch = hex.AppendEncode(c.scratch, k[:])
+	c.scratch = append(c.scratch, '}')
+	c.key = c.view(start)
+	c.argv = append(c.argvArr[:0], argEvalSha, nil, argOneKey, &c.key)
+	c.int(s.offset.Load())
+	return c
+}
+
+// free returns c to the pool.
+func (c *call) free() {
+	clear(c.argvArr[:])
+	clear(c.strs[:])
+	c.key = ""
+	if cap(c.scratch) > maxPooledScratch {
+		c.scratch = nil
+	}
+	callPool.Put(c)
+}
+
+// view returns scratch[start:] as a string sharing its bytes. Later appends
+// may move scratch, but never change bytes already viewed: a string stays
+// valid until the call is freed.
+func (c *call) view(start int) string {
+	n := len(c.scratch) - start
+	if n == 0 {
+		return ""
+	}
+	return unsafe.String(&c.scratch[start], n)
+}
+
+// str adds a string argument.
+func (c *call) str(s string) {
+	c.strs[c.ns] = s
+	c.argv = append(c.argv, &c.strs[c.ns])
+	c.ns++
+}
+
+// bytes adds b as a string argument (copied into scratch).
+func (c *call) bytes(b []byte) {
+	start := len(c.scratch)
+	c.scratch = append(c.scratch, b...)
+	c.str(c.view(start))
+}
+
+// uint adds v in decimal as a string argument (the scripts compare tokens
+// as strings).
+func (c *call) uint(v uint64) {
+	start := len(c.scratch)
+	c.scratch = strconv.AppendUint(c.scratch, v, 10)
+	c.str(c.view(start))
+}
+
+// int adds an integer argument.
+func (c *call) int(v int64) {
+	c.ints[c.ni] = v
+	c.argv = append(c.argv, &c.ints[c.ni])
+	c.ni++
+}
+
+// answer adds resp's encoding as a string argument.
+func (c *call) answer(resp *keystore.Response) {
+	start := len(c.scratch)
+	c.scratch = keystore.AppendResponse(c.scratch, resp)
+	c.str(c.view(start))
+}
+
+// op adds a nonce for this call, so that a script run twice by a client
+// retry recognises its own first run.
+func (c *call) op() {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], rand.Uint64())
+	c.bytes(b[:])
+}
+
+// do runs script with c's arguments (EVALSHA, then EVAL if the server's
+// script cache lacks it) and returns the reply.
+func (s *Store) do(ctx context.Context, script lua, c *call) (any, error) {
+	c.argv[1] = script.sha
+	cmd := redis.NewCmd(ctx, c.argv...)
+	cmd.SetFirstKeyPos(3)
+	_ = s.client.Process(ctx, cmd)
+	v, err := cmd.Result()
+	if err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {
+		return script.script.Eval(ctx, s.client, []string{c.key}, c.argv[4:]...).Result()
+	}
+	return v, err
+}
