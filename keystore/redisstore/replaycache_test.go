@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/replaycache"
 	"github.com/idemgate/idemgate/keystore/storetest"
@@ -36,9 +37,9 @@ func waitUntil(t testing.TB, what string, cond func() bool) {
 // The conformance suite holds with the replay cache in front of Redis.
 func TestConformanceReplayCache(t *testing.T) {
 	t.Parallel()
-	eachTopology(t, func(t *testing.T, topo topology) {
+	redistest.Each(t, func(t *testing.T, topo redistest.Topology) {
 		c := newClient(t, topo)
-		prefix := newPrefix(t)
+		prefix := redistest.Prefix(t)
 		storetest.Run(t, func(t *testing.T) (keystore.Store, func(time.Duration)) {
 			s := newStore(t, c, prefix)
 			return newCached(t, s), s.advance
@@ -52,8 +53,8 @@ func TestConformanceReplayCache(t *testing.T) {
 // proxy's cache drops its answer (Pub/Sub) and replays the repaired one.
 func TestReplayCacheInvalidationAcrossInstances(t *testing.T) {
 	t.Parallel()
-	eachTopology(t, func(t *testing.T, topo topology) {
-		prefix := newPrefix(t)
+	redistest.Each(t, func(t *testing.T, topo redistest.Topology) {
+		prefix := redistest.Prefix(t)
 		sa, sb := newStore(t, newClient(t, topo), prefix), newStore(t, newClient(t, topo), prefix)
 		a, b := newCached(t, sa), newCached(t, sb)
 		ctx := t.Context()
@@ -133,9 +134,9 @@ func replayBody(t *testing.T, c keystore.Store, k keystore.Key) string {
 // Not parallel: it kills every Pub/Sub connection of the standalone server,
 // and runs before the parallel tests make theirs.
 func TestReplayCachePurgedOnResubscribe(t *testing.T) {
-	topo := topologies[0]
+	topo := redistest.Standalone
 	client := newClient(t, topo)
-	s := newStore(t, client, newPrefix(t))
+	s := newStore(t, client, redistest.Prefix(t))
 	c := newCached(t, s)
 	ctx := t.Context()
 	k := storetest.NewTestKey(t)
@@ -166,8 +167,8 @@ func TestReplayCachePurgedOnResubscribe(t *testing.T) {
 // BenchmarkReplayCache is BenchmarkStore with the replay cache in front:
 // its Replay is a cache hit.
 func BenchmarkReplayCache(b *testing.B) {
-	topo := topologies[0]
+	topo := redistest.Standalone
 	c := newClient(b, topo)
-	prefix := newPrefix(b)
+	prefix := redistest.Prefix(b)
 	storetest.Bench(b, func(b *testing.B) keystore.Store { return newCached(b, newStore(b, c, prefix)) })
 }

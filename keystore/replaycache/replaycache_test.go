@@ -39,7 +39,7 @@ func (c *counting) Reserve(ctx context.Context, k keystore.Key, o keystore.Reser
 
 func newCache(t *testing.T, opts Options, rtt time.Duration) (*Store, *counting, *testutil.Clock) {
 	clk := testutil.NewClock(time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC))
-	inner := &counting{Store: memstore.New(memstore.Options{Clock: clk}), clk: clk, rtt: rtt}
+	inner := &counting{Store: memstore.New(memstore.Options{Now: clk.Now}), clk: clk, rtt: rtt}
 	opts.Now = clk.Now
 	c := New(inner, opts)
 	t.Cleanup(func() { c.Close() })
@@ -200,7 +200,7 @@ func TestRepairInvalidates(t *testing.T) {
 	t.Parallel()
 	lb := &loopback{}
 	clk := testutil.NewClock(time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC))
-	inner := memstore.New(memstore.Options{Clock: clk})
+	inner := memstore.New(memstore.Options{Now: clk.Now})
 	a := New(inner, Options{Invalidator: lb, Now: clk.Now})
 	b := New(nopClose{inner}, Options{Invalidator: lb, Now: clk.Now})
 	t.Cleanup(func() { b.Close(); a.Close() })
