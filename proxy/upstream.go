@@ -142,26 +142,37 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	}
 	p.setForwarded(pr)
 
+	noResend(pr.Out)
+
 	call := callOf(in)
-	if call != nil && (call.ex.keyed || call.ex.observed) {
-		// idemgate never resends a keyed write: Go's Transport replays a
-		// request that carries Idempotency-Key or X-Idempotency-Key after a
-		// failure on a reused connection when its body is nil, NoBody or has
-		// GetBody (net/http Request.isReplayable). Bodies here are plain
-		// readers without GetBody; an empty body is nil (ReverseProxy sets
-		// it so), so the key headers travel under their lower-case names,
-		// which the Transport's check does not see. Header names are
-		// case-insensitive (RFC 9110 §5.1): the upstream reads the same
-		// header.
-		pr.Out.GetBody = nil
-		if pr.Out.Body == nil || pr.Out.Body == http.NoBody {
-			hideFromRetry(pr.Out.Header, "Idempotency-Key")
-			hideFromRetry(pr.Out.Header, "X-Idempotency-Key")
-		}
-	}
 	if call != nil && call.ex.keyed {
 		// Stored answers must be plain.
 		pr.Out.Header.Del("Accept-Encoding")
+	}
+}
+
+// noResend makes sure the Transport never sends out more often than the
+// client sent it (DESIGN.md step 7): the one guard for every forwarded
+// request whose method is not GET, HEAD, OPTIONS or TRACE — matched or not,
+// keyed or not. Go's Transport resends a request after a failure on a
+// reused connection when it is replayable (net/http Request.isReplayable):
+// its body is nil, NoBody or has GetBody, and its method is one of those
+// four or it carries Idempotency-Key or X-Idempotency-Key (under those
+// canonical names). Here GetBody is dropped (a body without it is never
+// rewound), and an empty body's key headers travel under their lower-case
+// names, which the Transport's check does not see. Header names are
+// case-insensitive (RFC 9110 §5.1): the upstream reads the same header. A
+// request the Transport failed to write at all may still be retried on
+// another connection: nothing of it reached the upstream.
+func noResend(out *http.Request) {
+	switch out.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return // safe methods: a resend is allowed (RFC 9110 §9.2.2)
+	}
+	out.GetBody = nil
+	if out.Body == nil || out.Body == http.NoBody {
+		hideFromRetry(out.Header, "Idempotency-Key")
+		hideFromRetry(out.Header, "X-Idempotency-Key")
 	}
 }
 
