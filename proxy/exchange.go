@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/gql"
+	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"github.com/idemgate/idemgate/internal/problem"
 )
 
@@ -25,8 +26,8 @@ type exchange struct {
 	pastEdge bool    // the request passed the edge limit (for metrics)
 	observed bool    // observe mode forwarded a keyed write unclaimed
 
-	route   *route // nil: no route matched
-	params  string // the request's escaped path, for path parameters
+	route   *route         // nil: no route matched
+	match   pathtmpl.Match // the route's match: normalized path parameters
 	outcome string
 	code    string // problem code, "" when the upstream answered
 

@@ -124,8 +124,8 @@ func (m *Metrics) observeRequest(r *http.Request, ex *exchange, status int, outc
 			// the route the request would have matched.
 			limiter = LimiterEdge
 			if rt := ex.stages; rt != nil {
-				if i, ok := rt.table.Lookup(r.Method, r.URL.EscapedPath()); ok {
-					route = rt.routes[i].Name
+				if m, ok, _ := rt.table.Match(r.Method, r.URL.EscapedPath()); ok {
+					route = rt.routes[m.Index].Name
 				}
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/session"
 )
@@ -58,6 +59,9 @@ type Options struct {
 // stage out.
 type Stages struct {
 	Routes []Route
+	// PathCase is how the routes' literal path segments compare with a
+	// request's (path_case); the zero value is case-insensitive.
+	PathCase pathtmpl.Case
 
 	// Edge counts every request, matched or not, per client address
 	// (DESIGN.md step 1). Nil: no edge limit.

@@ -22,6 +22,7 @@ const (
 	OutcomeSessionBusy   = "session_busy"
 	OutcomeUnavailable   = "unavailable"
 	OutcomeUpstreamError = "upstream_error"
+	OutcomeTenantUnknown = "tenant_unknown"
 )
 
 // proxyProblem is an answer the proxy makes itself, with a stable code from
@@ -55,6 +56,8 @@ var (
 	problemUpstreamDown     = newProblem(502, "upstream_unavailable", "Upstream unavailable", "The upstream could not be reached; the request was not sent", "", OutcomeUpstreamError)
 	problemUpstreamBroken   = newProblem(502, "upstream_broken", "Upstream connection broken", "The connection to the upstream broke after the request was sent", "", OutcomeUpstreamError)
 	problemUpstreamTimeout  = newProblem(504, "upstream_timeout", "Upstream timeout", "The upstream did not answer in time", "", OutcomeUpstreamError)
+	problemRequestInvalid   = newProblem(400, "request_invalid", "Invalid request path", "The request path cannot be normalized", "", OutcomeRejected)
+	problemTenantUnknown    = newProblem(421, "tenant_unknown", "Unknown host", "This host serves no tenant; keyed requests are refused", "", OutcomeTenantUnknown)
 	problemInternal         = newProblem(500, "internal", "Internal error", "The proxy failed to serve this request", "", "")
 )
 

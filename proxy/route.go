@@ -27,8 +27,13 @@ type stages struct {
 	handler http.Handler
 }
 
-// compileRoutes checks routes and builds their table.
-func (p *Proxy) compileRoutes(routes []Route) (*stages, error) {
+// compileRoutes checks st.Routes and builds their table, whose literal
+// segments compare as st.PathCase says. A route is protected (a spelling
+// that may or may not reach it is refused, see [pathtmpl.Table.Match]) when
+// it is idempotent, requires a key, takes session turns or has a route
+// limit.
+func (p *Proxy) compileRoutes(st Stages) (*stages, error) {
+	routes := st.Routes
 	c := &stages{}
 	var entries []pathtmpl.Entry
 	var errs []error
@@ -56,7 +61,8 @@ func (p *Proxy) compileRoutes(routes []Route) (*stages, error) {
 		}
 		needStore = needStore || rc.Idempotent
 		c.routes = append(c.routes, r)
-		entries = append(entries, pathtmpl.Entry{Method: rc.Method, Template: t, Index: i})
+		protected := rc.Idempotent || rc.RequireKey || rc.Session != (Session{}) || st.RouteLimits[rc.Name] != nil
+		entries = append(entries, pathtmpl.Entry{Method: rc.Method, Template: t, Index: i, Protected: protected})
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -64,7 +70,7 @@ func (p *Proxy) compileRoutes(routes []Route) (*stages, error) {
 	if needStore && p.opts.Store == nil {
 		return nil, errors.New("proxy: a Store is required for idempotent routes")
 	}
-	table, err := pathtmpl.NewTable(entries)
+	table, err := pathtmpl.NewTableOptions(entries, pathtmpl.Options{Case: st.PathCase})
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
@@ -72,15 +78,29 @@ func (p *Proxy) compileRoutes(routes []Route) (*stages, error) {
 	return c, nil
 }
 
-// matchRoute is DESIGN.md step 2, on the request's stages.
+// matchRoute is DESIGN.md step 2, on the request's stages: the route is
+// found on the normalized path (pathtmpl.Table.Match: method compared
+// case-insensitively, literal segments as path_case says). A path that
+// cannot be normalized, or whose spellings an upstream may read as
+// different endpoints one of which is protected, gets 400 request_invalid
+// and nothing is forwarded. The request itself goes on exactly as received:
+// normalization is for matching and session ids only.
 func (p *Proxy) matchRoute(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ex := exchangeOf(r)
 		ex.pastEdge = true
-		path := r.URL.EscapedPath()
-		if i, ok := ex.stages.table.Lookup(r.Method, path); ok {
-			ex.route = ex.stages.routes[i]
-			ex.params = path
+		m, ok, err := ex.stages.table.Match(r.Method, r.URL.EscapedPath())
+		if err != nil {
+			pr := problemRequestInvalid
+			if errors.Is(err, pathtmpl.ErrAmbiguousPath) {
+				pr.Detail = "The request path may name different endpoints; send it without encoded slashes, backslashes or ';'"
+			}
+			writeProblem(w, r, pr)
+			return
+		}
+		if ok {
+			ex.route = ex.stages.routes[m.Index]
+			ex.match = m
 		}
 		next.ServeHTTP(w, r)
 	})

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"github.com/idemgate/idemgate/session"
 )
 
@@ -24,8 +25,8 @@ import (
 //
 // Requests share a line when they have the same tenant (the idempotency
 // stage's [Idempotency.TenantFor]) and the same session: for a path
-// parameter, the same escaped path up to and including the parameter's
-// segment (so PUT /carts/{id} and GET /carts/{id}/items share one, and
+// parameter, the same normalized path up to and including the parameter's
+// segment (see [pathBefore]; so PUT /carts/{id} and GET /carts/{id}/items share one, and
 // /carts/x and /orders/x do not); for a header, the same header name and
 // value. The line's [session.Key] hashes them: raw ids never reach the
 // store.
@@ -63,8 +64,8 @@ func (p *Proxy) sessionTurn(q *session.Queue) middleware {
 }
 
 // sessionID returns the session id of r on its route and whether the route
-// takes turns with one: the path parameter as sent (escaped, case kept) or
-// the header's value. A request without the id takes no turn.
+// takes turns with one: the path parameter's normalized value (case kept,
+// see [pathtmpl.Match.Param]) or the header's value. A request without the id takes no turn.
 func sessionID(r *http.Request) (id string, ok bool) {
 	ex := exchangeOf(r)
 	if ex == nil || ex.route == nil {
@@ -73,7 +74,7 @@ func sessionID(r *http.Request) (id string, ok bool) {
 	s := ex.route.Session
 	switch {
 	case s.Param != "":
-		return ex.route.tmpl.Param(ex.params, s.Param)
+		return ex.match.Param(s.Param)
 	case s.Header != "":
 		v := r.Header.Get(s.Header)
 		return v, v != ""
@@ -93,37 +94,31 @@ func sessionKey(r *http.Request, tenant func(host string) string) (session.Key, 
 	if s.Header != "" {
 		return session.NewKey("session/v1", tenant(r.Host), "header", http.CanonicalHeaderKey(s.Header), id), true
 	}
-	return session.NewKey("session/v1", tenant(r.Host), "path", pathBefore(ex.params, ex.route.tmpl.String(), s.Param), id), true
+	return session.NewKey("session/v1", tenant(r.Host), "path", pathBefore(&ex.match, s.Param), id), true
 }
 
-// pathBefore returns the part of the escaped path p, matched by template
-// tmpl, that comes before the segment of the parameter param: for
-// /shops/{shop}/carts/{id} and id, /shops/a/carts/ of /shops/a/carts/x.
-func pathBefore(p, tmpl, param string) string {
-	seg := "{" + param + "}"
-	n := 0 // the parameter's segment index
-	for i := 0; ; n++ {
-		j := strings.IndexByte(tmpl[i:], '/')
-		end := len(tmpl)
-		if j >= 0 {
-			end = i + j
+// pathBefore returns the part of the normalized path that m matched before
+// the segment of the parameter param, written from the template: its
+// literal segments as the template spells them (so every spelling that
+// matches the route shares a line) and the normalized values of its
+// parameters. For /shops/{shop}/carts/{id} and id, /shops/a/carts/ of
+// /shops/%61/Carts/x.
+func pathBefore(m *pathtmpl.Match, param string) string {
+	var b strings.Builder
+	b.WriteByte('/')
+	tmpl := m.Template.String()
+	for seg := range strings.SplitSeq(strings.TrimPrefix(tmpl, "/"), "/") {
+		if name, ok := strings.CutPrefix(seg, "{"); ok {
+			name = strings.TrimSuffix(name, "}")
+			if name == param {
+				break
+			}
+			v, _ := m.Param(name)
+			b.WriteString(v)
+		} else {
+			b.WriteString(seg)
 		}
-		if tmpl[i:end] == seg {
-			break
-		}
-		if j < 0 {
-			return p // not reached: New checks the parameter exists
-		}
-		i = end + 1
+		b.WriteByte('/')
 	}
-	// The matched path has the template's segments: cut after its n-th "/".
-	off := 0
-	for ; n > 0; n-- {
-		j := strings.IndexByte(p[off:], '/')
-		if j < 0 {
-			return p
-		}
-		off += j + 1
-	}
-	return p[:off]
+	return b.String()
 }

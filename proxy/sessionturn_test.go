@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -645,8 +646,18 @@ func TestPathBefore(t *testing.T) {
 		{"/shops/s1/carts/x/items", "/shops/{shop}/carts/{cart}/items", "cart", "/shops/s1/carts/"},
 		{"/shops/s1/carts/x/items", "/shops/{shop}/carts/{cart}/items", "shop", "/shops/"},
 		{"/a/B%2Fc/", "/a/{id}/", "id", "/a/"},
+		{"/SHOPS/%73%31/Carts;v=1/x/items/", "/shops/{shop}/carts/{cart}/items", "cart", "/shops/s1/carts/"},
+		{"//shops/./S1/carts/x/items", "/shops/{shop}/carts/{cart}/items", "cart", "/shops/S1/carts/"},
 	} {
-		if got := pathBefore(tt.path, tt.tmpl, tt.param); got != tt.want {
+		tab, err := pathtmpl.NewTable([]pathtmpl.Entry{{Method: "GET", Template: pathtmpl.MustParse(tt.tmpl)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, ok, err := tab.Match("GET", tt.path)
+		if !ok || err != nil {
+			t.Fatalf("Match(%q) on %s = %v, %v", tt.path, tt.tmpl, ok, err)
+		}
+		if got := pathBefore(&m, tt.param); got != tt.want {
 			t.Errorf("pathBefore(%q, %q, %q) = %q; want %q", tt.path, tt.tmpl, tt.param, got, tt.want)
 		}
 	}

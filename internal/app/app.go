@@ -177,8 +177,10 @@ func proxyOptions(cfg *config.Config, transport http.RoundTripper, st keystore.S
 // stages is the proxy's stages for cfg's routes with the limiters of set
 // and the queue q (nil: none).
 func stages(cfg *config.Config, set *limitSet, q *session.Queue) proxy.Stages {
+	pathCase, _ := cfg.PathCaseOption() // validated
 	return proxy.Stages{
 		Routes:      proxyRoutes(cfg),
+		PathCase:    pathCase,
 		Edge:        set.edge,
 		RouteLimits: set.routes,
 		IETFHeaders: cfg.Limiter.IETFHeaders,

@@ -1,0 +1,144 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/idemgate/idemgate/internal/pathtmpl"
+	"github.com/idemgate/idemgate/keystore/memstore"
+)
+
+var completeRoutes = []Route{
+	{Name: "complete_checkout", Method: "POST", Path: "/ucp/v1/checkout-sessions/{id}/complete", Idempotent: true, RequireKey: true},
+}
+
+// rawRequest sends the request head line (and Host and the lines of hdr)
+// over a new TCP connection to addr and returns the answer.
+func rawRequest(t *testing.T, addr, line string, hdr ...string) result {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "%s\r\nHost: shop.example\r\nContent-Length: 2\r\nContent-Type: application/json\r\n", line)
+	for _, h := range hdr {
+		fmt.Fprintf(c, "%s\r\n", h)
+	}
+	io.WriteString(c, "\r\n{}")
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("%s: %v", line, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("%s: %v", line, err)
+	}
+	return result{res.StatusCode, res.Header, b}
+}
+
+// TestPathSpellingsHitTheRoute is issue 13's finding 2: every spelling
+// that an upstream would route to a require_key route is checked as that
+// route (400 idempotency_key_missing without a key), or refused as
+// ambiguous (400 request_invalid); none of them reaches the upstream.
+// Sent over raw TCP connections, so the spellings arrive exactly as
+// written.
+func TestPathSpellingsHitTheRoute(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) { o.Stages.Routes = completeRoutes })
+	addr := strings.TrimPrefix(tp.URL, "http://")
+	for _, line := range []string{
+		"POST /ucp/v1/checkout-sessions/1/complete HTTP/1.1",
+		"POST /ucp/v1/checkout-sessions/1/complete/ HTTP/1.1",
+		"POST /ucp/v1/checkout-sessions/1/complete;x=1 HTTP/1.1",
+		"POST /ucp/v1/checkout-sessions/1/%63omplete HTTP/1.1",
+		"POST /ucp/v1/checkout-sessions/1%2fcomplete HTTP/1.1",
+		"POST /ucp/v1/checkout-sessions/1%2Fcomplete HTTP/1.1",
+		"POST /UCP/v1/checkout-sessions/1/complete HTTP/1.1",
+		"POST /UCP/V1/Checkout-Sessions/1/COMPLETE HTTP/1.1",
+		"post /ucp/v1/checkout-sessions/1/complete HTTP/1.1",
+		"Post /ucp/v1/checkout-sessions/1/complete HTTP/1.1",
+		"POST //ucp/v1/./checkout-sessions/1/x/../complete HTTP/1.1",
+		"POST /ucp/v1/checkout-sessions/1/complete%3Bx=1 HTTP/1.1",
+		"POST /ucp/v1/checkout-sessions/1%5Ccomplete HTTP/1.1",
+		"POST /ucp/v1/checkout-sessions/1/complete?x=1 HTTP/1.1",
+	} {
+		res := rawRequest(t, addr, line)
+		if code := problemCode(t, res); res.status != 400 || code != "idempotency_key_missing" && code != "request_invalid" {
+			t.Errorf("%s = %v; want 400 idempotency_key_missing or request_invalid", line, res)
+		}
+	}
+	if n := up.total.Load(); n != 0 {
+		t.Errorf("the upstream ran %d requests; want 0", n)
+	}
+	// With a key, each non-ambiguous spelling runs once, forwarded exactly
+	// as received.
+	for i, line := range []string{
+		"POST /ucp/v1/checkout-sessions/1/%63omplete HTTP/1.1",
+		"post /UCP/v1/checkout-sessions/1/complete/ HTTP/1.1",
+	} {
+		res := rawRequest(t, addr, line, fmt.Sprintf("Idempotency-Key: spelled-%d", i), "Authorization: a")
+		if res.status != 201 {
+			t.Errorf("%s with a key = %v; want the upstream's 201", line, res)
+		}
+		last := up.lastRequest()
+		method, uri, _ := strings.Cut(strings.TrimSuffix(line, " HTTP/1.1"), " ")
+		if last == nil || last.Method != method || last.RequestURI != uri {
+			t.Errorf("upstream got %v; want %s %s as received", last, method, uri)
+		}
+	}
+}
+
+// TestPathInvalid: a path that cannot be normalized gets 400
+// request_invalid on a listener with a protected route, and passes through
+// on one without.
+func TestPathInvalid(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	protected := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) { o.Stages.Routes = completeRoutes })
+	open := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) {
+		o.Stages.Routes = []Route{{Name: "get", Method: "GET", Path: "/x/{id}"}}
+	})
+	for _, line := range []string{
+		"GET /a/../../etc HTTP/1.1",
+		"POST /%2e%2e/ucp/v1/checkout-sessions/1/complete HTTP/1.1",
+		"POST /ucp/v1/checkout-sessions/1/complete/../../../../../.. HTTP/1.1",
+	} {
+		res := rawRequest(t, strings.TrimPrefix(protected.URL, "http://"), line)
+		if res.status != 400 || problemCode(t, res) != "request_invalid" {
+			t.Errorf("%s on a protected listener = %v; want 400 request_invalid", line, res)
+		}
+	}
+	if n := up.total.Load(); n != 0 {
+		t.Errorf("the upstream ran %d requests; want 0", n)
+	}
+	res := rawRequest(t, strings.TrimPrefix(open.URL, "http://"), "GET /a/../../etc HTTP/1.1")
+	if res.status != 201 {
+		t.Errorf("un-normalizable path without protected routes = %v; want the upstream's 201", res)
+	}
+}
+
+// TestPathCaseSensitive: with path_case: sensitive, a spelling in another
+// case is another endpoint (passed through), parameters always keep case.
+func TestPathCaseSensitive(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) {
+		o.Stages.Routes = completeRoutes
+		o.Stages.PathCase = pathtmpl.CaseSensitive
+	})
+	addr := strings.TrimPrefix(tp.URL, "http://")
+	if res := rawRequest(t, addr, "POST /ucp/v1/checkout-sessions/1/complete HTTP/1.1"); res.status != 400 || problemCode(t, res) != "idempotency_key_missing" {
+		t.Errorf("exact spelling = %v; want 400 idempotency_key_missing", res)
+	}
+	if res := rawRequest(t, addr, "POST /UCP/v1/checkout-sessions/1/complete HTTP/1.1"); res.status != 201 {
+		t.Errorf("other case under path_case sensitive = %v; want a pass-through 201", res)
+	}
+}
