@@ -40,9 +40,11 @@ type Options struct {
 	// values and the client's idempotency key, for POST /admin/keys (the
 	// proxy's (*proxy.Proxy).ScopeKey). Nil: that endpoint answers 404.
 	ScopeKey func(tenant string, identity http.Header, key string) keystore.Key
-	// TenantFor returns the tenant of a request's Host, for POST
-	// /admin/keys with "host" instead of "tenant". Nil: "host" is refused.
-	TenantFor func(host string) string
+	// TenantFor returns the tenant of a request's Host, and false when the
+	// host has none (config.Idempotency.TenantFor, the proxy's rule), for
+	// POST /admin/keys with "host" instead of "tenant". Nil: "host" is
+	// refused.
+	TenantFor func(host string) (tenant string, ok bool)
 	// MaxResponseBytes caps the body of an operator's answer, as
 	// idempotency.max_response_bytes caps stored answers. Default 64 KiB.
 	MaxResponseBytes int64
@@ -421,7 +423,12 @@ func (h *Handler) computeKey(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, r, "key", http.StatusBadRequest, "invalid_request", "host is not supported; set tenant")
 			return
 		}
-		tenant = h.o.TenantFor(req.Host)
+		t, ok := h.o.TenantFor(req.Host)
+		if !ok {
+			h.fail(w, r, "key", http.StatusBadRequest, "invalid_request", "host has no entry in idempotency.tenant_hosts: its keyed writes are refused (421 tenant_unknown)")
+			return
+		}
+		tenant = t
 	}
 	identity := make(http.Header, len(req.Identity))
 	for name, vals := range req.Identity {

@@ -42,7 +42,9 @@ func newFixture(t *testing.T, tok string) *fixture {
 		ScopeKey: func(tenant string, id http.Header, key string) keystore.Key {
 			return keystore.NewKey(tenant, id.Get("Authorization"), key)
 		},
-		TenantFor:        func(host string) string { return "tenant-of-" + host },
+		TenantFor: func(host string) (string, bool) {
+			return "tenant-of-" + host, host != "unknown.example"
+		},
 		MaxResponseBytes: 64,
 		Registerer:       reg,
 		Logger:           slog.New(slog.NewJSONHandler(logs, nil)),
@@ -307,7 +309,7 @@ func TestComputeKey(t *testing.T) {
 	if a.body["key"] != keystore.NewKey("tenant-of-shop.example", "", "k").String() || a.body["tenant"] != "tenant-of-shop.example" {
 		t.Errorf("keys by host = %s", a.raw)
 	}
-	for _, body := range []string{`{}`, `{"tenant":"a","host":"b","idempotency_key":"k"}`} {
+	for _, body := range []string{`{}`, `{"tenant":"a","host":"b","idempotency_key":"k"}`, `{"host":"unknown.example","idempotency_key":"k"}`} {
 		if a := f.admin(t, "POST", "/admin/keys", body); a.status != 400 {
 			t.Errorf("keys %s = %d; want 400", body, a.status)
 		}

@@ -94,7 +94,8 @@ func (p *Proxy) runClaimed(w http.ResponseWriter, r *http.Request, next http.Han
 // scope returns the store key of a request: the tenant, the exact values of
 // the identity headers and the client's key, hashed.
 func (p *Proxy) scope(r *http.Request, key string) keystore.Key {
-	return p.ScopeKey(p.opts.Idempotency.TenantFor(r.Host), r.Header, key)
+	tenant, _ := p.opts.Idempotency.TenantFor(r.Host) // known: see checkKey
+	return p.ScopeKey(tenant, r.Header, key)
 }
 
 // ScopeKey returns the store key of the idempotency key key sent under

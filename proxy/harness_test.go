@@ -207,9 +207,9 @@ func problemCode(t *testing.T, r result) string {
 }
 
 // tenantHosts is the tenant rule of a config with these tenant_hosts.
-func tenantHosts(hosts map[string]string) func(host string) string {
+func tenantHosts(hosts map[string]string) func(host string) (string, bool) {
 	id := &config.Idempotency{TenantHosts: hosts}
-	return func(h string) string { t, _ := id.TenantFor(h); return t }
+	return id.TenantFor
 }
 
 func mustPrefixes(ss ...string) []netip.Prefix {

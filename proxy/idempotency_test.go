@@ -229,25 +229,32 @@ func TestIdentityScope(t *testing.T) {
 	}
 }
 
+// TestTenantHosts is issue 13's finding 3: one host rule (lower case, port
+// and one trailing dot removed) decides the tenant; a host's trailing dot
+// replays its own tenant's answer and never another tenant's; an unknown
+// host's keyed write gets 421 tenant_unknown and never runs.
 func TestTenantHosts(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t)
 	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) {
 		o.Idempotency.TenantFor = tenantHosts(map[string]string{"shop-a.example": "a", "shop-b.example": "b", "alias-a.example": "a"})
 	})
-	do := func(host string) result {
+	do := func(host, key string) result {
 		req, _ := http.NewRequest("POST", tp.URL+"/ucp/v1/carts", strings.NewReader(`{}`))
 		req.Host = host
-		req.Header.Set("Idempotency-Key", "same")
+		req.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
 		res, err := tp.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return readResult(t, res)
 	}
-	a := do("shop-a.example")
-	b := do("shop-b.example:8080")
-	alias := do("ALIAS-A.example")
+	a := do("shop-a.example", "same")
+	b := do("shop-b.example:8080", "same")
+	alias := do("ALIAS-A.example", "same")
 	if bytes.Equal(a.body, b.body) {
 		t.Errorf("two tenants shared an answer")
 	}
@@ -256,6 +263,33 @@ func TestTenantHosts(t *testing.T) {
 	}
 	if up.lastRequest().Host != "shop-b.example:8080" {
 		t.Errorf("upstream Host = %q; want the client's", up.lastRequest().Host)
+	}
+	a2 := do("shop-a.example.", "dot")
+	if a2.status != 201 {
+		t.Fatalf("shop-a.example. = %v; want 201", a2)
+	}
+	if r := do("shop-a.example", "dot"); !bytes.Equal(r.body, a2.body) || r.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("shop-a.example after shop-a.example. = %v; want the replay %v (one tenant)", r, a2)
+	}
+	if r := do("shop-b.example.", "dot"); bytes.Equal(r.body, a2.body) || r.header.Get("Idempotent-Replayed") != "" || r.status != 201 {
+		t.Errorf("shop-b.example. = %v; want its own first execution, never shop-a's answer %v", r, a2)
+	}
+	before := up.total.Load()
+	for _, host := range []string{"unknown.example", "shop-a.example..", "shop-a.example.evil", "[::1]:8080"} {
+		r := do(host, "same")
+		if r.status != 421 || problemCode(t, r) != "tenant_unknown" {
+			t.Errorf("keyed write to %q = %v; want 421 tenant_unknown", host, r)
+		}
+	}
+	if n := up.total.Load() - before; n != 0 {
+		t.Errorf("keyed writes to unknown hosts ran %d times; want 0", n)
+	}
+	if !strings.Contains(tp.logs.String(), `"outcome":"tenant_unknown"`) {
+		t.Errorf("access log has no tenant_unknown outcome:\n%s", tp.logs.String())
+	}
+	// Unkeyed, an unknown host's write runs unprotected, as any other.
+	if r := do("unknown.example", ""); r.status != 201 {
+		t.Errorf("unkeyed write to an unknown host = %v; want the upstream's 201", r)
 	}
 }
 

@@ -45,9 +45,9 @@ func (p *Proxy) keyCheck(next http.Handler) http.Handler {
 	})
 }
 
-// checkKey is the rule of a request's key header values vals: one valid key
-// (1–255 characters from '!' to '~'), and an identity header when
-// require_identity is set. It returns the key, or "" and no problem when
+// checkKey is the rule of a request's key header values vals, in DESIGN.md
+// step 4's order: one valid key (1–255 characters from '!' to '~'), a host
+// with a tenant, and an identity header when require_identity is set. It returns the key, or "" and no problem when
 // there is none and require is false.
 func (p *Proxy) checkKey(r *http.Request, vals []string, require bool) (string, *proxyProblem) {
 	switch {
@@ -60,10 +60,20 @@ func (p *Proxy) checkKey(r *http.Request, vals []string, require bool) (string, 
 		return "", nil
 	case !validKey(vals[0]):
 		return "", p.keyInvalid()
+	case !p.knownTenant(r):
+		return "", &problemTenantUnknown
 	case p.opts.Idempotency.RequireIdentity && !p.hasIdentity(r):
 		return "", &problemIdentityMissing
 	}
 	return vals[0], nil
+}
+
+// knownTenant reports whether r's Host has a tenant ([Idempotency.TenantFor]):
+// a keyed write to a host without one is refused with 421 tenant_unknown,
+// so unknown hosts never share a scope (DESIGN.md step 5).
+func (p *Proxy) knownTenant(r *http.Request) bool {
+	_, ok := p.opts.Idempotency.TenantFor(r.Host)
+	return ok
 }
 
 // keyInvalid is idempotency_key_invalid naming the configured header.

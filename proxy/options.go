@@ -90,8 +90,11 @@ type Idempotency struct {
 	IdentityHeaders []string
 	RequireIdentity bool
 	// TenantFor returns the tenant of a request's Host header, the first
-	// part of every record's and session line's key. Nil: one tenant, "".
-	TenantFor        func(host string) string
+	// part of every record's and session line's key, and false when the
+	// host has none: a keyed write to it gets 421 tenant_unknown. It is
+	// config's Idempotency.TenantFor, the one tenant rule. Nil: one
+	// tenant, "", for every host.
+	TenantFor        func(host string) (tenant string, ok bool)
 	Retention        time.Duration // default 25h
 	Lease            time.Duration // default 120s
 	MaxLease         time.Duration // default 60m

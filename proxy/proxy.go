@@ -55,7 +55,7 @@ func newProxy(opts Options) (*Proxy, error) {
 	}
 	id.Header = http.CanonicalHeaderKey(id.Header)
 	if id.TenantFor == nil {
-		id.TenantFor = func(string) string { return "" }
+		id.TenantFor = func(string) (string, bool) { return "", true }
 	}
 	if id.Retention <= 0 {
 		id.Retention = 25 * time.Hour

@@ -8,9 +8,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"github.com/idemgate/idemgate/keystore/memstore"
+	"github.com/idemgate/idemgate/limiter"
 )
 
 var completeRoutes = []Route{
@@ -140,5 +142,114 @@ func TestPathCaseSensitive(t *testing.T) {
 	}
 	if res := rawRequest(t, addr, "POST /UCP/v1/checkout-sessions/1/complete HTTP/1.1"); res.status != 201 {
 		t.Errorf("other case under path_case sensitive = %v; want a pass-through 201", res)
+	}
+}
+
+// TestRejectionOrder pins DESIGN.md step 4's order of the checks that need
+// no body, then the body: edge limit → path → route match → route limit →
+// key syntax → tenant → identity → body → claim. Each row fails every check
+// from its own on; the first failing check answers, and nothing runs.
+func TestRejectionOrder(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	edge, err := limiter.NewEdge(limiter.EdgeOptions{Rate: 1, Burst: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	route, err := limiter.NewRoute(limiter.RouteOptions{Algorithm: limiter.Window, Requests: 1000, Per: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { edge.Close(); route.Close() })
+	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) {
+		o.Now = func() time.Time { return now }
+		o.Stages.Routes = completeRoutes
+		o.Stages.Edge = edge
+		o.Stages.RouteLimits = map[string]Limiter{"complete_checkout": route}
+		o.Idempotency.RequireIdentity = true
+		o.Idempotency.MaxBodyBytes = 8
+		o.Idempotency.TenantFor = tenantHosts(map[string]string{"shop.example": "shop"})
+	})
+	addr := strings.TrimPrefix(tp.URL, "http://")
+	send := func(line string, hdr ...string) result {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, line+"\r\nContent-Type: application/json\r\nContent-Length: 20\r\n")
+		for _, h := range hdr {
+			io.WriteString(c, h+"\r\n")
+		}
+		io.WriteString(c, "\r\n{\"too\":\"large body\"}")
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return result{res.StatusCode, res.Header, b}
+	}
+	const (
+		badPath  = "POST /ucp/v1/checkout-sessions/1%2Fx/complete HTTP/1.1"
+		good     = "POST /ucp/v1/checkout-sessions/1/complete HTTP/1.1"
+		unknown  = "Host: unknown.example"
+		known    = "Host: shop.example"
+		badKey   = "Idempotency-Key: bad key"
+		goodKey  = "Idempotency-Key: k"
+		identity = "Authorization: Bearer a"
+	)
+	for _, tt := range []struct {
+		name   string
+		line   string
+		hdr    []string
+		status int
+		code   string
+	}{
+		{"path before the key", badPath, []string{unknown, badKey}, 400, "request_invalid"},
+		{"key syntax before the tenant", good, []string{unknown, badKey}, 400, "idempotency_key_invalid"},
+		{"key missing before the tenant", good, []string{unknown}, 400, "idempotency_key_missing"},
+		{"tenant before the identity and the body", good, []string{unknown, goodKey}, 421, "tenant_unknown"},
+		{"identity before the body", good, []string{known, goodKey}, 400, "idempotency_identity_missing"},
+		{"body last", good, []string{known, goodKey, identity}, 413, "request_too_large"},
+	} {
+		r := send(tt.line, tt.hdr...)
+		if r.status != tt.status || problemCode(t, r) != tt.code {
+			t.Errorf("%s: %v; want %d %s", tt.name, r, tt.status, tt.code)
+		}
+	}
+	// The route limit answers before the key check; the edge limit before
+	// the path.
+	route2, err := limiter.NewRoute(limiter.RouteOptions{Algorithm: limiter.Window, Requests: 1, Per: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { route2.Close() })
+	st := tp.p.Stages()
+	st.RouteLimits = map[string]Limiter{"complete_checkout": route2}
+	if err := tp.p.Reload(st); err != nil {
+		t.Fatal(err)
+	}
+	send(good, known) // uses the route limit up
+	if r := send(good, unknown, badKey); r.status != 429 || problemCode(t, r) != "rate_limited" {
+		t.Errorf("route limit before the key: %v; want 429 rate_limited", r)
+	}
+	edge2, err := limiter.NewEdge(limiter.EdgeOptions{Rate: 1, Burst: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { edge2.Close() })
+	st.Edge = edge2
+	if err := tp.p.Reload(st); err != nil {
+		t.Fatal(err)
+	}
+	send("GET /nowhere HTTP/1.1", known) // uses the edge limit up
+	if r := send(badPath, unknown, badKey); r.status != 429 || problemCode(t, r) != "rate_limited" {
+		t.Errorf("edge limit before the path: %v; want 429 rate_limited", r)
+	}
+	if n := up.total.Load(); n != 1 {
+		t.Errorf("upstream ran %d requests; want 1 (the GET that used the edge limit up)", n)
 	}
 }

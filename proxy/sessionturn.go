@@ -84,17 +84,18 @@ func sessionID(r *http.Request) (id string, ok bool) {
 
 // sessionKey returns the key of r's session line, and whether r takes a
 // turn.
-func sessionKey(r *http.Request, tenant func(host string) string) (session.Key, bool) {
+func sessionKey(r *http.Request, tenantFor func(host string) (string, bool)) (session.Key, bool) {
 	id, ok := sessionID(r)
 	if !ok {
 		return session.Key{}, false
 	}
 	ex := exchangeOf(r)
 	s := ex.route.Session
+	tenant, _ := tenantFor(r.Host) // an unknown host's unkeyed requests share tenant ""
 	if s.Header != "" {
-		return session.NewKey("session/v1", tenant(r.Host), "header", http.CanonicalHeaderKey(s.Header), id), true
+		return session.NewKey("session/v1", tenant, "header", http.CanonicalHeaderKey(s.Header), id), true
 	}
-	return session.NewKey("session/v1", tenant(r.Host), "path", pathBefore(&ex.match, s.Param), id), true
+	return session.NewKey("session/v1", tenant, "path", pathBefore(&ex.match, s.Param), id), true
 }
 
 // pathBefore returns the part of the normalized path that m matched before

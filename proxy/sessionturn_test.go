@@ -431,7 +431,7 @@ func TestSessionScopes(t *testing.T) {
 	up := newSessionUpstream(t)
 	m := &sessionCounters{}
 	tp := newSessionProxy(t, up.URL, session.Options{QueueDepth: 4, QueueTimeout: time.Minute, Metrics: m}, func(o *Options) {
-		o.Idempotency.TenantFor = tenantHosts(map[string]string{"shop2.example": "shop2"})
+		o.Idempotency.TenantFor = tenantHosts(map[string]string{"127.0.0.1": "shop1", "shop2.example": "shop2"})
 	})
 	defer up.open()
 	c := sessionClient(t)

@@ -63,7 +63,7 @@ func newAdmin(cfg *config.Config, st keystore.Store, scopeKey func(string, http.
 		Store:            ast,
 		Token:            token,
 		ScopeKey:         scopeKey,
-		TenantFor:        tenantOf(cfg),
+		TenantFor:        cfg.Idempotency.TenantFor,
 		MaxResponseBytes: cfg.Idempotency.MaxResponseBytes,
 		Registerer:       reg,
 		Logger:           log,

@@ -155,7 +155,7 @@ func proxyOptions(cfg *config.Config, transport http.RoundTripper, st keystore.S
 			Header:           id.Header,
 			IdentityHeaders:  src.Headers,
 			RequireIdentity:  id.RequireIdentity,
-			TenantFor:        tenantOf(cfg), // the one tenant rule, the admin API's too
+			TenantFor:        cfg.Idempotency.TenantFor, // the one tenant rule, the admin API's too
 			Retention:        id.Retention,
 			Lease:            id.Lease,
 			MaxLease:         id.MaxLease,
@@ -210,14 +210,4 @@ func proxyRoutes(cfg *config.Config) []proxy.Route {
 		routes = append(routes, pr)
 	}
 	return routes
-}
-
-// tenantOf is cfg's one tenant rule as the proxy and the admin API take it.
-// An unknown host yields "" here until the proxy answers it with 421
-// tenant_unknown.
-func tenantOf(cfg *config.Config) func(host string) string {
-	return func(host string) string {
-		t, _ := cfg.Idempotency.TenantFor(host)
-		return t
-	}
 }
