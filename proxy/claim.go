@@ -24,19 +24,13 @@ func (p *Proxy) claim(next http.Handler) http.Handler {
 		rt := ex.route
 		opts := &p.opts.Idempotency
 		sk := p.scope(r, ex.key)
-		var fp keystore.Fingerprint
-		if ex.gql != nil {
-			fp = fingerprint(rt.Name, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, "", graphqlFingerprintBody(ex.gql), nil)
-		} else {
-			fp = fingerprint(rt.Name, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Header.Get("Content-Type"), ex.body, rt.ignore)
-		}
 		// Stores bound their own calls (the Redis client's timeout); a
-		// client that hangs up cancels the claim.
-		res, err := p.opts.Store.Reserve(r.Context(), sk, keystore.ReserveOptions{
-			Fingerprint: fp,
-			Route:       rt.Name,
-			Lease:       opts.Lease,
-			Retention:   opts.Retention,
+		// client that hangs up cancels the claim. reserve computes the
+		// fingerprint and compares it in the record's version.
+		res, err := p.reserve(r.Context(), r, ex, sk, keystore.ReserveOptions{
+			Route:     rt.Name,
+			Lease:     opts.Lease,
+			Retention: opts.Retention,
 		})
 		switch {
 		case err == nil && res.Response == nil:
@@ -46,7 +40,7 @@ func (p *Proxy) claim(next http.Handler) http.Handler {
 		case err == nil && rt.Observe:
 			p.forwardObserved(w, r, next, OutcomeWouldReplay)
 		case err == nil:
-			p.replay(w, r, res.Response)
+			p.replay(w, r, res.Response) // record.go
 		case errors.Is(err, keystore.ErrInFlight):
 			p.refuse(w, r, next, problemInProgress)
 		case errors.Is(err, keystore.ErrFingerprintMismatch):

@@ -1,15 +1,40 @@
 package proxy
 
 import (
+	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"hash"
+	"math"
 	"mime"
+	"net/http"
 	"strings"
 	"sync"
 
+	"github.com/idemgate/idemgate/internal/budget"
 	"github.com/idemgate/idemgate/internal/canonjson"
+	"github.com/idemgate/idemgate/internal/gql"
+	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"github.com/idemgate/idemgate/keystore"
+	"github.com/idemgate/idemgate/limiter"
+)
+
+// currentFingerprint is the fingerprint version this build writes (DESIGN.md,
+// Fingerprint): without the route's name, on the RFC 3986 normalized path,
+// with the body's kind, over the decoded body. Records of
+// [keystore.FingerprintV1] are compared in that version ([fingerprintV1]).
+const currentFingerprint keystore.FingerprintVersion = 2
+
+// The kinds of body a fingerprint marks, so that a raw body never equals a
+// JSON one.
+const (
+	fingerprintV2Byte = "\x02" // starts every currentFingerprint hash
+
+	kindJSON    = "json"
+	kindRaw     = "raw"
+	kindGraphQL = "graphql"
 )
 
 // fingerprintState holds the reusable buffers of one fingerprint.
@@ -23,31 +48,17 @@ var fingerprintPool = sync.Pool{New: func() any {
 	return &fingerprintState{h: sha256.New(), head: make([]byte, 0, 256), canon: make([]byte, 0, 4096)}
 }}
 
-// fingerprint returns the SHA-256 of what makes two requests the same
-// (DESIGN.md, Fingerprint): route name, method, the escaped path as sent,
-// the raw query and the body — canonical JSON (without the ignore pointers)
-// when contentType is JSON and the body parses, else the raw bytes. Each
-// part is length-prefixed, so no two different requests share an encoding.
-func fingerprint(routeName, method, escapedPath, rawQuery, contentType string, body []byte, ignore []canonjson.Pointer) keystore.Fingerprint {
-	st := fingerprintPool.Get().(*fingerprintState)
-	defer fingerprintPool.Put(st)
+// sum hashes the head parts, each length-prefixed after the first byte
+// pre ("" for none), then payload, length-prefixed.
+func (st *fingerprintState) sum(pre string, parts [4]string, payload []byte) keystore.Fingerprint {
 	h := st.h
 	h.Reset()
 	// The head parts go through one buffer and one Write: a Write per part
 	// on the hash.Hash interface allocates.
-	head := st.head[:0]
-	for _, s := range [...]string{routeName, method, escapedPath, rawQuery} {
+	head := append(st.head[:0], pre...)
+	for _, s := range parts {
 		head = binary.BigEndian.AppendUint64(head, uint64(len(s)))
 		head = append(head, s...)
-	}
-	payload := body
-	if isJSON(contentType) {
-		if c, ok := canonjson.Append(st.canon[:0], body, ignore); ok {
-			payload = c
-			if cap(c) <= 1<<20 {
-				st.canon = c[:0]
-			}
-		}
 	}
 	head = binary.BigEndian.AppendUint64(head, uint64(len(payload)))
 	h.Write(head)
@@ -58,6 +69,165 @@ func fingerprint(routeName, method, escapedPath, rawQuery, contentType string, b
 	var fp keystore.Fingerprint
 	h.Sum(fp[:0])
 	return fp
+}
+
+// keepCanon keeps c's buffer for the next fingerprint unless it grew big.
+func (st *fingerprintState) keepCanon(c []byte) {
+	if cap(c) <= 1<<20 {
+		st.canon = c[:0]
+	}
+}
+
+// fingerprint returns the SHA-256 of what makes two requests the same, in
+// version [currentFingerprint] (DESIGN.md, Fingerprint): a version byte, the
+// method, escapedPath after RFC 3986 normalization
+// ([pathtmpl.NormalizeRFC3986]; as sent if it cannot be normalized), the
+// raw query, the body's kind and the body — canonical JSON (without the
+// ignore pointers), kind json, when contentType is application/json or
+// *+json and the body parses, else the raw bytes, kind raw. body is the
+// body after its Content-Encoding was undone. Each part is length-prefixed,
+// so no two different requests share an encoding. The route's name is not
+// part of it.
+func fingerprint(method, escapedPath, rawQuery, contentType string, body []byte, ignore []canonjson.Pointer) keystore.Fingerprint {
+	st := fingerprintPool.Get().(*fingerprintState)
+	defer fingerprintPool.Put(st)
+	kind, payload := kindRaw, body
+	if isJSON(contentType) {
+		if c, ok := canonjson.Append(st.canon[:0], body, ignore); ok {
+			kind, payload = kindJSON, c
+			defer st.keepCanon(c)
+		}
+	}
+	return st.sum(fingerprintV2Byte, [4]string{method, fingerprintPath(escapedPath), rawQuery, kind}, payload)
+}
+
+// fingerprintGraphQL is [fingerprint] for a keyed request on a GraphQL
+// route: kind graphql, and in place of the body the operation name, the
+// normalized document, the canonical variables and the persisted-query
+// hash ([gql.Request.AppendFingerprintV2]); no other member of the request
+// object. The route's fingerprint_ignore pointers were applied to the
+// request object before req was parsed.
+func fingerprintGraphQL(method, escapedPath, rawQuery string, req *gql.Request) keystore.Fingerprint {
+	st := fingerprintPool.Get().(*fingerprintState)
+	defer fingerprintPool.Put(st)
+	payload := req.AppendFingerprintV2(st.canon[:0])
+	defer st.keepCanon(payload)
+	return st.sum(fingerprintV2Byte, [4]string{method, fingerprintPath(escapedPath), rawQuery, kindGraphQL}, payload)
+}
+
+// fingerprintPath is the path a fingerprint hashes.
+func fingerprintPath(escapedPath string) string {
+	if p, err := pathtmpl.NormalizeRFC3986(escapedPath); err == nil {
+		return p
+	}
+	// Not reached for keyed requests: route matching refused the path.
+	return escapedPath
+}
+
+// fingerprintV1 is the first release's fingerprint ([keystore.FingerprintV1]),
+// kept byte for byte so that its records are compared in it: route name,
+// method, the escaped path as sent, the raw query and the body as sent
+// (never decoded) — canonical JSON (without the ignore pointers) when
+// contentType is JSON and the body parses, else the raw bytes — each part
+// length-prefixed, with no version byte and no kind.
+func fingerprintV1(routeName, method, escapedPath, rawQuery, contentType string, body []byte, ignore []canonjson.Pointer) keystore.Fingerprint {
+	st := fingerprintPool.Get().(*fingerprintState)
+	defer fingerprintPool.Put(st)
+	payload := body
+	if isJSON(contentType) {
+		if c, ok := canonjson.Append(st.canon[:0], body, ignore); ok {
+			payload = c
+			defer st.keepCanon(c)
+		}
+	}
+	return st.sum("", [4]string{routeName, method, escapedPath, rawQuery}, payload)
+}
+
+// fingerprintInput is what a keyed request's fingerprint hashes of its
+// body, decided by the key check: the body after its Content-Encoding was
+// undone, and the Content-Type that says how to read it ("" when the
+// encoding is one idemgate does not decode: the bytes are then hashed raw).
+type fingerprintInput struct {
+	body        []byte
+	contentType string
+}
+
+// decodeBody decides the fingerprint input of a keyed request whose body
+// was read whole: a body with Content-Encoding gzip or deflate is decoded,
+// within max_body_bytes after decoding (over: 413 request_too_large; a
+// corrupt encoding: 400 request_body_invalid), so that two compressions of
+// one body are one request; other encodings are hashed raw.
+func (p *Proxy) decodeBody(r *http.Request, body []byte) (fingerprintInput, *proxyProblem) {
+	in := fingerprintInput{body: body, contentType: r.Header.Get("Content-Type")}
+	enc := r.Header.Values("Content-Encoding")
+	if len(enc) == 0 {
+		return in, nil
+	}
+	// The bound is max_body_bytes, as DESIGN.md's Bounds says; the body
+	// itself is already held.
+	b := budget.New(math.MaxInt64, math.MaxInt64)
+	held, err := b.Read(limiter.Key{}, bytes.NewReader(body), int64(len(body)), &budget.ReadOptions{})
+	if err != nil {
+		return in, &problemBodyInvalid
+	}
+	dec, err := held.Decode(strings.Join(enc, ","), p.opts.Idempotency.MaxBodyBytes)
+	switch {
+	case err == nil:
+		in.body = dec
+	case errors.Is(err, budget.ErrUnsupportedEncoding):
+		in.contentType = "" // hashed raw
+	case errors.Is(err, budget.ErrTooLarge):
+		return in, &problemRequestTooLarge
+	case errors.Is(err, budget.ErrOverloaded):
+		return in, &problemOverloaded
+	default:
+		return in, &problemBodyInvalid
+	}
+	return in, nil
+}
+
+// requestFingerprint returns the fingerprint of r, a keyed request, in version v,
+// and false when this build cannot compute v (a newer release's).
+func (p *Proxy) requestFingerprint(r *http.Request, ex *exchange, v keystore.FingerprintVersion) (keystore.Fingerprint, bool) {
+	rt := ex.route
+	switch v {
+	case currentFingerprint:
+		if ex.gql != nil {
+			return fingerprintGraphQL(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, ex.gql), true
+		}
+		return fingerprint(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, ex.fp.contentType, ex.fp.body, rt.ignore), true
+	case keystore.FingerprintV1:
+		// As the first release computed it: the body as sent; a GraphQL
+		// mutation by its parsed request, all members included.
+		ct := r.Header.Get("Content-Type")
+		if rt.Protocol == ProtocolGraphQL && !rt.Observe {
+			if req, err := gql.ParseRequest(ct, ex.body); err == nil {
+				return fingerprintV1(rt.Name, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, "", graphqlFingerprintBody(&req), nil), true
+			}
+		}
+		return fingerprintV1(rt.Name, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, ct, ex.body, rt.ignore), true
+	}
+	return keystore.Fingerprint{}, false
+}
+
+// reserve claims sk for r with the options o, its fingerprint filled in
+// here (DESIGN.md, Upgrades): in [currentFingerprint] first, and when the key's
+// record was written in another version this build knows, once more in
+// the record's version — only a mismatch in the record's own version is a
+// reused key. A record of a version this build does not know stays a
+// mismatch.
+func (p *Proxy) reserve(ctx context.Context, r *http.Request, ex *exchange, sk keystore.Key, o keystore.ReserveOptions) (keystore.Reservation, error) {
+	o.Fingerprint, _ = p.requestFingerprint(r, ex, currentFingerprint)
+	o.FingerprintVersion = currentFingerprint
+	res, err := p.opts.Store.Reserve(ctx, sk, o)
+	var me *keystore.MismatchError
+	if errors.As(err, &me) && me.Version.Normalize() != currentFingerprint {
+		if fp, ok := p.requestFingerprint(r, ex, me.Version.Normalize()); ok {
+			o.Fingerprint, o.FingerprintVersion = fp, me.Version.Normalize()
+			res, err = p.opts.Store.Reserve(ctx, sk, o)
+		}
+	}
+	return res, err
 }
 
 // isJSON reports whether a Content-Type is application/json or *+json.

@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 
+	"github.com/idemgate/idemgate/internal/canonjson"
 	"github.com/idemgate/idemgate/internal/gql"
 	"github.com/idemgate/idemgate/internal/problem"
 )
@@ -32,7 +33,12 @@ func (p *Proxy) keyCheckGraphQL(w http.ResponseWriter, r *http.Request, next htt
 		return
 	}
 	defer free()
-	req, err := gql.ParseRequest(r.Header.Get("Content-Type"), body)
+	fp, prob := p.decodeBody(r, body)
+	if prob != nil {
+		writeProblem(w, r, *prob)
+		return
+	}
+	req, err := gql.ParseRequest(fp.contentType, graphqlIgnore(fp, ex.route.ignore))
 	if err == nil && !req.Keyed() {
 		ex.outcome = OutcomePassthrough
 		next.ServeHTTP(w, r)
@@ -48,8 +54,22 @@ func (p *Proxy) keyCheckGraphQL(w http.ResponseWriter, r *http.Request, next htt
 	if err == nil {
 		ex.gql = &req
 	}
-	ex.key, ex.body = key, body
+	ex.key, ex.body, ex.fp = key, body, fp
 	next.ServeHTTP(w, r)
+}
+
+// graphqlIgnore returns the request object in, with the route's
+// fingerprint_ignore pointers removed (e.g.
+// /variables/input/clientMutationId) when it is a JSON object and there
+// are any, for parsing into what the fingerprint hashes.
+func graphqlIgnore(in fingerprintInput, ignore []canonjson.Pointer) []byte {
+	if len(ignore) == 0 || !isJSON(in.contentType) && in.contentType != "" {
+		return in.body
+	}
+	if c, ok := canonjson.Append(nil, in.body, ignore); ok {
+		return c
+	}
+	return in.body
 }
 
 // graphqlFingerprintBody returns what stands for a GraphQL request's body in

@@ -40,7 +40,12 @@ func (p *Proxy) keyCheck(next http.Handler) http.Handler {
 			return
 		}
 		defer free()
-		ex.key, ex.body = key, body
+		fp, prob := p.decodeBody(r, body)
+		if prob != nil {
+			p.refuse(w, r, next, *prob)
+			return
+		}
+		ex.key, ex.body, ex.fp = key, body, fp
 		next.ServeHTTP(w, r)
 	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/memstore"

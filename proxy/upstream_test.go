@@ -99,6 +99,7 @@ func TestBrokenBodyIsNotStored(t *testing.T) {
 	tp := newTestProxy(t, up.URL, nil)
 	req, _ := http.NewRequest("POST", tp.URL+"/ucp/v1/carts", strings.NewReader(`{}`))
 	req.Header.Set("Idempotency-Key", "k")
+	req.Header.Set("Content-Type", "application/json")
 	if res, err := tp.Client().Do(req); err == nil {
 		_, err = io.ReadAll(res.Body)
 		res.Body.Close()
@@ -172,7 +173,7 @@ func TestClientHangUpStoresWholeAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(conn, "POST /ucp/v1/carts HTTP/1.1\r\nHost: x\r\nIdempotency-Key: hang\r\nContent-Length: 2\r\n\r\n{}")
+	fmt.Fprintf(conn, "POST /ucp/v1/carts HTTP/1.1\r\nHost: x\r\nIdempotency-Key: hang\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
 	br := bufio.NewReader(conn)
 	if _, err := http.ReadResponse(br, nil); err != nil {
 		t.Fatal(err)

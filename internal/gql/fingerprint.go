@@ -53,3 +53,31 @@ func appendPart[S ~string | ~[]byte](dst []byte, s S) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(s)))
 	return append(dst, s...)
 }
+
+// fingerprintVersion2 starts every [Request.AppendFingerprintV2].
+const fingerprintVersion2 = "gql2"
+
+// AppendFingerprintV2 appends to dst what stands for the request's body in
+// the proxy's second fingerprint version (DESIGN.md, "Fingerprint"): the
+// form of the document, the operationName, the document (normalized, or as
+// sent when it does not parse), the canonical variables and the
+// persisted-query hash, each length-prefixed. Unlike [Request.AppendFingerprint]
+// it leaves out every other member, extensions included: tracing
+// extensions change per attempt. Members the route ignores are removed from
+// the body before it is parsed.
+func (r Request) AppendFingerprintV2(dst []byte) []byte {
+	dst = append(dst, fingerprintVersion2...)
+	form := r.form
+	if form == 0 {
+		form = formRaw
+	}
+	dst = append(dst, form)
+	dst = appendPart(dst, r.operationName)
+	if form == formRaw {
+		dst = appendPart(dst, r.query)
+	} else {
+		dst = appendPart(dst, r.normalized)
+	}
+	dst = appendPart(dst, r.variables)
+	return appendPart(dst, r.hash)
+}
