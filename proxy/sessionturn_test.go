@@ -469,8 +469,12 @@ func TestSessionScopes(t *testing.T) {
 	hdrWait := async(c, "POST", tp.URL+"/checkout", "hdr-wait", "X-Cart-Id", "A")
 	eventually(t, func() string { return fmt.Sprintf("waiting = %d; want 2", m.waiting.Load()) },
 		func() bool { return m.waiting.Load() == 2 })
+	// Another spelling of the same cart is the same session: it waits.
+	spelled := async(c, "PUT", tp.URL+"/CARTS//%41/", "spelled")
+	eventually(t, func() string { return fmt.Sprintf("waiting = %d; want 3", m.waiting.Load()) },
+		func() bool { return m.waiting.Load() == 3 })
 	up.open()
-	for name, ch := range map[string]<-chan result{"held": held, "get": get, "hdr-held": hdrHeld, "hdr-wait": hdrWait} {
+	for name, ch := range map[string]<-chan result{"held": held, "get": get, "hdr-held": hdrHeld, "hdr-wait": hdrWait, "spelled": spelled} {
 		if r := recv(t, ch, name); r.status != 201 {
 			t.Errorf("%s = %v; want 201", name, r)
 		}
