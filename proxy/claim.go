@@ -40,7 +40,7 @@ func (p *Proxy) claim(next http.Handler) http.Handler {
 		case err == nil && rt.Observe:
 			p.forwardObserved(w, r, next, OutcomeWouldReplay)
 		case err == nil:
-			p.replay(w, r, res.Response) // record.go
+			p.replay(w, r, res.Response)
 		case errors.Is(err, keystore.ErrInFlight):
 			p.refuse(w, r, next, problemInProgress)
 		case errors.Is(err, keystore.ErrFingerprintMismatch):

@@ -33,7 +33,7 @@ type exchange struct {
 
 	key     string           // the key check passed this key (keycheck.go)
 	body    []byte           // keyed writes: the body, read whole (body.go)
-	fp      fingerprintInput // keyed writes: the body as fingerprinted (fingerprint.go)
+	fp      fingerprintInput // keyed writes: the body as its fingerprint reads it
 	keyed   bool             // a keyed write under a claim
 	sent    sendState        // how far the request got to the upstream
 	capture *capture         // keyed writes: the answer kept for storage

@@ -52,8 +52,9 @@ func (p *Proxy) keyCheck(next http.Handler) http.Handler {
 
 // checkKey is the rule of a request's key header values vals, in DESIGN.md
 // step 4's order: one valid key (1–255 characters from '!' to '~'), a host
-// with a tenant, and an identity header when require_identity is set. It returns the key, or "" and no problem when
-// there is none and require is false.
+// with a tenant, and an identity header when require_identity is set. It
+// returns the key, or "" and no problem when there is none and require is
+// false.
 func (p *Proxy) checkKey(r *http.Request, vals []string, require bool) (string, *proxyProblem) {
 	switch {
 	case len(vals) > 1:
