@@ -19,6 +19,18 @@ type Config struct {
 	// MaxBufferedBytes caps the request bodies held in memory at once, in
 	// bytes; over it a keyed request gets 503 overloaded. Default 256 MiB.
 	MaxBufferedBytes int64 `mapstructure:"max_buffered_bytes"`
+	// MaxBufferedBytesPerClient caps the bytes of MaxBufferedBytes that one
+	// client address (an IPv4 address or IPv6 /64, after trusted_proxies)
+	// may hold; over it that client's keyed request gets 503 overloaded.
+	// 0 means a quarter of MaxBufferedBytes (the default).
+	MaxBufferedBytesPerClient int64 `mapstructure:"max_buffered_bytes_per_client"`
+	// MaxHeaderBytes caps a request's head (request line and headers);
+	// over it the server answers 431. Default 64 KiB.
+	MaxHeaderBytes int `mapstructure:"max_header_bytes"`
+	// RequestBodyTimeout is how long after its headers a keyed request's
+	// body may take to arrive; over it the request gets 408
+	// request_timeout and nothing is claimed. Default 30s.
+	RequestBodyTimeout time.Duration `mapstructure:"request_body_timeout"`
 
 	// Upstream is the protected API.
 	Upstream Upstream `mapstructure:"upstream"`
@@ -468,9 +480,11 @@ const (
 // with earlier ones.
 func Default() *Config {
 	return &Config{
-		Listen:           ":8080",
-		AdminListen:      ":9090",
-		MaxBufferedBytes: 256 << 20,
+		Listen:             ":8080",
+		AdminListen:        ":9090",
+		MaxBufferedBytes:   256 << 20,
+		MaxHeaderBytes:     64 << 10,
+		RequestBodyTimeout: 30 * time.Second,
 		Upstream: Upstream{
 			Timeout: 60 * time.Second,
 			Host:    HostPreserve,

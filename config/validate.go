@@ -98,6 +98,21 @@ func (c *Config) validateTop(p *problems) {
 			own(c.MaxBufferedBytes, defaults.MaxBufferedBytes),
 			ref("idempotency.max_body_bytes", c.Idempotency.MaxBodyBytes, defaults.Idempotency.MaxBodyBytes))
 	}
+	switch {
+	case c.MaxBufferedBytesPerClient < 0:
+		p.add("max_buffered_bytes_per_client", ErrRange, "must be >= 0 (0: a quarter of max_buffered_bytes); got %d", c.MaxBufferedBytesPerClient)
+	case c.MaxBufferedBytesPerClient > 0 && c.MaxBufferedBytesPerClient > c.MaxBufferedBytes:
+		p.add("max_buffered_bytes_per_client", ErrRange, "%d is more than max_buffered_bytes %d", c.MaxBufferedBytesPerClient, c.MaxBufferedBytes)
+	case c.MaxBufferedBytesPerClient > 0 && c.MaxBufferedBytesPerClient < c.Idempotency.MaxBodyBytes:
+		p.add("max_buffered_bytes_per_client", ErrRange, "%d is less than %s: such a body could never be buffered",
+			c.MaxBufferedBytesPerClient, ref("idempotency.max_body_bytes", c.Idempotency.MaxBodyBytes, defaults.Idempotency.MaxBodyBytes))
+	}
+	if c.MaxHeaderBytes < 4096 || c.MaxHeaderBytes > 16<<20 {
+		p.add("max_header_bytes", ErrRange, "must be from 4096 to 16777216; got %d", c.MaxHeaderBytes)
+	}
+	if c.RequestBodyTimeout <= 0 {
+		p.add("request_body_timeout", ErrRange, "must be > 0; got %s", c.RequestBodyTimeout)
+	}
 	checkMode(p, "mode", c.Mode, false)
 	if _, err := pathtmpl.ParseCase(c.PathCase); err != nil || c.PathCase == "" {
 		p.add("path_case", ErrInvalid, "%q: want %q or %q", c.PathCase, PathCaseInsensitive, PathCaseSensitive)
