@@ -1,86 +1,57 @@
 package proxy
 
 import (
-	"bytes"
 	"errors"
-	"io"
 	"net/http"
+	"time"
+
+	"github.com/idemgate/idemgate/internal/budget"
+	"github.com/idemgate/idemgate/limiter"
 )
 
-// readBody reads a keyed request's body whole, within max_body_bytes and
-// the max_buffered_bytes budget, and puts it back for the upstream. The
-// caller calls free when the request is done.
+// readBody reads a keyed request's body whole (DESIGN.md, Bounds), within
+// max_body_bytes, the max_buffered_bytes budget and the client's share of
+// it (charged as the bytes arrive, never from Content-Length), before
+// request_body_timeout from the end of its headers, and puts it back for the
+// upstream. The hold on the budget is left in the exchange (ex.held), so
+// that the buffers derived from the body (its decoded form, its canonical
+// JSON) are charged to it too. The caller calls free when the request is
+// done: it gives every byte back.
 //
-// observe is observe mode's policy: the body is never cut. A body enforce
-// mode refuses is then left for the upstream whole: a declared length over
-// the limit is not read at all, and what was read of a body that turned out
-// too long, or failed, is put back in front of the rest (or of the same
-// failure), as the upstream would have seen it without idemgate.
+// On error, observe mode (observe) forwards the request as it came: what
+// was read is put back in front of the rest (or of the same failure).
+// Enforce mode answers the problem and closes the connection after it,
+// reading nothing more: the rest of the body was not read, and net/http
+// would otherwise read it first, from a client that may never send it.
 func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request, observe bool) (body []byte, free func(), prob *proxyProblem) {
-	limit := p.opts.Idempotency.MaxBodyBytes
-	if r.ContentLength > limit {
+	ex := exchangeOf(r)
+	opt := budget.ReadOptions{Limit: p.opts.Idempotency.MaxBodyBytes, Writer: w}
+	if d := p.opts.RequestBodyTimeout; d > 0 {
+		// The exchange starts as the server hands the request over, right
+		// after its headers.
+		opt.Deadline = ex.start.Add(d)
+	}
+	held, err := p.budget.ReadBody(limiter.Bucket(ex.client), r, &opt)
+	if err == nil {
+		ex.held = held
+		return held.Bytes(), held.Release, nil
+	}
+	if !observe || errors.Is(err, budget.ErrTimeout) {
+		// Read nothing more from this client: net/http's Body.Close would
+		// read (and wait for) up to 256 KiB of what is left.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	}
+	if !observe {
+		w.Header().Set("Connection", "close")
+	}
+	switch {
+	case errors.Is(err, budget.ErrTooLarge):
 		return nil, nil, &problemRequestTooLarge
-	}
-	hold := limit
-	if r.ContentLength >= 0 {
-		hold = r.ContentLength
-	}
-	if p.buffered.Add(hold) > p.opts.MaxBufferedBytes {
-		p.buffered.Add(-hold)
+	case errors.Is(err, budget.ErrOverloaded):
 		return nil, nil, &problemOverloaded
+	case errors.Is(err, budget.ErrTimeout):
+		return nil, nil, &problemRequestTimeout
 	}
-	free = func() { p.buffered.Add(-hold) }
-	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
-		return nil, free, nil
-	}
-	var src io.Reader = http.MaxBytesReader(w, r.Body, limit)
-	if observe {
-		src = io.LimitReader(r.Body, limit+1) // never a refusal on the wire
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, max(r.ContentLength, 512)))
-	_, err := buf.ReadFrom(src)
-	if err != nil || int64(buf.Len()) > limit {
-		free()
-		if observe {
-			rest := r.Body
-			if err != nil {
-				rest = &failedBody{err: err, Closer: r.Body}
-			}
-			r.Body = &prefixedBody{Reader: io.MultiReader(bytes.NewReader(buf.Bytes()), rest), Closer: r.Body}
-		}
-		var mbe *http.MaxBytesError
-		if err == nil || errors.As(err, &mbe) {
-			return nil, nil, &problemRequestTooLarge
-		}
-		// The client went away or sent a broken body: nothing was claimed.
-		return nil, nil, &problemBodyInvalid
-	}
-	body = buf.Bytes()
-	rb := &bufferedBody{}
-	rb.Reset(body)
-	r.Body = rb
-	r.ContentLength = int64(len(body))
-	r.GetBody = nil
-	return body, free, nil
+	// The client went away or sent a broken body: nothing was claimed.
+	return nil, nil, &problemBodyInvalid
 }
-
-// bufferedBody is a read body held in memory: one allocation where
-// io.NopCloser(bytes.NewReader(b)) takes two. It has no GetBody, so the
-// Transport can never resend it.
-type bufferedBody struct{ bytes.Reader }
-
-func (*bufferedBody) Close() error { return nil }
-
-// prefixedBody is a request body whose start was read already.
-type prefixedBody struct {
-	io.Reader
-	io.Closer
-}
-
-// failedBody replays a body's read error.
-type failedBody struct {
-	err error
-	io.Closer
-}
-
-func (f *failedBody) Read([]byte) (int, error) { return 0, f.err }

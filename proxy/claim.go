@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/idemgate/idemgate/internal/budget"
 	"github.com/idemgate/idemgate/keystore"
 )
 
@@ -47,6 +48,8 @@ func (p *Proxy) claim(next http.Handler) http.Handler {
 			pr := problemKeyReused
 			pr.Status = opts.ReuseStatus
 			p.refuse(w, r, next, pr)
+		case errors.Is(err, budget.ErrOverloaded): // the canonical JSON's memory
+			p.refuse(w, r, next, problemOverloaded)
 		case r.Context().Err() != nil:
 			ex.outcome = OutcomeRejected // the client left; logged as 499
 		default:

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/budget"
 	"github.com/idemgate/idemgate/internal/gql"
 	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"github.com/idemgate/idemgate/internal/problem"
@@ -34,6 +35,7 @@ type exchange struct {
 	key     string           // the key check passed this key (keycheck.go)
 	body    []byte           // keyed writes: the body, read whole (body.go)
 	fp      fingerprintInput // keyed writes: the body as its fingerprint reads it
+	held    *budget.Body     // the body's hold on max_buffered_bytes: charge derived buffers to it
 	keyed   bool             // a keyed write under a claim
 	sent    sendState        // how far the request got to the upstream
 	capture *capture         // keyed writes: the answer kept for storage

@@ -89,16 +89,36 @@ func (st *fingerprintState) keepCanon(c []byte) {
 // so no two different requests share an encoding. The route's name is not
 // part of it.
 func fingerprint(method, escapedPath, rawQuery, contentType string, body []byte, ignore []canonjson.Pointer) keystore.Fingerprint {
+	fp, _ := fingerprintHeld(method, escapedPath, rawQuery, contentType, body, ignore, nil)
+	return fp
+}
+
+// fingerprintHeld is [fingerprint] with the canonical JSON's memory charged
+// to held, the body's hold on max_buffered_bytes (DESIGN.md, Bounds), and
+// given back once hashed; nil charges nothing. It fails only when the budget
+// refuses the charge (an error wrapping budget.ErrOverloaded).
+func fingerprintHeld(method, escapedPath, rawQuery, contentType string, body []byte, ignore []canonjson.Pointer, held *budget.Body) (keystore.Fingerprint, error) {
 	st := fingerprintPool.Get().(*fingerprintState)
 	defer fingerprintPool.Put(st)
 	kind, payload := kindRaw, body
 	if isJSON(contentType) {
-		if c, ok := canonjson.Append(st.canon[:0], body, ignore); ok {
+		var charge func(int64) error
+		if held != nil {
+			charge = held.Charge
+		}
+		c, charged, ok, err := canonjson.AppendCharged(st.canon[:0], body, ignore, charge)
+		if held != nil {
+			defer held.Uncharge(charged)
+		}
+		if err != nil {
+			return keystore.Fingerprint{}, err
+		}
+		if ok {
 			kind, payload = kindJSON, c
 			defer st.keepCanon(c)
 		}
 	}
-	return st.sum(fingerprintV2Byte, [4]string{method, fingerprintPath(escapedPath), rawQuery, kind}, payload)
+	return st.sum(fingerprintV2Byte, [4]string{method, fingerprintPath(escapedPath), rawQuery, kind}, payload), nil
 }
 
 // fingerprintGraphQL is [fingerprint] for a keyed request on a GraphQL
@@ -165,10 +185,13 @@ func (p *Proxy) decodeBody(r *http.Request, body []byte) (fingerprintInput, *pro
 	}
 	// The bound is max_body_bytes, as DESIGN.md's Bounds says; the body
 	// itself is already held.
-	b := budget.New(math.MaxInt64, math.MaxInt64)
-	held, err := b.Read(limiter.Key{}, bytes.NewReader(body), int64(len(body)), &budget.ReadOptions{})
-	if err != nil {
-		return in, &problemBodyInvalid
+	held := exchangeOf(r).held // charged to max_buffered_bytes (body.go)
+	if held == nil {
+		b := budget.New(math.MaxInt64, math.MaxInt64)
+		var err error
+		if held, err = b.Read(limiter.Key{}, bytes.NewReader(body), int64(len(body)), &budget.ReadOptions{}); err != nil {
+			return in, &problemBodyInvalid
+		}
 	}
 	dec, err := held.Decode(strings.Join(enc, ","), p.opts.Idempotency.MaxBodyBytes)
 	switch {
@@ -188,26 +211,28 @@ func (p *Proxy) decodeBody(r *http.Request, body []byte) (fingerprintInput, *pro
 
 // requestFingerprint returns the fingerprint of r, a keyed request, in version v,
 // and false when this build cannot compute v (a newer release's).
-func (p *Proxy) requestFingerprint(r *http.Request, ex *exchange, v keystore.FingerprintVersion) (keystore.Fingerprint, bool) {
+// It fails only when the canonical JSON's memory is over max_buffered_bytes.
+func (p *Proxy) requestFingerprint(r *http.Request, ex *exchange, v keystore.FingerprintVersion) (keystore.Fingerprint, bool, error) {
 	rt := ex.route
 	switch v {
 	case currentFingerprint:
 		if ex.gql != nil {
-			return fingerprintGraphQL(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, ex.gql), true
+			return fingerprintGraphQL(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, ex.gql), true, nil
 		}
-		return fingerprint(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, ex.fp.contentType, ex.fp.body, rt.ignore), true
+		fp, err := fingerprintHeld(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, ex.fp.contentType, ex.fp.body, rt.ignore, ex.held)
+		return fp, err == nil, err
 	case keystore.FingerprintV1:
 		// As the first release computed it: the body as sent; a GraphQL
 		// mutation by its parsed request, all members included.
 		ct := r.Header.Get("Content-Type")
 		if rt.Protocol == ProtocolGraphQL && !rt.Observe {
 			if req, err := gql.ParseRequest(ct, ex.body); err == nil {
-				return fingerprintV1(rt.Name, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, "", graphqlFingerprintBody(&req), nil), true
+				return fingerprintV1(rt.Name, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, "", graphqlFingerprintBody(&req), nil), true, nil
 			}
 		}
-		return fingerprintV1(rt.Name, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, ct, ex.body, rt.ignore), true
+		return fingerprintV1(rt.Name, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, ct, ex.body, rt.ignore), true, nil
 	}
-	return keystore.Fingerprint{}, false
+	return keystore.Fingerprint{}, false, nil
 }
 
 // reserve claims sk for r with the options o, its fingerprint filled in
@@ -217,12 +242,15 @@ func (p *Proxy) requestFingerprint(r *http.Request, ex *exchange, v keystore.Fin
 // reused key. A record of a version this build does not know stays a
 // mismatch.
 func (p *Proxy) reserve(ctx context.Context, r *http.Request, ex *exchange, sk keystore.Key, o keystore.ReserveOptions) (keystore.Reservation, error) {
-	o.Fingerprint, _ = p.requestFingerprint(r, ex, currentFingerprint)
+	var err error
+	if o.Fingerprint, _, err = p.requestFingerprint(r, ex, currentFingerprint); err != nil {
+		return keystore.Reservation{}, err // budget.ErrOverloaded
+	}
 	o.FingerprintVersion = currentFingerprint
 	res, err := p.opts.Store.Reserve(ctx, sk, o)
 	var me *keystore.MismatchError
 	if errors.As(err, &me) && me.Version.Normalize() != currentFingerprint {
-		if fp, ok := p.requestFingerprint(r, ex, me.Version.Normalize()); ok {
+		if fp, ok, _ := p.requestFingerprint(r, ex, me.Version.Normalize()); ok {
 			o.Fingerprint, o.FingerprintVersion = fp, me.Version.Normalize()
 			res, err = p.opts.Store.Reserve(ctx, sk, o)
 		}

@@ -42,7 +42,7 @@ func wouldOutcome(outcome string) string {
 		return OutcomeWouldKeyReused
 	case OutcomeTooLarge:
 		return OutcomeWouldTooLarge
-	case OutcomeUnavailable:
+	case OutcomeUnavailable, OutcomeOverloaded:
 		return OutcomeWouldUnavailable
 	}
 	return OutcomeWouldReject

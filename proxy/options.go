@@ -35,9 +35,15 @@ type Options struct {
 	// [limiter.ClientAddr] (the TCP peer, or the rightmost untrusted
 	// X-Forwarded-For entry when the peer is a trusted proxy).
 	ClientAddr func(peer netip.Addr, xff []string, trusted []netip.Prefix) netip.Addr
-	// MaxBufferedBytes bounds the keyed request bodies held at once.
-	// Default 256 MiB.
+	// MaxBufferedBytes bounds the keyed request bodies held at once, and
+	// the buffers derived from them. Default 256 MiB.
 	MaxBufferedBytes int64
+	// MaxBufferedBytesPerClient bounds the share of MaxBufferedBytes one
+	// client address block holds. Default a quarter of MaxBufferedBytes.
+	MaxBufferedBytesPerClient int64
+	// RequestBodyTimeout is how long after its headers a keyed request's
+	// body may take to arrive (408 request_timeout). Default 30s.
+	RequestBodyTimeout time.Duration
 
 	// Now is the clock of the limiters, the lease renewals and the
 	// completion retries. Default time.Now.

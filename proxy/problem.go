@@ -23,6 +23,8 @@ const (
 	OutcomeUnavailable   = "unavailable"
 	OutcomeUpstreamError = "upstream_error"
 	OutcomeTenantUnknown = "tenant_unknown"
+	OutcomeOverloaded     = "overloaded"      // 503: max_buffered_bytes or the client's share
+	OutcomeRequestTimeout = "request_timeout" // 408: the body did not arrive in time
 )
 
 // proxyProblem is an answer the proxy makes itself, with a stable code from
@@ -49,7 +51,8 @@ var (
 	problemUnavailable      = newProblem(503, "idempotency_unavailable", "Idempotency store unavailable", "The request was not processed; retry later", "1", OutcomeUnavailable)
 	problemSessionBusy      = newProblem(503, "session_busy", "Session busy", "Too many requests for this session are waiting; retry later", "1", OutcomeSessionBusy)
 	problemSessionTimeout   = newProblem(503, "session_busy", "Session busy", "This session's earlier requests took too long; retry later", "1", OutcomeSessionBusy)
-	problemOverloaded       = newProblem(503, "overloaded", "Overloaded", "The proxy is holding too many request bodies; retry later", "1", OutcomeUnavailable)
+	problemOverloaded       = newProblem(503, "overloaded", "Overloaded", "The proxy is holding too many request bodies; retry later", "1", OutcomeOverloaded)
+	problemRequestTimeout   = newProblem(408, "request_timeout", "Request timeout", "The request body did not arrive in time", "", OutcomeRequestTimeout)
 	problemRateLimited      = newProblem(429, "rate_limited", "Too many requests", "Rate limit exceeded; retry later", "1", OutcomeRateLimited)
 	problemRequestTooLarge  = newProblem(413, "request_too_large", "Request too large", "The request body is larger than this operation accepts", "", OutcomeRejected)
 	problemBodyInvalid      = newProblem(400, "request_body_invalid", "Request body unreadable", "The request body could not be read", "", OutcomeRejected)

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/budget"
 	"github.com/idemgate/idemgate/limiter"
 )
 
@@ -22,7 +23,7 @@ type Proxy struct {
 	metrics    *Metrics
 	releasable [600]bool // statuses after which the key is released
 	drop       map[string]bool
-	buffered   atomic.Int64 // keyed body bytes held
+	budget     *budget.Budget // max_buffered_bytes: keyed bodies held (body.go)
 	renewals   renewer
 }
 
@@ -45,6 +46,9 @@ func newProxy(opts Options) (*Proxy, error) {
 	}
 	if opts.MaxBufferedBytes <= 0 {
 		opts.MaxBufferedBytes = 256 << 20
+	}
+	if opts.RequestBodyTimeout <= 0 {
+		opts.RequestBodyTimeout = 30 * time.Second
 	}
 	if opts.ClientAddr == nil {
 		opts.ClientAddr = limiter.ClientAddr
@@ -76,6 +80,7 @@ func newProxy(opts Options) (*Proxy, error) {
 		id.ReuseStatus = http.StatusConflict
 	}
 	p := &Proxy{opts: opts, log: opts.Logger, drop: make(map[string]bool), metrics: opts.Metrics}
+	p.budget = budget.New(opts.MaxBufferedBytes, opts.MaxBufferedBytesPerClient)
 	for _, s := range id.ReleaseStatuses {
 		if s < 100 || s >= len(p.releasable) {
 			return nil, fmt.Errorf("proxy: release status %d out of range", s)

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idemgate/idemgate/limiter"
 )
 
 // NewTransport returns the Transport idemgate uses upstream: explicit
@@ -188,14 +190,14 @@ func hideFromRetry(h http.Header, name string) {
 func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
 	in := pr.In
 	peer := remoteAddr(in)
-	trusted := false
-	for _, pfx := range p.opts.TrustedProxies {
-		if pfx.Contains(peer) {
-			trusted = true
-			break
-		}
-	}
+	trusted := limiter.Trusted(peer, p.opts.TrustedProxies)
 	out := pr.Out.Header
+	if !trusted {
+		// No one but a trusted proxy names the client (DESIGN.md, Bounds):
+		// X-Real-IP, True-Client-IP, Forwarded, X-Forwarded-* and the like
+		// go; X-Forwarded-For, -Host and -Proto are set afresh below.
+		limiter.StripClientAddrHeaders(out)
+	}
 	proto := "http"
 	if in.TLS != nil {
 		proto = "https"

@@ -264,7 +264,7 @@ func TestNoResendOnStaleConnection(t *testing.T) {
 func TestOverloaded(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t)
-	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) { o.MaxBufferedBytes = 10 })
+	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) { o.MaxBufferedBytes, o.MaxBufferedBytesPerClient = 10, 10 })
 	r := tp.do(t, "POST", "/ucp/v1/carts", "k", strings.Repeat("x", 11))
 	if r.status != 503 || problemCode(t, r) != "overloaded" || r.header.Get("Retry-After") != "1" {
 		t.Errorf("over max_buffered_bytes = %v; want 503 overloaded", r)
