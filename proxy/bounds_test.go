@@ -2,13 +2,20 @@ package proxy
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/memstore"
 )
 
@@ -188,4 +195,76 @@ func TestClientAddrHeadersStripped(t *testing.T) {
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
+}
+
+// failingComplete is a store whose Complete always fails, as an unreachable
+// Redis does.
+type failingComplete struct {
+	*memstore.Store
+	calls atomic.Int64
+}
+
+func (f *failingComplete) Complete(ctx context.Context, key keystore.Key, token uint64, resp *keystore.Response) error {
+	f.calls.Add(1)
+	return errors.New("dial tcp: connection refused")
+}
+
+// Shutdown stops the background completion retries at its deadline, not
+// after half the lease, and logs how many answers it could not store.
+func TestShutdownStopsRetriesAtDeadline(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	u, _ := url.Parse(up.URL)
+	st := &failingComplete{Store: memstore.New(memstore.Options{})}
+	t.Cleanup(func() { st.Close() })
+	logs := &syncBuffer{}
+	p, err := New(Options{
+		Upstream:    u,
+		Store:       st,
+		Stages:      Stages{Routes: defaultRoutes},
+		Idempotency: Idempotency{Lease: time.Minute}, // retries for 30s
+		Logger:      slog.New(slog.NewJSONHandler(logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+	req, _ := http.NewRequest("POST", srv.URL+"/ucp/v1/carts", strings.NewReader(`{}`))
+	req.Header.Set("Idempotency-Key", "k")
+	res, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 201 {
+		t.Fatalf("keyed write = %d; want 201 (the answer goes out; storing it is retried)", res.StatusCode)
+	}
+	for i := 0; i < 200 && st.calls.Load() < 2; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st.calls.Load() < 2 {
+		t.Fatal("no background retry started")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	p.Shutdown(ctx)
+	if took := time.Since(start); took < 150*time.Millisecond || took > time.Second {
+		t.Errorf("Shutdown took %v; want its deadline (200ms)", took)
+	}
+	if !strings.Contains(logs.String(), `"unstored_answers":1`) {
+		t.Errorf("log lacks the count of unstored answers:\n%s", logs.String())
+	}
+	for i := 0; i < 100 && p.renewals.tasks.Load() > 0; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := p.renewals.tasks.Load(); n != 0 {
+		t.Errorf("%d background retries still running after the deadline", n)
+	}
+	calls := st.calls.Load()
+	time.Sleep(300 * time.Millisecond)
+	if st.calls.Load() != calls {
+		t.Errorf("Complete still retried after the shutdown deadline")
+	}
 }

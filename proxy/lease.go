@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemgate/idemgate/keystore"
@@ -18,10 +19,16 @@ type renewer struct {
 	log   *slog.Logger
 	now   func() time.Time
 	wg    sync.WaitGroup // one per claim not yet stopped, and per background task
+	// claims and tasks count what wg waits for, for the shutdown's log.
+	claims, tasks atomic.Int64
+	// stopped ends the background tasks at the shutdown deadline.
+	stopped context.Context
+	stop    context.CancelFunc
 }
 
 func (rn *renewer) init(s keystore.Store, log *slog.Logger, now func() time.Time) {
 	rn.store, rn.log, rn.now = s, log, now
+	rn.stopped, rn.stop = context.WithCancel(context.Background())
 }
 
 // leaseHandle is one claim's renewals.
@@ -47,6 +54,7 @@ func (rn *renewer) start(key keystore.Key, token uint64, lease, maxLease time.Du
 		claimed: rn.now(),
 	}
 	rn.wg.Add(1)
+	rn.claims.Add(1)
 	h.mu.Lock()
 	h.timer = time.AfterFunc(h.every, h.renew)
 	h.mu.Unlock()
@@ -95,19 +103,40 @@ func (h *leaseHandle) stop() {
 	h.timer.Stop()
 	h.mu.Unlock()
 	h.renewing.Wait()
+	h.rn.claims.Add(-1)
 	h.rn.wg.Done()
 }
 
 // background runs f in a goroutine the renewer owns: work a claim leaves
-// behind when its request is over (retrying a failed completion).
-func (rn *renewer) background(f func()) {
+// behind when its request is over (retrying a failed completion). f must
+// return soon after stop is done (the shutdown's deadline passed).
+func (rn *renewer) background(f func(stop context.Context)) {
 	rn.wg.Add(1)
+	rn.tasks.Add(1)
 	go func() {
 		defer rn.wg.Done()
-		f()
+		defer rn.tasks.Add(-1)
+		f(rn.stopped)
 	}()
 }
 
 // close waits until every claim's renewals and background work have
-// stopped.
-func (rn *renewer) close() { rn.wg.Wait() }
+// stopped, or ctx ends: then it stops the background work and returns at
+// once, with the number of background tasks and of claims of requests that
+// were still running.
+func (rn *renewer) close(ctx context.Context) (tasks, claims int64) {
+	done := make(chan struct{})
+	go func() {
+		rn.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		rn.stop()
+		return 0, 0
+	case <-ctx.Done():
+		tasks, claims = rn.tasks.Load(), rn.claims.Load()
+		rn.stop()
+		return tasks, claims
+	}
+}

@@ -63,7 +63,7 @@ func TestLeaseRenewal(t *testing.T) {
 			t.Error("a claim at max_lease = still held; want its last renewal to end there")
 		}
 		h2.stop()
-		rn.close()
+		rn.close(context.Background())
 
 		lost := keystore.NewKey("lost")
 		res := claim(lost, lease)
@@ -76,6 +76,6 @@ func TestLeaseRenewal(t *testing.T) {
 		if _, err := st.Renew(ctx, lost, res.Token, lease); !errors.Is(err, keystore.ErrNotFound) {
 			t.Errorf("Renew after release = %v; want ErrNotFound", err)
 		}
-		rn.close()
+		rn.close(context.Background())
 	})
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -100,10 +101,22 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.handler.ServeHTTP(w, r)
 }
 
-// Close waits for the lease renewals of requests still running to stop. It
-// does not close the Store, the limiters or the session queue.
-func (p *Proxy) Close() error {
-	p.renewals.close()
+// Close waits for the lease renewals of requests still running and the
+// background completion retries to stop. It does not close the Store, the
+// limiters or the session queue.
+func (p *Proxy) Close() error { return p.Shutdown(context.Background()) }
+
+// Shutdown is [Proxy.Close] within ctx (DESIGN.md, Bounds: shutdown ends
+// within --grace): when ctx ends first, the background completion retries
+// stop at once, and the answers they had not stored, with the claims of
+// requests still running, are counted in one error log line (their keys
+// are taken over after their lease). It returns nil either way.
+func (p *Proxy) Shutdown(ctx context.Context) error {
+	tasks, claims := p.renewals.close(ctx)
+	if tasks > 0 || claims > 0 {
+		p.log.Error("shutdown deadline passed: answers not stored and requests still running were abandoned; their keys are taken over after their lease",
+			"unstored_answers", tasks, "running_claims", claims)
+	}
 	return nil
 }
 

@@ -51,7 +51,8 @@ func (p *Proxy) releaseKey(ctx context.Context, ex *exchange, sk keystore.Key, t
 
 // complete stores resp. The first attempt is made at once, before the
 // answer's last bytes reach the client; if the store fails, the retries
-// (within half the lease, by the proxy's clock) run in the background, so
+// (within half the lease, by the proxy's clock, and never past the
+// shutdown's deadline: see [Proxy.Shutdown]) run in the background, so
 // that a slow or broken store never holds the client's connection.
 func (p *Proxy) complete(ctx context.Context, ex *exchange, sk keystore.Key, token uint64, resp *keystore.Response) {
 	err := p.opts.Store.Complete(ctx, sk, token, resp)
@@ -59,13 +60,17 @@ func (p *Proxy) complete(ctx context.Context, ex *exchange, sk keystore.Key, tok
 		return
 	}
 	id, now := ex.id, p.opts.Now
-	p.renewals.background(func() {
+	p.renewals.background(func(stop context.Context) {
 		deadline := now().Add(p.opts.Idempotency.Lease / 2)
 		backoff := 50 * time.Millisecond
 		for attempt := 2; now().Add(backoff).Before(deadline); attempt++ {
-			time.Sleep(backoff)
+			select {
+			case <-stop.Done(): // shutdown's deadline: counted and logged by Proxy.Shutdown
+				return
+			case <-time.After(backoff):
+			}
 			backoff = min(2*backoff, time.Second)
-			ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+			ctx, cancel := context.WithTimeout(stop, storeTimeout)
 			err = p.opts.Store.Complete(ctx, sk, token, resp)
 			cancel()
 			if p.completed(id, err, attempt) {
