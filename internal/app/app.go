@@ -110,7 +110,7 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 	if a.proxy, err = proxy.New(popts); err != nil {
 		return nil, err
 	}
-	a.closers.push(a.proxy.Close) // first: the renewals of requests still running
+	a.closers.pushCtx(a.proxy.Shutdown) // first: the renewals and retries of requests still running
 	a.limits.Store(set)
 	a.setAdminToken(o.AdminToken)
 	a.public = NewServer(a.proxy, a.log)
@@ -166,11 +166,13 @@ func proxyOptions(cfg *config.Config, transport http.RoundTripper, st keystore.S
 			ReleaseStatuses:  id.ReleaseStatuses,
 			DropHeaders:      id.DropHeaders,
 		},
-		TrustedProxies:   trusted,
-		ClientAddr:       limiter.ClientAddr,
-		MaxBufferedBytes: cfg.MaxBufferedBytes,
-		Logger:           log.With("component", "proxy"),
-		Metrics:          m,
+		TrustedProxies:            trusted,
+		ClientAddr:                limiter.ClientAddr,
+		MaxBufferedBytes:          cfg.MaxBufferedBytes,
+		MaxBufferedBytesPerClient: cfg.MaxBufferedBytesPerClient,
+		RequestBodyTimeout:        cfg.RequestBodyTimeout,
+		Logger:                    log.With("component", "proxy"),
+		Metrics:                   m,
 	}, nil
 }
 

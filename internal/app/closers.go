@@ -1,24 +1,67 @@
 package app
 
-import "errors"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
 
 // closeStack holds what the builders opened, to close last opened first: a
 // thing closes before what it uses (a store before its Redis client, the
 // ACME manager before its storage). It is the app's one shutdown order.
-type closeStack struct{ fns []func() error }
+type closeStack struct{ fns []func(context.Context) error }
 
 // push adds f, to run before everything pushed earlier.
-func (c *closeStack) push(f func() error) { c.fns = append(c.fns, f) }
+func (c *closeStack) push(f func() error) {
+	c.fns = append(c.fns, func(context.Context) error { return f() })
+}
 
-// close runs the closers, last pushed first, empties the stack and returns
-// their errors joined.
-func (c *closeStack) close() error {
+// pushCtx adds f, to run before everything pushed earlier, with the
+// shutdown's context: f must return once it is done (the --grace deadline
+// passed), as [proxy.Proxy.Shutdown] and keystore.Releaser.Close do.
+func (c *closeStack) pushCtx(f func(context.Context) error) { c.fns = append(c.fns, f) }
+
+// close runs the closers with no deadline (see closeCtx).
+func (c *closeStack) close() error { return c.closeCtx(context.Background()) }
+
+// lateClose is how long, in all, the closers may run on after the
+// shutdown's deadline, to finish what they were doing at it.
+const lateClose = 250 * time.Millisecond
+
+// closeCtx runs the closers, last pushed first, each with ctx, empties the
+// stack and returns their errors joined. Shutdown ends within --grace
+// (DESIGN.md, Bounds): once ctx is done, the closers left share lateClose,
+// and one that has not returned by then is abandoned (counted in the
+// error) while the next one starts, so that each gets its chance.
+func (c *closeStack) closeCtx(ctx context.Context) error {
 	var errs []error
+	abandoned := 0
+	var late <-chan time.Time // after the deadline: what is left of lateClose
 	for i := len(c.fns) - 1; i >= 0; i-- {
-		if err := c.fns[i](); err != nil {
+		f := c.fns[i]
+		done := make(chan error, 1)
+		go func() { done <- f(ctx) }()
+		var err error
+		select {
+		case err = <-done:
+		case <-ctx.Done():
+			if late == nil {
+				late = time.After(lateClose)
+			}
+			select {
+			case err = <-done:
+			case <-late:
+				abandoned++
+			}
+		}
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}
 	c.fns = nil
+	if abandoned > 0 {
+		errs = append(errs, fmt.Errorf("%d closers still running at the shutdown deadline were abandoned: %w", abandoned, context.Cause(ctx)))
+	}
 	return errors.Join(errs...)
 }

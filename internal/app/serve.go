@@ -10,26 +10,60 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/idemgate/idemgate/internal/connguard"
 )
 
 // Server timeouts (caddy's defaults): headers must arrive within a minute;
-// idle keep-alive connections live five minutes; headers are at most 1 MiB.
+// idle keep-alive connections live five minutes. Request heads are capped
+// by max_header_bytes (Serve sets it from the config).
 const (
 	readHeaderTimeout = time.Minute
 	idleTimeout       = 5 * time.Minute
-	maxHeaderBytes    = 1 << 20
+	maxHeaderBytes    = 64 << 10 // max_header_bytes' default
 )
 
 // NewServer returns an http.Server for h with idemgate's timeouts and
-// limits, logging its errors to log.
+// limits, logging its errors to log. Its handler answers a request whose
+// head a [connguard.Listener] marked (Content-Length with
+// Transfer-Encoding) with "Connection: close", first thing.
 func NewServer(h http.Handler, log *slog.Logger) *http.Server {
 	return &http.Server{
-		Handler:           h,
+		Handler:           guarded(h),
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+}
+
+// guard is a server's handler: [connguard.Check] first, then h.
+type guard struct{ h http.Handler }
+
+func (g guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	connguard.Check(w, r)
+	g.h.ServeHTTP(w, r)
+}
+
+// guarded wraps h (nil: nothing to wrap; a guard already is) in a guard.
+func guarded(h http.Handler) http.Handler {
+	if _, ok := h.(guard); ok || h == nil {
+		return h
+	}
+	return guard{h}
+}
+
+// watch prepares s to serve on l with the max_header_bytes limit n (DESIGN.md,
+// Bounds): a plain-text listener is wrapped in a [connguard.Listener] (CL+TE
+// heads marked, the limit exact); on a TLS listener net/http's own limit
+// applies (4096 bytes looser).
+func watch(s *http.Server, l net.Listener, n int, plain bool) net.Listener {
+	s.MaxHeaderBytes = n
+	s.Handler = guarded(s.Handler)
+	if plain {
+		return connguard.NewListener(l, n)
+	}
+	return l
 }
 
 // Listeners are an app's bound listeners; HTTP (tls.http_listen) is bound
@@ -64,22 +98,30 @@ func (a *App) Serve(ctx context.Context, grace time.Duration, lns *Listeners) er
 	if err := a.startTLS(lns); err != nil {
 		return err
 	}
+	n := a.cfg.MaxHeaderBytes
+	pub := watch(a.public, lns.Public, n, a.tls.config == nil)
+	adm := watch(a.admin, lns.Admin, n, true)
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return serveOn(a.public, lns.Public) })
-	g.Go(func() error { return serveOn(a.admin, lns.Admin) })
+	g.Go(func() error { return serveOn(a.public, pub) })
+	g.Go(func() error { return serveOn(a.admin, adm) })
 	a.startReload(gctx, g)
 	if a.tls.http != nil {
-		g.Go(func() error { return serveOn(a.tls.http, lns.HTTP) })
+		h := watch(a.tls.http, lns.HTTP, n, true)
+		g.Go(func() error { return serveOn(a.tls.http, h) })
 	}
 	a.ready.Store(true)
 	a.log.Info("idemgate started", "listen", lns.Public.Addr().String(), "admin_listen", lns.Admin.Addr().String(),
 		"upstream", a.cfg.Upstream.URL, "store", a.cfg.Store.Backend, "routes", len(a.cfg.Routes), "version", a.o.Version)
+	// The shutdown's deadline: grace after the drain starts. The closers
+	// get it too, so that the process ends within --grace (DESIGN.md,
+	// Bounds). Set before the drain goroutine returns, read after Wait.
+	closeCtx, stopClose := context.Background(), context.CancelFunc(func() {})
 	g.Go(func() error {
 		<-gctx.Done()
 		a.draining.Store(true)
 		a.log.Info("draining", "grace", grace.String())
 		sctx, cancel := context.WithTimeout(context.Background(), grace)
-		defer cancel()
+		closeCtx, stopClose = sctx, cancel
 		if err := a.public.Shutdown(sctx); err != nil {
 			a.log.Error("in-flight requests did not finish within the grace period", "error", err)
 		}
@@ -93,7 +135,8 @@ func (a *App) Serve(ctx context.Context, grace time.Duration, lns *Listeners) er
 		return nil
 	})
 	err := g.Wait()
-	if cerr := a.Close(); cerr != nil {
+	defer stopClose()
+	if cerr := a.closers.closeCtx(closeCtx); cerr != nil {
 		a.log.Warn("close", "error", cerr)
 	}
 	a.log.Info("idemgate stopped")
