@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemgate/idemgate/config"
 	"github.com/idemgate/idemgate/internal/app"
+	"github.com/idemgate/idemgate/internal/memlimit"
 )
 
 // defaultGrace is how long in-flight requests may run on after SIGTERM.
@@ -40,6 +41,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	// GOMEMLIMIT: 90 % of the container's memory limit when unset
+	// (DESIGN.md, Bounds); logged either way.
+	memlimit.Set(log)
 	cfg, err := loadConfig(*path)
 	if err != nil {
 		return fmt.Errorf("%s: invalid config:\n%w", *path, err)
