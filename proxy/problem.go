@@ -9,20 +9,20 @@ import (
 // Outcome names, as in DESIGN.md: the access log's outcome field and the
 // metrics' outcome label.
 const (
-	OutcomeExecuted      = "executed"
-	OutcomeReplayed      = "replayed"
-	OutcomeInProgress    = "in_progress"
-	OutcomeKeyReused     = "key_reused"
-	OutcomeTooLarge      = "too_large"
-	OutcomeReleased      = "released"
-	OutcomeUnprotected   = "unprotected"
-	OutcomePassthrough   = "passthrough"
-	OutcomeRejected      = "rejected"
-	OutcomeRateLimited   = "rate_limited"
-	OutcomeSessionBusy   = "session_busy"
-	OutcomeUnavailable   = "unavailable"
-	OutcomeUpstreamError = "upstream_error"
-	OutcomeTenantUnknown = "tenant_unknown"
+	OutcomeExecuted       = "executed"
+	OutcomeReplayed       = "replayed"
+	OutcomeInProgress     = "in_progress"
+	OutcomeKeyReused      = "key_reused"
+	OutcomeTooLarge       = "too_large"
+	OutcomeReleased       = "released"
+	OutcomeUnprotected    = "unprotected"
+	OutcomePassthrough    = "passthrough"
+	OutcomeRejected       = "rejected"
+	OutcomeRateLimited    = "rate_limited"
+	OutcomeSessionBusy    = "session_busy"
+	OutcomeUnavailable    = "unavailable"
+	OutcomeUpstreamError  = "upstream_error"
+	OutcomeTenantUnknown  = "tenant_unknown"
 	OutcomeOverloaded     = "overloaded"      // 503: max_buffered_bytes or the client's share
 	OutcomeRequestTimeout = "request_timeout" // 408: the body did not arrive in time
 )
