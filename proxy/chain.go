@@ -37,7 +37,7 @@ func New(opts Options) (*Proxy, error) {
 
 // compile checks st and builds the stages after the outermost ones.
 func (p *Proxy) compile(st Stages) (*stages, error) {
-	c, err := p.compileRoutes(st.Routes)
+	c, err := p.compileRoutes(st.Routes, st.Errors) // route.go
 	if err != nil {
 		return nil, err
 	}

@@ -36,7 +36,7 @@ func (p *Proxy) claim(next http.Handler) http.Handler {
 			Fingerprint: fp,
 			Route:       rt.Name,
 			Lease:       opts.Lease,
-			Retention:   opts.Retention,
+			Retention:   rt.retention,
 		})
 		switch {
 		case err == nil && res.Response == nil:

@@ -101,9 +101,3 @@ func (p *Proxy) Close() error {
 	p.renewals.close()
 	return nil
 }
-
-// releasableStatus reports whether an answer with this status proves that
-// nothing ran, so that its key is released (idempotency.release_statuses).
-func (p *Proxy) releasableStatus(s int) bool {
-	return s >= 0 && s < len(p.releasable) && p.releasable[s]
-}

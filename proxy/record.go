@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/gql"
 	"github.com/idemgate/idemgate/keystore"
 )
 
@@ -33,8 +34,8 @@ func (p *Proxy) record(r *http.Request, ex *exchange, sk keystore.Key, token uin
 		if ex.outcome == OutcomeExecuted {
 			ex.outcome = OutcomeUpstreamError
 		}
-	case ex.gql != nil && p.releasableGraphQL(ex.gql, resp.Status, resp.Body),
-		ex.gql == nil && p.releasableStatus(resp.Status):
+	case ex.gql != nil && gql.ReleaseOnAnswer(*ex.gql, resp.Status, ex.route.releasableStatus, resp.Body),
+		ex.gql == nil && ex.route.releasableStatus(resp.Status):
 		ex.outcome = OutcomeReleased
 		p.releaseKey(ctx, ex, sk, token)
 	default:

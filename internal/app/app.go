@@ -165,6 +165,8 @@ func proxyOptions(cfg *config.Config, transport http.RoundTripper, st keystore.S
 			ReuseStatus:      id.ReuseStatus,
 			ReleaseStatuses:  id.ReleaseStatuses,
 			DropHeaders:      id.DropHeaders,
+			InProgress:       id.InProgress,
+			WaitTimeout:      id.WaitTimeout,
 		},
 		TrustedProxies:   trusted,
 		ClientAddr:       limiter.ClientAddr,
@@ -179,6 +181,7 @@ func proxyOptions(cfg *config.Config, transport http.RoundTripper, st keystore.S
 func stages(cfg *config.Config, set *limitSet, q *session.Queue) proxy.Stages {
 	return proxy.Stages{
 		Routes:      proxyRoutes(cfg),
+		Errors:      cfg.Errors.Spec(),
 		Edge:        set.edge,
 		RouteLimits: set.routes,
 		IETFHeaders: cfg.Limiter.IETFHeaders,
@@ -201,6 +204,15 @@ func proxyRoutes(cfg *config.Config) []proxy.Route {
 			FingerprintIgnore: r.FingerprintIgnore,
 			Observe:           r.EffectiveMode(cfg.Mode) == config.ModeObserve,
 			Protocol:          r.Protocol,
+			Retention:         r.Retention,
+			ReleaseStatuses:   r.ReleaseStatuses,
+			DropHeaders:       r.DropHeaders,
+			InProgress:        r.InProgress,
+			WaitTimeout:       r.WaitTimeout,
+		}
+		if r.Errors != nil {
+			spec := r.Errors.Spec()
+			pr.Errors = &spec
 		}
 		if r.Session != nil {
 			pr.Session = proxy.Session{Param: r.Session.Param, Header: r.Session.Header}
