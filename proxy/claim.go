@@ -32,12 +32,18 @@ func (p *Proxy) claim(next http.Handler) http.Handler {
 		}
 		// Stores bound their own calls (the Redis client's timeout); a
 		// client that hangs up cancels the claim.
-		res, err := p.opts.Store.Reserve(r.Context(), sk, keystore.ReserveOptions{
-			Fingerprint: fp,
-			Route:       rt.Name,
-			Lease:       opts.Lease,
-			Retention:   rt.retention,
-		})
+		reserve := func() (keystore.Reservation, error) {
+			return p.opts.Store.Reserve(r.Context(), sk, keystore.ReserveOptions{
+				Fingerprint: fp,
+				Route:       rt.Name,
+				Lease:       opts.Lease,
+				Retention:   rt.retention,
+			})
+		}
+		res, err := reserve()
+		if errors.Is(err, keystore.ErrInFlight) && rt.wait && !rt.Observe {
+			res, err = p.waitOriginal(r, sk, reserve) // wait.go
+		}
 		switch {
 		case err == nil && res.Response == nil:
 			p.runClaimed(w, r, next, sk, res)

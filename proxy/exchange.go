@@ -30,14 +30,15 @@ type exchange struct {
 	outcome string
 	code    string // problem code, "" when the upstream answered
 
-	key     string       // the key check passed this key (keycheck.go)
-	body    []byte       // keyed writes: the body, read whole (body.go)
-	keyed   bool         // a keyed write under a claim
-	sent    sendState    // how far the request got to the upstream
-	capture *capture     // keyed writes: the answer kept for storage
-	call    upstreamCall // the upstream stage's state, once it runs
-	finish  func()       // keyed writes: records the answer (once)
-	gql     *gql.Request // GraphQL routes: the parsed request of a keyed write
+	key     string        // the key check passed this key (keycheck.go)
+	body    []byte        // keyed writes: the body, read whole (body.go)
+	keyed   bool          // a keyed write under a claim
+	sent    sendState     // how far the request got to the upstream
+	capture *capture      // keyed writes: the answer kept for storage
+	call    upstreamCall  // the upstream stage's state, once it runs
+	finish  func()        // keyed writes: records the answer (once)
+	gql     *gql.Request  // GraphQL routes: the parsed request of a keyed write
+	waited  time.Duration // how long it waited for the original (wait.go)
 
 	status      int   // status written to the client
 	written     int64 // body bytes written to the client

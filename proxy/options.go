@@ -112,6 +112,13 @@ type Idempotency struct {
 	// WaitTimeout bounds a wait for the original; default 10s, never past
 	// the route's timeout.
 	WaitTimeout time.Duration
+	// WaitQueueDepth caps the waiters per key per process; beyond it a
+	// duplicate gets 409 at once. 0: DefaultWaitQueueDepth; < 0: none wait.
+	WaitQueueDepth int
+	// Notices carries completion notices to waiters (wait.go). Default: an
+	// in-process keystore.Hub; replicas sharing a store need a shared one
+	// (redisstore.Notices), or their waiters only poll.
+	Notices keystore.Notices
 }
 
 // Values of InProgress.

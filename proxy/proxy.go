@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/limiter"
 )
 
@@ -24,6 +25,8 @@ type Proxy struct {
 	drop       map[string]bool
 	buffered   atomic.Int64 // keyed body bytes held
 	renewals   renewer
+	notices    keystore.Notices // completion notices (wait.go)
+	waiters    waiters
 }
 
 // newProxy checks opts and fills in their defaults.
@@ -84,6 +87,10 @@ func newProxy(opts Options) (*Proxy, error) {
 	}
 	for _, h := range id.DropHeaders {
 		p.drop[http.CanonicalHeaderKey(h)] = true
+	}
+	p.notices = id.Notices
+	if p.notices == nil {
+		p.notices = new(keystore.Hub)
 	}
 	p.renewals.init(opts.Store, opts.Logger, opts.Now)
 	p.upstream = p.newUpstream()

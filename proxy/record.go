@@ -47,7 +47,9 @@ func (p *Proxy) record(r *http.Request, ex *exchange, sk keystore.Key, token uin
 func (p *Proxy) releaseKey(ctx context.Context, ex *exchange, sk keystore.Key, token uint64) {
 	if err := p.opts.Store.Release(ctx, sk, token); err != nil && !errors.Is(err, keystore.ErrLeaseLost) {
 		p.log.Error("releasing key failed", "error", err, logRequestID, ex.id)
+		return
 	}
+	p.notify(sk) // wait.go
 }
 
 // complete stores resp. The first attempt is made at once, before the
@@ -56,7 +58,7 @@ func (p *Proxy) releaseKey(ctx context.Context, ex *exchange, sk keystore.Key, t
 // that a slow or broken store never holds the client's connection.
 func (p *Proxy) complete(ctx context.Context, ex *exchange, sk keystore.Key, token uint64, resp *keystore.Response) {
 	err := p.opts.Store.Complete(ctx, sk, token, resp)
-	if p.completed(ex.id, err, 1) {
+	if p.completed(sk, ex.id, err, 1) {
 		return
 	}
 	id, now := ex.id, p.opts.Now
@@ -69,7 +71,7 @@ func (p *Proxy) complete(ctx context.Context, ex *exchange, sk keystore.Key, tok
 			ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 			err = p.opts.Store.Complete(ctx, sk, token, resp)
 			cancel()
-			if p.completed(id, err, attempt) {
+			if p.completed(sk, id, err, attempt) {
 				return
 			}
 		}
@@ -79,9 +81,10 @@ func (p *Proxy) complete(ctx context.Context, ex *exchange, sk keystore.Key, tok
 
 // completed reports whether a Complete attempt settled the record: stored,
 // or no longer ours to store.
-func (p *Proxy) completed(requestID string, err error, attempt int) bool {
+func (p *Proxy) completed(sk keystore.Key, requestID string, err error, attempt int) bool {
 	switch {
 	case err == nil:
+		p.notify(sk) // wait.go
 		if attempt > 1 {
 			p.log.Info("answer stored after a retry", "attempts", attempt, logRequestID, requestID)
 		}

@@ -7,6 +7,7 @@
 package app
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -107,6 +108,7 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 		return nil, err
 	}
 	popts.Stages = stages(cfg, set, q)
+	popts.Idempotency.Notices = st.notices
 	if a.proxy, err = proxy.New(popts); err != nil {
 		return nil, err
 	}
@@ -167,6 +169,7 @@ func proxyOptions(cfg *config.Config, transport http.RoundTripper, st keystore.S
 			DropHeaders:      id.DropHeaders,
 			InProgress:       id.InProgress,
 			WaitTimeout:      id.WaitTimeout,
+			WaitQueueDepth:   cmp.Or(cfg.Sessions.QueueDepth, -1), // 0: none wait
 		},
 		TrustedProxies:   trusted,
 		ClientAddr:       limiter.ClientAddr,
