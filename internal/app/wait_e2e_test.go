@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/redistest"
 )
 
 // TestRedisE2EWaitAcrossReplicas is issue 16's wait proof on two replicas
@@ -15,7 +18,7 @@ import (
 // its original's byte-identical answer with Idempotent-Replayed, none gets
 // 409, and the upstream runs exactly 50 times.
 func TestRedisE2EWaitAcrossReplicas(t *testing.T) {
-	addr := e2eRedisAddr(t)
+	addr := redistest.Addr(t)
 	var execs execCounter
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header.Get("Idempotency-Key")
@@ -26,10 +29,13 @@ func TestRedisE2EWaitAcrossReplicas(t *testing.T) {
 		fmt.Fprintf(w, `{"execution":%d,"key":%q}`, n, key)
 	}))
 	t.Cleanup(up.Close)
-	yaml := e2eYAML(up.URL, addr, e2ePrefix(t), `
+	// A longer store timeout than e2eYAML's: 1000 requests hit each
+	// replica's pool of connections at once, under -race, on a shared
+	// machine.
+	yaml := strings.Replace(e2eYAML(up.URL, addr, e2ePrefix(t), `
 idempotency: {in_progress: wait, wait_timeout: 10s}
 sessions: {queue_depth: 20}
-`)
+`), "timeout: 3s", "timeout: 10s", 1)
 	a := startReplica(t, e2eConfig(t, yaml))
 	b := startReplica(t, e2eConfig(t, yaml))
 	c := e2eClient(t)

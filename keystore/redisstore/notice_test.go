@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/keystore"
 )
 
@@ -12,8 +13,8 @@ import (
 // key in another's (two clients, one Redis), and only of that key; the
 // payload is the hashed key, never a raw one.
 func TestNoticesCrossProcesses(t *testing.T) {
-	eachTopology(t, func(t *testing.T, topo topology) {
-		prefix := newPrefix(t)
+	redistest.Each(t, func(t *testing.T, topo redistest.Topology) {
+		prefix := redistest.Prefix(t)
 		a := NewNotices(newClient(t, topo), prefix, nil)
 		b := NewNotices(newClient(t, topo), prefix, nil)
 		t.Cleanup(func() { a.Close(); b.Close() })
