@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/problem"
 	"github.com/idemgate/idemgate/keystore/memstore"
+	"github.com/idemgate/idemgate/limiter"
 )
 
 // Each per-route policy key overrides its global value on its route and
@@ -153,5 +154,23 @@ func TestRoutePolicyErrorsOverrideGlobal(t *testing.T) {
 	ext := g.Errors[0].Extensions
 	if r.status != 400 || ext["code"] != "API_IDEMPOTENCY_KEY_INVALID" || ext["class"] != "CONFLICT" || ext["status"] != float64(400) || ext["request_id"] == "" {
 		t.Errorf("GraphQL answer %v, extensions %v: want the mapped code, the class and the status", r, ext)
+	}
+}
+
+// An answer made before a route matches (the edge limit's 429) uses the
+// global errors, never a route's; its status and Retry-After stay.
+func TestErrorsBeforeARouteMatchAreGlobal(t *testing.T) {
+	up := newUpstream(t)
+	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) {
+		o.Stages.Errors = ucpErrors
+		o.Stages.Edge = localEdge(t, limiter.EdgeOptions{Rate: 1, Burst: 0})
+		o.Stages.Routes = []Route{{Name: "own", Method: "POST", Path: "/own", Idempotent: true,
+			Errors: &problem.Spec{ContentType: "text/plain", Body: "{{.Code}}"}}}
+	})
+	tp.do(t, "POST", "/own", "", `{}`)
+	r := tp.do(t, "POST", "/own", "", `{}`)
+	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" || r.header.Get("Content-Type") != "application/json" ||
+		!strings.Contains(string(r.body), `"code":"rate_limited"`) {
+		t.Errorf("edge 429 = %v %v, want the global errors' shape", r, r.header)
 	}
 }

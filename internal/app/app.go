@@ -109,6 +109,7 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 	}
 	popts.Stages = stages(cfg, set, q)
 	popts.Idempotency.Notices = st.notices
+	popts.Stages.OnErrorTemplate = a.reloads.templateFailed // kept by reloads
 	if a.proxy, err = proxy.New(popts); err != nil {
 		return nil, err
 	}
