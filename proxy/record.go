@@ -49,7 +49,9 @@ func (p *Proxy) releaseKey(ctx context.Context, ex *exchange, sk keystore.Key, t
 		p.log.Error("releasing key failed", "error", err, logRequestID, ex.id)
 		return
 	}
-	p.notify(sk) // wait.go
+	if ex.route.wait {
+		p.notify(sk) // wait.go: only a waiting route has waiters
+	}
 }
 
 // complete stores resp. The first attempt is made at once, before the
@@ -58,10 +60,10 @@ func (p *Proxy) releaseKey(ctx context.Context, ex *exchange, sk keystore.Key, t
 // that a slow or broken store never holds the client's connection.
 func (p *Proxy) complete(ctx context.Context, ex *exchange, sk keystore.Key, token uint64, resp *keystore.Response) {
 	err := p.opts.Store.Complete(ctx, sk, token, resp)
-	if p.completed(sk, ex.id, err, 1) {
+	if p.completed(sk, ex.route.wait, ex.id, err, 1) {
 		return
 	}
-	id, now := ex.id, p.opts.Now
+	id, now, wait := ex.id, p.opts.Now, ex.route.wait
 	p.renewals.background(func() {
 		deadline := now().Add(p.opts.Idempotency.Lease / 2)
 		backoff := 50 * time.Millisecond
@@ -71,7 +73,7 @@ func (p *Proxy) complete(ctx context.Context, ex *exchange, sk keystore.Key, tok
 			ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 			err = p.opts.Store.Complete(ctx, sk, token, resp)
 			cancel()
-			if p.completed(sk, id, err, attempt) {
+			if p.completed(sk, wait, id, err, attempt) {
 				return
 			}
 		}
@@ -81,10 +83,12 @@ func (p *Proxy) complete(ctx context.Context, ex *exchange, sk keystore.Key, tok
 
 // completed reports whether a Complete attempt settled the record: stored,
 // or no longer ours to store.
-func (p *Proxy) completed(sk keystore.Key, requestID string, err error, attempt int) bool {
+func (p *Proxy) completed(sk keystore.Key, wait bool, requestID string, err error, attempt int) bool {
 	switch {
 	case err == nil:
-		p.notify(sk) // wait.go
+		if wait {
+			p.notify(sk) // wait.go: only a waiting route has waiters
+		}
 		if attempt > 1 {
 			p.log.Info("answer stored after a retry", "attempts", attempt, logRequestID, requestID)
 		}
