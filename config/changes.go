@@ -45,11 +45,11 @@ func diffStruct(a, b reflect.Value, prefix string, out *[]string) {
 // RestartOnly reports whether a changed key (as [ChangedKeys] names it)
 // needs a restart: the listeners, TLS, the store, the upstream, the client
 // address rule, the idempotency settings (they decide record keys) and the
-// limiters' backend. Routes, mode, edge_limit, the other limiter keys and
-// sessions are reloaded.
+// limiters' backend. Routes, mode, errors, edge_limit, the other limiter
+// keys and sessions are reloaded.
 func RestartOnly(key string) bool {
 	switch {
-	case key == "routes", key == "mode",
+	case key == "routes", key == "mode", key == "errors", strings.HasPrefix(key, "errors."),
 		strings.HasPrefix(key, "edge_limit."),
 		strings.HasPrefix(key, "sessions."),
 		strings.HasPrefix(key, "limiter.") && key != "limiter.backend":

@@ -59,6 +59,10 @@ type Config struct {
 	PathCase string `mapstructure:"path_case"`
 	// Routes are the matched routes; requests matching none pass through.
 	Routes []Route `mapstructure:"routes"`
+	// Errors shapes idemgate's own answers like the fronted API's
+	// (DESIGN.md, "Error shapes"); a route's errors are merged over it.
+	// Default: problem+json with idemgate's codes.
+	Errors Errors `mapstructure:"errors"`
 }
 
 // Values of [Config.PathCase].
@@ -299,6 +303,38 @@ type Idempotency struct {
 	// 32-byte key that encrypts stored bodies; "" stores them in clear.
 	// Validate checks only the name, not the variable.
 	EncryptionKeyEnv string `mapstructure:"encryption_key_env"`
+	// InProgress is what a duplicate of a running request gets:
+	// InProgressReject (409 idempotency_in_progress) or InProgressWait
+	// (it waits for the original's answer; DESIGN.md, "Waiting for the
+	// original"). Default InProgressReject.
+	InProgress string `mapstructure:"in_progress"`
+	// WaitTimeout bounds a wait for the original, never past the route's
+	// timeout. Default 10s.
+	WaitTimeout time.Duration `mapstructure:"wait_timeout"`
+}
+
+// Values of [Idempotency.InProgress] and [Route.InProgress].
+const (
+	InProgressReject = "reject"
+	InProgressWait   = "wait"
+)
+
+// Errors is an errors section (DESIGN.md, "Error shapes"), global or per
+// route. A route's Codes are added to the global ones; its other fields
+// replace the global ones when set.
+type Errors struct {
+	// Codes renames codes of the error table (from → to).
+	Codes map[string]string `mapstructure:"codes"`
+	// ContentType is the body's media type. Default
+	// application/problem+json, or application/json with a Body.
+	ContentType string `mapstructure:"content_type"`
+	// Body is a text/template of the body, with .Status, .Code, .Title,
+	// .Detail, .RequestID and the function json; validated at load by
+	// executing it with sample values.
+	Body string `mapstructure:"body"`
+	// Extensions is a text/template of a JSON object merged into a GraphQL
+	// error's extensions (GraphQL routes).
+	Extensions string `mapstructure:"extensions"`
 }
 
 // Identity is the sources of a client's identity: the identity is the hash
@@ -434,6 +470,19 @@ type Route struct {
 	Session *Session `mapstructure:"session"`
 	// RateLimit, when non-nil, limits requests per client address and route.
 	RateLimit *RateLimit `mapstructure:"rate_limit"`
+	// InProgress overrides idempotency.in_progress ("" inherits).
+	InProgress string `mapstructure:"in_progress"`
+	// WaitTimeout overrides idempotency.wait_timeout when non-zero.
+	WaitTimeout time.Duration `mapstructure:"wait_timeout"`
+	// Retention overrides idempotency.retention when non-zero.
+	Retention time.Duration `mapstructure:"retention"`
+	// ReleaseStatuses, when set (even empty), replaces
+	// idempotency.release_statuses: explicit statuses, no ranges.
+	ReleaseStatuses []int `mapstructure:"release_statuses"`
+	// DropHeaders, when set (even empty), replaces idempotency.drop_headers.
+	DropHeaders []string `mapstructure:"drop_headers"`
+	// Errors is merged over the global errors for this route's answers.
+	Errors *Errors `mapstructure:"errors"`
 }
 
 // ProtocolGraphQL is the value of [Route.Protocol] for GraphQL over HTTP.
@@ -518,6 +567,8 @@ func Default() *Config {
 			ReuseStatus:      409,
 			ReleaseStatuses:  []int{400, 401, 403, 404, 405, 408, 409, 413, 415, 422, 425, 429, 503},
 			DropHeaders:      []string{},
+			InProgress:       InProgressReject,
+			WaitTimeout:      10 * time.Second,
 		},
 		Sessions: Sessions{QueueDepth: 4, QueueTimeout: 30 * time.Second},
 		Mode:     ModeEnforce,

@@ -547,6 +547,7 @@ func (c *Config) normalize(hostKeys []string) {
 	id.TenantHosts = normalizeHostKeys(id.TenantHosts, hostKeys)
 	for i := range c.Routes {
 		r := &c.Routes[i]
+		canonicalAll(r.DropHeaders)
 		if r.Session != nil && r.Session.Header != "" {
 			r.Session.Header = textproto.CanonicalMIMEHeaderKey(r.Session.Header)
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/identity"
 	"github.com/idemgate/idemgate/internal/pathtmpl"
+	"github.com/idemgate/idemgate/internal/problem"
 )
 
 // Sentinel errors wrapped by the [*FieldError] values that
@@ -82,6 +83,7 @@ func (c *Config) Validate() error {
 	c.validateLimits(&p)
 	c.validateIdempotency(&p)
 	c.validateRoutes(&p)
+	checkErrors(&p, "errors", c.Errors.spec(), c.Errors)
 	return errors.Join(p...)
 }
 
@@ -339,6 +341,10 @@ func (c *Config) validateIdempotency(p *problems) {
 	for i, h := range id.DropHeaders {
 		checkHeader(p, fmt.Sprintf("idempotency.drop_headers[%d]", i), h)
 	}
+	checkInProgress(p, "idempotency", id.InProgress, false)
+	if id.WaitTimeout <= 0 {
+		p.add("idempotency.wait_timeout", ErrRange, "must be > 0; got %s", id.WaitTimeout)
+	}
 	if id.EncryptionKeyEnv != "" && !validEnvName(id.EncryptionKeyEnv) {
 		p.add("idempotency.encryption_key_env", ErrInvalid, "%q is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)", id.EncryptionKeyEnv)
 	}
@@ -560,6 +566,7 @@ func (c *Config) validateRoutes(p *problems) {
 			p.add(key+".protocol", ErrInvalid, "%q: want \"\" or %q", r.Protocol, ProtocolGraphQL)
 		}
 		checkMode(p, key+".mode", r.Mode, true)
+		c.validateRoutePolicy(p, key, r)
 		if s := r.Session; s != nil {
 			skey := key + ".session"
 			switch {
@@ -695,6 +702,83 @@ func fmtDur(d time.Duration) string {
 		s = s[:len(s)-2]
 	}
 	return s
+}
+
+// validateRoutePolicy checks a route's own policy keys: in_progress,
+// wait_timeout, retention, release_statuses, drop_headers and errors.
+func (c *Config) validateRoutePolicy(p *problems, key string, r *Route) {
+	checkInProgress(p, key, r.InProgress, true)
+	if r.WaitTimeout < 0 {
+		p.add(key+".wait_timeout", ErrRange, "must be >= 0 (0 means idempotency.wait_timeout); got %s", r.WaitTimeout)
+	}
+	if r.Retention < 0 {
+		p.add(key+".retention", ErrRange, "must be >= 0 (0 means idempotency.retention); got %s", r.Retention)
+	} else if r.Retention > 0 && r.Retention < c.Idempotency.MaxLease {
+		p.add(key+".retention", ErrRange, "%s is less than idempotency.max_lease %s: a record must outlive its longest lease", r.Retention, c.Idempotency.MaxLease)
+	}
+	for i, s := range r.ReleaseStatuses {
+		if s < 100 || s > 599 {
+			p.add(fmt.Sprintf("%s.release_statuses[%d]", key, i), ErrRange, "%d: want an HTTP status from 100 to 599 (ranges like \"4xx\" are not accepted: list the statuses)", s)
+		}
+	}
+	for i, h := range r.DropHeaders {
+		checkHeader(p, fmt.Sprintf("%s.drop_headers[%d]", key, i), h)
+	}
+	if !r.Idempotent {
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"in_progress", r.InProgress != ""}, {"wait_timeout", r.WaitTimeout != 0}, {"retention", r.Retention != 0},
+			{"release_statuses", r.ReleaseStatuses != nil}, {"drop_headers", r.DropHeaders != nil}} {
+			if f.set {
+				p.add(key+"."+f.name, ErrConflict, "is set, but the route is not idempotent")
+			}
+		}
+	}
+	if r.Errors != nil {
+		if r.Errors.Extensions != "" && r.Protocol != ProtocolGraphQL {
+			p.add(key+".errors.extensions", ErrConflict, "is set, but the route is not protocol: graphql")
+		}
+		checkErrors(p, key+".errors", c.Errors.spec().Merge(r.Errors.spec()), *r.Errors)
+	}
+}
+
+// spec is e as internal/problem takes it.
+func (e Errors) spec() problem.Spec {
+	return problem.Spec{Codes: e.Codes, ContentType: e.ContentType, Body: e.Body, Extensions: e.Extensions}
+}
+
+// Spec returns e as the proxy takes it.
+func (e Errors) Spec() problem.Spec { return e.spec() }
+
+// checkErrors compiles merged (an errors section over its parent) the way
+// the proxy will, and checks own's code renames.
+func checkErrors(p *problems, key string, merged problem.Spec, own Errors) {
+	for _, from := range slices.Sorted(maps.Keys(own.Codes)) {
+		if !slices.Contains(problem.Codes, from) {
+			p.add(key+".codes["+from+"]", ErrInvalid, "%q is not a code of the error table (%s)", from, strings.Join(problem.Codes, ", "))
+		}
+	}
+	if _, err := problem.Compile(merged); err != nil {
+		field, msg, ok := strings.Cut(err.Error(), ": ")
+		if !ok {
+			field, msg = "", err.Error()
+		}
+		k := key
+		if field != "" && !strings.Contains(field, " ") {
+			k = key + "." + field
+		} else {
+			msg = err.Error()
+		}
+		p.add(k, ErrInvalid, "%s", msg)
+	}
+}
+
+func checkInProgress(p *problems, key, v string, inherit bool) {
+	if v == InProgressReject || v == InProgressWait || (inherit && v == "") {
+		return
+	}
+	p.add(key+".in_progress", ErrInvalid, "%q: want %q or %q", v, InProgressReject, InProgressWait)
 }
 
 func checkMode(p *problems, key, mode string, inherit bool) {

@@ -48,6 +48,26 @@ func TestValidateRules(t *testing.T) {
 		{"sessions.queue_depth", func(c *Config) { c.Sessions.QueueDepth = -1 }, "sessions.queue_depth", ErrRange, nil},
 		{"sessions.queue_timeout", func(c *Config) { c.Sessions.QueueTimeout = 0 }, "sessions.queue_timeout", ErrRange, nil},
 
+		// Waiting, error shapes and per-route policy (issue 16).
+		{"in_progress", func(c *Config) { c.Idempotency.InProgress = "queue" }, "idempotency.in_progress", ErrInvalid, nil},
+		{"wait_timeout", func(c *Config) { c.Idempotency.WaitTimeout = 0 }, "idempotency.wait_timeout", ErrRange, nil},
+		{"route in_progress", func(c *Config) { c.Routes[0].InProgress = "Wait" }, "routes[0].in_progress", ErrInvalid, nil},
+		{"route wait_timeout", func(c *Config) { c.Routes[0].WaitTimeout = -time.Second }, "routes[0].wait_timeout", ErrRange, nil},
+		{"route retention below max_lease", func(c *Config) { c.Routes[0].Retention = time.Minute }, "routes[0].retention", ErrRange, []string{"max_lease"}},
+		{"route release_statuses", func(c *Config) { c.Routes[0].ReleaseStatuses = []int{422, 4} }, "routes[0].release_statuses[1]", ErrRange, []string{"4xx"}},
+		{"route drop_headers", func(c *Config) { c.Routes[0].DropHeaders = []string{"Set Cookie"} }, "routes[0].drop_headers[0]", ErrInvalid, nil},
+		{"route policy on a read", func(c *Config) { c.Routes[2].Retention = 48 * time.Hour }, "routes[2].retention", ErrConflict, nil},
+		{"errors broken template", func(c *Config) { c.Errors.Body = `{"code":{{json .Code}}` }, "errors.body", ErrInvalid, nil},
+		{"errors template not JSON", func(c *Config) { c.Errors.Body = `{"code":{{.Code}}}` }, "errors.body", ErrInvalid, []string{"not valid JSON"}},
+		{"errors unknown field", func(c *Config) { c.Errors.Body = `{"code":{{json .Message}}}` }, "errors.body", ErrInvalid, nil},
+		{"errors unknown code", func(c *Config) { c.Errors.Codes = map[string]string{"key_invalid": "invalid_request"} }, "errors.codes[key_invalid]", ErrInvalid, nil},
+		{"route errors merged over global", func(c *Config) {
+			c.Errors.ContentType = "text/plain"
+			c.Errors.Body = "{{.Code}}"
+			c.Routes[0].Errors = &Errors{ContentType: "application/json"}
+		}, "routes[0].errors.body", ErrInvalid, []string{"not valid JSON"}},
+		{"route errors extensions off graphql", func(c *Config) { c.Routes[0].Errors = &Errors{Extensions: `{"class":"CONFLICT"}`} }, "routes[0].errors.extensions", ErrConflict, nil},
+
 		// Upstream.
 		{"upstream.url missing", func(c *Config) { c.Upstream.URL = "" }, "upstream.url", ErrRequired, nil},
 		{"upstream.url not absolute", func(c *Config) { c.Upstream.URL = "/api" }, "upstream.url", ErrInvalid, nil},

@@ -86,7 +86,7 @@ func (p *Proxy) logExchange(r *http.Request, ex *exchange) {
 		level = slog.LevelWarn
 	}
 	p.metrics.observeRequest(r, ex, status, outcome, time.Since(ex.start))
-	p.log.LogAttrs(context.Background(), level, "request",
+	attrs := []slog.Attr{
 		slog.String(logHost, r.Host),
 		slog.String(logMethod, r.Method),
 		slog.String(logPath, r.URL.EscapedPath()),
@@ -98,7 +98,11 @@ func (p *Proxy) logExchange(r *http.Request, ex *exchange) {
 		slog.Int64(logBytes, ex.written),
 		slog.String(logClient, ex.client.String()),
 		slog.String(logRequestID, ex.id),
-	)
+	}
+	if ex.waited > 0 {
+		attrs = append(attrs, slog.Float64("waited_ms", float64(ex.waited.Microseconds())/1000))
+	}
+	p.log.LogAttrs(context.Background(), level, "request", attrs...)
 }
 
 // remoteAddr parses the TCP peer of r.

@@ -28,11 +28,17 @@ func (p *Proxy) claim(next http.Handler) http.Handler {
 		// Stores bound their own calls (the Redis client's timeout); a
 		// client that hangs up cancels the claim. reserve computes the
 		// fingerprint and compares it in the record's version.
-		res, err := p.reserve(r.Context(), r, ex, sk, keystore.ReserveOptions{
-			Route:     rt.Name,
-			Lease:     opts.Lease,
-			Retention: opts.Retention,
-		})
+		reserve := func() (keystore.Reservation, error) {
+			return p.reserve(r.Context(), r, ex, sk, keystore.ReserveOptions{
+				Route:     rt.Name,
+				Lease:     opts.Lease,
+				Retention: rt.retention,
+			})
+		}
+		res, err := reserve()
+		if errors.Is(err, keystore.ErrInFlight) && rt.wait && !rt.Observe {
+			res, err = p.waitOriginal(r, sk, reserve) // wait.go
+		}
 		switch {
 		case err == nil && res.Response == nil:
 			p.runClaimed(w, r, next, sk, res)

@@ -42,6 +42,7 @@ type exchange struct {
 	call    upstreamCall     // the upstream stage's state, once it runs
 	finish  func()           // keyed writes: records the answer (once)
 	gql     *gql.Request     // GraphQL routes: the parsed request of a keyed write
+	waited  time.Duration    // how long it waited for the original (wait.go)
 
 	status      int   // status written to the client
 	written     int64 // body bytes written to the client

@@ -76,17 +76,28 @@ func graphqlIgnore(in fingerprintInput, ignore []canonjson.Pointer) []byte {
 // its fingerprint.
 func graphqlFingerprintBody(req *gql.Request) []byte { return req.AppendFingerprint(nil) }
 
-// releasableGraphQL reports whether a GraphQL answer proves nothing ran.
-func (p *Proxy) releasableGraphQL(req *gql.Request, status int, body []byte) bool {
-	return gql.ReleaseOnAnswer(*req, status, p.releasableStatus, body)
-}
-
 // graphQLShape is the problem shape of GraphQL routes (issue 10), same
-// status and headers: {"errors":[{"message":…,"extensions":{"code":…}}]}.
-type graphQLShape struct{}
+// status and headers: {"errors":[{"message":…,"extensions":{"code":…}}]},
+// the code renamed by the route's errors.codes and its errors.extensions
+// merged into extensions (DESIGN.md, Error shapes). A failing extensions
+// template leaves them out and is reported to onError.
+type graphQLShape struct {
+	t       *problem.Template
+	onError func(error)
+}
 
 func (graphQLShape) ContentType() string { return gql.ContentType }
 
-func (graphQLShape) AppendBody(b []byte, p problem.Problem, requestID string) []byte {
-	return append(b, gql.ErrorBody(p.Detail, p.Code, map[string]any{"status": p.Status, "request_id": requestID})...)
+func (s graphQLShape) AppendBody(b []byte, p problem.Problem, requestID string) []byte {
+	p.Code = s.t.Code(p.Code)
+	ext, err := s.t.Extensions(p, requestID)
+	if err != nil && s.onError != nil {
+		s.onError(err)
+	}
+	extra := make(map[string]any, len(ext)+2)
+	for k, v := range ext {
+		extra[k] = v
+	}
+	extra["status"], extra["request_id"] = p.Status, requestID
+	return append(b, gql.ErrorBody(p.Detail, p.Code, extra)...)
 }

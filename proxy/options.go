@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/pathtmpl"
+	"github.com/idemgate/idemgate/internal/problem"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/session"
 )
@@ -88,6 +89,14 @@ type Stages struct {
 	// Sessions is the queue of the session turns (step 6). Nil: no
 	// request takes a turn.
 	Sessions *session.Queue
+
+	// Errors is the shape of the proxy's own answers (DESIGN.md, Error
+	// shapes) before a route matches and on routes without their own.
+	Errors problem.Spec
+	// OnErrorTemplate, when set, is called (after the failure was logged)
+	// whenever an errors template failed at run time and problem+json was
+	// sent instead.
+	OnErrorTemplate func(route string)
 }
 
 // Idempotency is the idempotency section of the configuration.
@@ -110,7 +119,26 @@ type Idempotency struct {
 	ReuseStatus      int           // 409 or 422
 	ReleaseStatuses  []int
 	DropHeaders      []string
+	// InProgress is what a duplicate of a running request gets:
+	// InProgressReject (default, 409) or InProgressWait (wait.go).
+	InProgress string
+	// WaitTimeout bounds a wait for the original; default 10s, never past
+	// the route's timeout.
+	WaitTimeout time.Duration
+	// WaitQueueDepth caps the waiters per key per process; beyond it a
+	// duplicate gets 409 at once. 0: DefaultWaitQueueDepth; < 0: none wait.
+	WaitQueueDepth int
+	// Notices carries completion notices to waiters (wait.go). Default: an
+	// in-process keystore.Hub; replicas sharing a store need a shared one
+	// (redisstore.Notices), or their waiters only poll.
+	Notices keystore.Notices
 }
+
+// Values of InProgress.
+const (
+	InProgressReject = "reject"
+	InProgressWait   = "wait"
+)
 
 // Session names where a route's session id comes from: a path parameter or
 // a header. The zero Session means the route takes no turns.
@@ -143,4 +171,22 @@ type Route struct {
 	// claimed and recorded, but nothing is refused or replayed; what would
 	// have happened is reported instead (see observe.go).
 	Observe bool
+
+	// Per-route policy (DESIGN.md, Config); zero values inherit
+	// Options.Idempotency's.
+
+	// Retention overrides Idempotency.Retention when > 0.
+	Retention time.Duration
+	// ReleaseStatuses, when non-nil, replaces Idempotency.ReleaseStatuses
+	// (an empty list: no status releases the key).
+	ReleaseStatuses []int
+	// DropHeaders, when non-nil, replaces Idempotency.DropHeaders.
+	DropHeaders []string
+	// InProgress is InProgressReject, InProgressWait or "" (inherit).
+	InProgress string
+	// WaitTimeout overrides Idempotency.WaitTimeout when > 0.
+	WaitTimeout time.Duration
+	// Errors is merged over Stages.Errors ([problem.Spec.Merge]) for
+	// this route's answers.
+	Errors *problem.Spec
 }

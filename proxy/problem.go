@@ -86,12 +86,32 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p proxyProblem) {
 	problem.Write(w, r, problemShape(ex), p.Problem, id)
 }
 
-// problemShape is the one place that picks the body shape of a request's
-// problems: GraphQL's errors shape on GraphQL routes, problem+json
-// otherwise.
-func problemShape(ex *exchange) problem.Shape {
-	if ex != nil && ex.route != nil && ex.route.Protocol == ProtocolGraphQL {
-		return graphQLShape{}
+// templateFailed logs and counts an errors template that failed at run
+// time; the answer went out as problem+json.
+func (s *stages) templateFailed(err error, route, requestID string) {
+	s.log.Error("errors template failed; answered with problem+json", "error", err, logRoute, route, logRequestID, requestID)
+	if s.src.OnErrorTemplate != nil {
+		s.src.OnErrorTemplate(route)
 	}
-	return problem.JSON{}
+}
+
+// problemShape is the one place that picks the body shape of a request's
+// problems: GraphQL's errors shape on GraphQL routes, else the route's
+// errors (DESIGN.md, Error shapes), or the global errors before a route
+// matched; problem+json when none is configured.
+func problemShape(ex *exchange) problem.Shape {
+	if ex == nil || ex.stages == nil {
+		return problem.JSON{}
+	}
+	t, route := ex.stages.errs, ""
+	if ex.route != nil {
+		t, route = ex.route.errs, ex.route.Name
+	}
+	onError := func(err error) {
+		ex.stages.templateFailed(err, route, ex.id)
+	}
+	if ex.route != nil && ex.route.Protocol == ProtocolGraphQL {
+		return graphQLShape{t: t, onError: onError}
+	}
+	return problem.Custom{T: t, OnError: onError}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/budget"
+	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/limiter"
 )
 
@@ -26,6 +27,8 @@ type Proxy struct {
 	drop       map[string]bool
 	budget     *budget.Budget // max_buffered_bytes: keyed bodies held (body.go)
 	renewals   renewer
+	notices    keystore.Notices // completion notices (wait.go)
+	waiters    waiters
 }
 
 // newProxy checks opts and fills in their defaults.
@@ -91,6 +94,10 @@ func newProxy(opts Options) (*Proxy, error) {
 	for _, h := range id.DropHeaders {
 		p.drop[http.CanonicalHeaderKey(h)] = true
 	}
+	p.notices = id.Notices
+	if p.notices == nil {
+		p.notices = new(keystore.Hub)
+	}
 	p.renewals.init(opts.Store, opts.Logger, opts.Now)
 	p.upstream = p.newUpstream()
 	return p, nil
@@ -118,10 +125,4 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 			"unstored_answers", tasks, "running_claims", claims)
 	}
 	return nil
-}
-
-// releasableStatus reports whether an answer with this status proves that
-// nothing ran, so that its key is released (idempotency.release_statuses).
-func (p *Proxy) releasableStatus(s int) bool {
-	return s >= 0 && s < len(p.releasable) && p.releasable[s]
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/gql"
 	"github.com/idemgate/idemgate/keystore"
 )
 
@@ -33,8 +34,8 @@ func (p *Proxy) record(r *http.Request, ex *exchange, sk keystore.Key, token uin
 		if ex.outcome == OutcomeExecuted {
 			ex.outcome = OutcomeUpstreamError
 		}
-	case ex.gql != nil && p.releasableGraphQL(ex.gql, resp.Status, resp.Body),
-		ex.gql == nil && p.releasableStatus(resp.Status):
+	case ex.gql != nil && gql.ReleaseOnAnswer(*ex.gql, resp.Status, ex.route.releasableStatus, resp.Body),
+		ex.gql == nil && ex.route.releasableStatus(resp.Status):
 		ex.outcome = OutcomeReleased
 		p.releaseKey(ctx, ex, sk, token)
 	default:
@@ -46,6 +47,10 @@ func (p *Proxy) record(r *http.Request, ex *exchange, sk keystore.Key, token uin
 func (p *Proxy) releaseKey(ctx context.Context, ex *exchange, sk keystore.Key, token uint64) {
 	if err := p.opts.Store.Release(ctx, sk, token); err != nil && !errors.Is(err, keystore.ErrLeaseLost) {
 		p.log.Error("releasing key failed", "error", err, logRequestID, ex.id)
+		return
+	}
+	if ex.route.wait {
+		p.notify(sk) // wait.go: only a waiting route has waiters
 	}
 }
 
@@ -55,8 +60,9 @@ func (p *Proxy) releaseKey(ctx context.Context, ex *exchange, sk keystore.Key, t
 // shutdown's deadline: see [Proxy.Shutdown]) run in the background, so
 // that a slow or broken store never holds the client's connection.
 func (p *Proxy) complete(ctx context.Context, ex *exchange, sk keystore.Key, token uint64, resp *keystore.Response) {
+	wait := ex.route != nil && ex.route.wait
 	err := p.opts.Store.Complete(ctx, sk, token, resp)
-	if p.completed(ex.id, err, 1) {
+	if p.completed(sk, wait, ex.id, err, 1) {
 		return
 	}
 	id, now := ex.id, p.opts.Now
@@ -73,7 +79,7 @@ func (p *Proxy) complete(ctx context.Context, ex *exchange, sk keystore.Key, tok
 			ctx, cancel := context.WithTimeout(stop, storeTimeout)
 			err = p.opts.Store.Complete(ctx, sk, token, resp)
 			cancel()
-			if p.completed(id, err, attempt) {
+			if p.completed(sk, wait, id, err, attempt) {
 				return
 			}
 		}
@@ -83,9 +89,12 @@ func (p *Proxy) complete(ctx context.Context, ex *exchange, sk keystore.Key, tok
 
 // completed reports whether a Complete attempt settled the record: stored,
 // or no longer ours to store.
-func (p *Proxy) completed(requestID string, err error, attempt int) bool {
+func (p *Proxy) completed(sk keystore.Key, wait bool, requestID string, err error, attempt int) bool {
 	switch {
 	case err == nil:
+		if wait {
+			p.notify(sk) // wait.go: only a waiting route has waiters
+		}
 		if attempt > 1 {
 			p.log.Info("answer stored after a retry", "attempts", attempt, logRequestID, requestID)
 		}

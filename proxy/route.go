@@ -1,13 +1,16 @@
 package proxy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/idemgate/idemgate/internal/canonjson"
 	"github.com/idemgate/idemgate/internal/pathtmpl"
+	"github.com/idemgate/idemgate/internal/problem"
 )
 
 // route is a Route ready to serve.
@@ -16,6 +19,14 @@ type route struct {
 	tmpl    *pathtmpl.Template
 	ignore  []canonjson.Pointer
 	timeout time.Duration
+
+	// The route's policy, its own or the global one (DESIGN.md, Config).
+	retention   time.Duration
+	releasable  *[600]bool // statuses after which a claim is given up
+	drop        map[string]bool
+	wait        bool // in_progress: wait (wait.go)
+	waitTimeout time.Duration
+	errs        *problem.Template
 }
 
 // stages is a compiled Stages: its route table and the chain after the
@@ -25,6 +36,8 @@ type stages struct {
 	table   *pathtmpl.Table
 	routes  []*route
 	handler http.Handler
+	errs    *problem.Template // Stages.Errors, compiled
+	log     *slog.Logger
 }
 
 // compileRoutes checks st.Routes and builds their table, whose literal
@@ -33,10 +46,14 @@ type stages struct {
 // it is idempotent, requires a key, takes session turns or has a route
 // limit.
 func (p *Proxy) compileRoutes(st Stages) (*stages, error) {
-	routes := st.Routes
-	c := &stages{}
+	routes, global := st.Routes, st.Errors
+	c := &stages{log: p.log}
 	var entries []pathtmpl.Entry
 	var errs []error
+	var err error
+	if c.errs, err = problem.Compile(global); err != nil {
+		errs = append(errs, fmt.Errorf("proxy: errors: %w", err))
+	}
 	needStore := false
 	for i, rc := range routes {
 		t, err := pathtmpl.Parse(rc.Path)
@@ -59,6 +76,9 @@ func (p *Proxy) compileRoutes(st Stages) (*stages, error) {
 		if rc.Session.Param != "" && !t.HasParam(rc.Session.Param) {
 			errs = append(errs, fmt.Errorf("proxy: route %q: session parameter %q not in path %s", rc.Name, rc.Session.Param, rc.Path))
 		}
+		if err := p.compilePolicy(r, global); err != nil {
+			errs = append(errs, err)
+		}
 		needStore = needStore || rc.Idempotent
 		c.routes = append(c.routes, r)
 		protected := rc.Idempotent || rc.RequireKey || rc.Session != (Session{}) || st.RouteLimits[rc.Name] != nil
@@ -76,6 +96,54 @@ func (p *Proxy) compileRoutes(st Stages) (*stages, error) {
 	}
 	c.table = table
 	return c, nil
+}
+
+// compilePolicy fills in r's policy: its own keys, else the global ones.
+func (p *Proxy) compilePolicy(r *route, global problem.Spec) error {
+	id := &p.opts.Idempotency
+	r.retention = cmp.Or(r.Retention, id.Retention)
+	r.releasable = &p.releasable
+	if r.ReleaseStatuses != nil {
+		r.releasable = new([600]bool)
+		for _, s := range r.ReleaseStatuses {
+			if s < 100 || s >= len(r.releasable) {
+				return fmt.Errorf("proxy: route %q: release status %d out of range", r.Name, s)
+			}
+			r.releasable[s] = true
+		}
+	}
+	r.drop = p.drop
+	if r.DropHeaders != nil {
+		r.drop = make(map[string]bool, len(r.DropHeaders))
+		for _, h := range r.DropHeaders {
+			r.drop[http.CanonicalHeaderKey(h)] = true
+		}
+	}
+	switch cmp.Or(r.InProgress, id.InProgress, InProgressReject) {
+	case InProgressReject:
+	case InProgressWait:
+		r.wait = true
+	default:
+		return fmt.Errorf("proxy: route %q: in_progress %q: want %q or %q", r.Name, r.InProgress, InProgressReject, InProgressWait)
+	}
+	r.waitTimeout = min(cmp.Or(r.WaitTimeout, id.WaitTimeout, 10*time.Second), r.timeout)
+	spec := global
+	if r.Errors != nil {
+		spec = global.Merge(*r.Errors)
+	}
+	t, err := problem.Compile(spec)
+	if err != nil {
+		return fmt.Errorf("proxy: route %q: errors: %w", r.Name, err)
+	}
+	r.errs = t
+	return nil
+}
+
+// releasableStatus reports whether an answer with status s on this route
+// proves that nothing ran, so that its claim is given up
+// (release_statuses).
+func (r *route) releasableStatus(s int) bool {
+	return s >= 0 && s < len(r.releasable) && r.releasable[s]
 }
 
 // matchRoute is DESIGN.md step 2, on the request's stages: the route is

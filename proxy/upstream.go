@@ -244,7 +244,7 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 	// The response carries this request's ID, set by the outermost stage.
 	res.Header.Del(requestIDHeader)
 	if call.capture != nil {
-		call.capture.start(res, p.drop)
+		call.capture.start(res, call.ex.route.drop)
 	}
 	return nil
 }

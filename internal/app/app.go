@@ -7,6 +7,7 @@
 package app
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -107,6 +108,8 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 		return nil, err
 	}
 	popts.Stages = stages(cfg, set, q)
+	popts.Idempotency.Notices = st.notices
+	popts.Stages.OnErrorTemplate = a.reloads.templateFailed // kept by reloads
 	if a.proxy, err = proxy.New(popts); err != nil {
 		return nil, err
 	}
@@ -165,6 +168,9 @@ func proxyOptions(cfg *config.Config, transport http.RoundTripper, st keystore.S
 			ReuseStatus:      id.ReuseStatus,
 			ReleaseStatuses:  id.ReleaseStatuses,
 			DropHeaders:      id.DropHeaders,
+			InProgress:       id.InProgress,
+			WaitTimeout:      id.WaitTimeout,
+			WaitQueueDepth:   cmp.Or(cfg.Sessions.QueueDepth, -1), // 0: none wait
 		},
 		TrustedProxies:            trusted,
 		ClientAddr:                limiter.ClientAddr,
@@ -183,6 +189,7 @@ func stages(cfg *config.Config, set *limitSet, q *session.Queue) proxy.Stages {
 	return proxy.Stages{
 		Routes:      proxyRoutes(cfg),
 		PathCase:    pathCase,
+		Errors:      cfg.Errors.Spec(),
 		Edge:        set.edge,
 		RouteLimits: set.routes,
 		IETFHeaders: cfg.Limiter.IETFHeaders,
@@ -205,6 +212,15 @@ func proxyRoutes(cfg *config.Config) []proxy.Route {
 			FingerprintIgnore: r.FingerprintIgnore,
 			Observe:           r.EffectiveMode(cfg.Mode) == config.ModeObserve,
 			Protocol:          r.Protocol,
+			Retention:         r.Retention,
+			ReleaseStatuses:   r.ReleaseStatuses,
+			DropHeaders:       r.DropHeaders,
+			InProgress:        r.InProgress,
+			WaitTimeout:       r.WaitTimeout,
+		}
+		if r.Errors != nil {
+			spec := r.Errors.Spec()
+			pr.Errors = &spec
 		}
 		if r.Session != nil {
 			pr.Session = proxy.Session{Param: r.Session.Param, Header: r.Session.Header}

@@ -30,6 +30,9 @@ type reloadMetrics struct {
 	lastReload  prometheus.Gauge
 	lastSuccess prometheus.Gauge
 	restart     prometheus.Gauge
+	// errTemplates counts errors templates that failed at run time (the
+	// config's errors section; problem+json was sent instead), by route.
+	errTemplates *prometheus.CounterVec
 }
 
 func newReloadMetrics(reg prometheus.Registerer) *reloadMetrics {
@@ -52,6 +55,10 @@ func newReloadMetrics(reg prometheus.Registerer) *reloadMetrics {
 			Help: "1 while the configuration file changes keys that only a restart applies (listeners, store, upstream, idempotency, ...).",
 		}),
 	}
+	m.errTemplates = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "idemgate_error_template_failures_total",
+		Help: "Answers whose errors template failed at run time and were sent as problem+json instead, by route (\"\" before a route matched).",
+	}, []string{"route"})
 	m.lastReload.Set(1)
 	m.lastSuccess.SetToCurrentTime()
 	// Series that exist from the start, so that dashboards and alerts see
@@ -60,6 +67,11 @@ func newReloadMetrics(reg prometheus.Registerer) *reloadMetrics {
 		m.reloads.WithLabelValues(r)
 	}
 	return m
+}
+
+// templateFailed counts an errors template that failed at run time.
+func (m *reloadMetrics) templateFailed(route string) {
+	m.errTemplates.WithLabelValues(route).Inc()
 }
 
 // observe records a configuration reload: ok is false when the new

@@ -155,7 +155,7 @@ func (a *App) applyStages(applied *config.Config) error {
 	rs := &a.reload
 	cur := a.proxy.Stages()
 	st := cur
-	st.Routes = proxyRoutes(applied)
+	st.Routes, st.Errors = proxyRoutes(applied), applied.Errors.Spec()
 	var limiters, queue closeStack
 	undo := func() { queue.close(); limiters.close() }
 	set := a.limits.Load()

@@ -24,6 +24,9 @@ type builtStore struct {
 	store  keystore.Store
 	ping   pinger
 	client redis.UniversalClient
+	// notices carry completion notices between replicas (nil: the
+	// proxy's in-process hub).
+	notices keystore.Notices
 }
 
 // newStore opens the idempotency store cfg names (store.backend), sealed
@@ -41,7 +44,9 @@ func newStore(cfg *config.Config, cs *closeStack) (builtStore, error) {
 		if err != nil {
 			return b, fmt.Errorf("store.redis: %w", err)
 		}
-		b.store, b.ping, b.client = s, s, client
+		n := redisstore.NewNotices(client, cfg.Store.Redis.KeyPrefix, nil)
+		cs.push(n.Close) // before the client
+		b.store, b.ping, b.client, b.notices = s, s, client, n
 	default:
 		b.store = memstore.New(memstore.Options{
 			MaxEntries: cfg.Store.Memory.MaxEntries,

@@ -65,13 +65,19 @@ func Write(w http.ResponseWriter, r *http.Request, s Shape, p Problem, requestID
 	if s == nil {
 		s = JSON{}
 	}
+	var ctype string
+	var body []byte
+	if rs, ok := s.(Renderer); ok {
+		ctype, body = rs.Render(make([]byte, 0, 256), p, requestID)
+	} else {
+		ctype, body = s.ContentType(), s.AppendBody(make([]byte, 0, 256), p, requestID)
+	}
 	h := w.Header()
-	h.Set("Content-Type", s.ContentType())
+	h.Set("Content-Type", ctype)
 	h.Set("Cache-Control", "no-store")
 	if p.RetryAfter != "" {
 		h.Set("Retry-After", p.RetryAfter)
 	}
-	body := s.AppendBody(make([]byte, 0, 256), p, requestID)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(p.Status)
 	if r.Method != http.MethodHead {
