@@ -167,6 +167,7 @@ func TestExampleUCP(t *testing.T) {
 	go func() {
 		req, _ := http.NewRequest("PUT", base+"/checkout-sessions/co-1", strings.NewReader(`{}`))
 		req.Header.Set("UCP-Agent", agent)
+		req.Header.Set("Content-Type", "application/json") // as its retry: the body's kind is part of the request
 		req.Header.Set("Idempotency-Key", "key-put")
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
