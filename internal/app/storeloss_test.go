@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -441,5 +442,115 @@ func TestStoreLossRestartE2E(t *testing.T) {
 	// The startup check warned that this Redis does not persist.
 	if !strings.Contains(oa.logs.String(), `"problem":"persistence"`) {
 		t.Errorf("no startup warning about persistence:\n%s", oa.logs)
+	}
+}
+
+// A claim whose reply was lost waits for its release while Redis stays
+// paused; shutdown does not wait past its grace for it: the release is
+// dropped, counted and logged.
+func TestStoreLossReleaseDroppedAtShutdown(t *testing.T) {
+	t.Parallel()
+	own := startOwnRedis(t, 4)
+	up := newGatedUpstream(t)
+	up.open()
+	cfg, err := parseConfig([]byte(`
+upstream: {url: "` + up.URL + `"}
+edge_limit: {rate: 0}
+store:
+  backend: redis
+  redis: {addrs: ["` + own.addr + `"], key_prefix: "` + e2ePrefix(t) + `", timeout: 300ms}
+routes:
+  - {name: pay, method: POST, path: /pay, idempotent: true}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	a, err := New(cfg, Options{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lns, err := Listen("127.0.0.1:0", "127.0.0.1:0")
+	if err != nil {
+		a.Close()
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := make(chan error, 1)
+	const grace = 500 * time.Millisecond
+	go func() { served <- a.Serve(ctx, grace, lns) }()
+	c := e2eClient(t)
+	base := "http://" + lns.Public.Addr().String()
+	if r := post(c, base, "warm", `{}`); r.status != http.StatusCreated {
+		t.Fatalf("warm-up write = %v", r)
+	}
+	own.signal(syscall.SIGSTOP)
+	if r := post(c, base, "lost", `{}`); r.status != http.StatusServiceUnavailable {
+		t.Fatalf("keyed write with Redis paused = %v; want 503", r)
+	}
+	if got := gathered(t, a.reg, "idemgate_claim_releases_pending"); got != 1 {
+		t.Fatalf("claim releases pending = %v; want 1", got)
+	}
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("serve = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not return within 10s of the cancel")
+	}
+	took := time.Since(start)
+	t.Logf("serve returned %v after the cancel (grace %v)", took.Round(time.Millisecond), grace)
+	if took > grace+2*time.Second {
+		t.Errorf("serve returned %v after the cancel; want within the grace %v and a margin", took, grace)
+	}
+	if got := gathered(t, a.reg, "idemgate_claim_releases_total", "result", "dropped"); got != 1 {
+		t.Errorf("claim releases dropped = %v; want 1", got)
+	}
+	if !strings.Contains(logs.String(), "were not released before shutdown") {
+		t.Errorf("no log line for the dropped release:\n%s", logs)
+	}
+}
+
+// The startup check warns, and never refuses to start: with Redis
+// unreachable the app starts (within the store timeout and a margin) and
+// logs the finding as a JSON warning.
+func TestStartupCheckUnreachable(t *testing.T) {
+	t.Parallel()
+	cfg, err := parseConfig([]byte(`
+upstream: {url: "http://127.0.0.1:9"}
+store:
+  backend: redis
+  redis: {addrs: ["` + freeAddr(t) + `"], timeout: 300ms}
+routes:
+  - {name: pay, method: POST, path: /pay, idempotent: true}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	start := time.Now()
+	a, err := New(cfg, Options{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	if err != nil {
+		t.Fatalf("New with Redis down = %v; want a warning, not an error", err)
+	}
+	defer a.Close()
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("New took %v with Redis down; want the check bounded by the store timeout", took)
+	}
+	var found bool
+	for l := range strings.SplitSeq(strings.TrimSpace(logs.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Errorf("log line is not JSON: %q", l)
+			continue
+		}
+		found = found || (m["level"] == "WARN" && m["problem"] == "unreachable")
+	}
+	if !found {
+		t.Errorf("no unreachable warning:\n%s", logs)
 	}
 }
