@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/redistest"
 )
 
 // sleepyUpstream answers 201 after the duration in X-Sleep (or when the
@@ -106,7 +108,7 @@ routes:
 // the lease and a margin, not after a hard-coded 10 s.
 func TestSessionLeaseTakeover(t *testing.T) {
 	t.Parallel()
-	addr := e2eRedisAddr(t)
+	addr := redistest.Addr(t)
 	up, arrived := sleepyUpstream(t)
 	yaml := `
 upstream: {url: "` + up.URL + `"}

@@ -19,6 +19,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testutil"
 )
 
 // ownRedis is a redis-server of the test's own, without persistence, run as
@@ -35,7 +38,7 @@ type ownRedis struct {
 
 func startOwnRedis(t *testing.T, n int) *ownRedis {
 	t.Helper()
-	_, port, err := net.SplitHostPort(e2eRedisAddr(t)) // skips without the test servers
+	_, port, err := net.SplitHostPort(redistest.Addr(t)) // skips without the test servers
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +196,7 @@ func healthResets(t *testing.T, oa *opsApp) resets {
 }
 
 func (oa *opsApp) late(t *testing.T) float64 {
-	return gathered(t, oa.reg, "idemgate_idempotency_late_completions_rejected_total")
+	return testutil.Gathered(t, oa.reg, "idemgate_idempotency_late_completions_rejected_total")
 }
 
 // Finding 5 of issue 13, end to end: FLUSHALL while a keyed write runs at
@@ -205,7 +208,7 @@ func TestStoreLossFlushAllE2E(t *testing.T) {
 	own := startOwnRedis(t, 0)
 	up := newGatedUpstream(t)
 	oa := storeLossApp(t, up.URL, own.addr, "1s")
-	if got := gathered(t, oa.reg, "idemgate_store_resets_total"); got != 0 {
+	if got := testutil.Gathered(t, oa.reg, "idemgate_store_resets_total"); got != 0 {
 		t.Fatalf("idemgate_store_resets_total at start = %v; want 0", got)
 	}
 	waitUntil(t, "the first epoch check", func() bool { return healthResets(t, oa).Checked != nil })
@@ -236,7 +239,7 @@ func TestStoreLossFlushAllE2E(t *testing.T) {
 	if !strings.Contains(oa.logs.String(), "vanished from the store; its answer was stored again") {
 		t.Errorf("no log line about the recreated record:\n%s", oa.logs)
 	}
-	waitUntil(t, "the reset to be counted", func() bool { return gathered(t, oa.reg, "idemgate_store_resets_total") == 1 })
+	waitUntil(t, "the reset to be counted", func() bool { return testutil.Gathered(t, oa.reg, "idemgate_store_resets_total") == 1 })
 	if h := healthResets(t, oa); h.Count != 1 || h.Last == nil {
 		t.Errorf("/healthz resets = %+v; want count 1 with a time", h)
 	}
@@ -292,10 +295,10 @@ func TestStoreLossPausedClaimE2E(t *testing.T) {
 	if n := up.execs.get("paused"); n != 1 {
 		t.Errorf("upstream ran the write %d times; want 1", n)
 	}
-	if got := gathered(t, oa.reg, "idemgate_claim_releases_total", "result", "released"); got < 1 {
+	if got := testutil.Gathered(t, oa.reg, "idemgate_claim_releases_total", "result", "released"); got < 1 {
 		t.Errorf("claim releases released = %v; want >= 1", got)
 	}
-	if got := gathered(t, oa.reg, "idemgate_claim_releases_pending"); got != 0 {
+	if got := testutil.Gathered(t, oa.reg, "idemgate_claim_releases_pending"); got != 0 {
 		t.Errorf("claim releases pending = %v; want 0", got)
 	}
 }
@@ -430,7 +433,7 @@ func TestStoreLossRestartE2E(t *testing.T) {
 	own.kill()
 	own.start()
 	restarted := time.Now()
-	waitUntil(t, "the restart to be counted", func() bool { return gathered(t, oa.reg, "idemgate_store_resets_total") == 1 })
+	waitUntil(t, "the restart to be counted", func() bool { return testutil.Gathered(t, oa.reg, "idemgate_store_resets_total") == 1 })
 	t.Logf("reset counted %v after the restart", time.Since(restarted).Round(time.Millisecond))
 	h := healthResets(t, oa)
 	if h.Count != 1 || h.Last == nil || h.Last.Before(restarted.Add(-time.Second)) {
@@ -489,7 +492,7 @@ routes:
 	if r := post(c, base, "lost", `{}`); r.status != http.StatusServiceUnavailable {
 		t.Fatalf("keyed write with Redis paused = %v; want 503", r)
 	}
-	if got := gathered(t, a.reg, "idemgate_claim_releases_pending"); got != 1 {
+	if got := testutil.Gathered(t, a.reg, "idemgate_claim_releases_pending"); got != 1 {
 		t.Fatalf("claim releases pending = %v; want 1", got)
 	}
 	start := time.Now()
@@ -507,7 +510,7 @@ routes:
 	if took > grace+2*time.Second {
 		t.Errorf("serve returned %v after the cancel; want within the grace %v and a margin", took, grace)
 	}
-	if got := gathered(t, a.reg, "idemgate_claim_releases_total", "result", "dropped"); got != 1 {
+	if got := testutil.Gathered(t, a.reg, "idemgate_claim_releases_total", "result", "dropped"); got != 1 {
 		t.Errorf("claim releases dropped = %v; want 1", got)
 	}
 	if !strings.Contains(logs.String(), "were not released before shutdown") {
