@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/textproto"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -48,6 +50,10 @@ type Options struct {
 	// MaxResponseBytes caps the body of an operator's answer, as
 	// idempotency.max_response_bytes caps stored answers. Default 64 KiB.
 	MaxResponseBytes int64
+	// DropHeaders are response headers never stored or replayed
+	// (idempotency.drop_headers): an operator's answer loses them as an
+	// upstream's does, and the answer to the operator names them.
+	DropHeaders []string
 	// Registerer, when set, gets idemgate_admin_requests_total.
 	Registerer prometheus.Registerer
 	// Logger receives one line per request. Default: discard.
@@ -65,6 +71,7 @@ type Handler struct {
 	token    [sha256.Size]byte
 	mux      *http.ServeMux
 	requests *prometheus.CounterVec // action, code
+	drop     map[string]bool        // canonical DropHeaders
 }
 
 // Limits of the list endpoint.
@@ -91,7 +98,11 @@ func New(o Options) (*Handler, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = 5 * time.Second
 	}
-	h := &Handler{o: o, token: sha256.Sum256([]byte(o.Token))}
+	drop := make(map[string]bool, len(o.DropHeaders))
+	for _, name := range o.DropHeaders {
+		drop[textproto.CanonicalMIMEHeaderKey(name)] = true
+	}
+	h := &Handler{o: o, token: sha256.Sum256([]byte(o.Token)), drop: drop}
 	if o.Registerer != nil {
 		cv := prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "idemgate_admin_requests_total",
@@ -328,7 +339,7 @@ func (h *Handler) complete(w http.ResponseWriter, r *http.Request) {
 	if !h.decode(w, r, "complete", &req) || !h.checkReason(w, r, "complete", req.Reason) {
 		return
 	}
-	resp, msg := h.answerOf(req)
+	resp, dropped, msg := h.answerOf(req)
 	if msg != "" {
 		h.fail(w, r, "complete", http.StatusBadRequest, "invalid_request", msg)
 		return
@@ -340,54 +351,76 @@ func (h *Handler) complete(w http.ResponseWriter, r *http.Request) {
 		h.storeFailed(w, r, "complete", k.String(), err, slog.String("reason", req.Reason), slog.String("route", route))
 		return
 	}
+	names := slices.Sorted(maps.Keys(resp.Header))
+	if names == nil {
+		names = []string{}
+	}
 	h.log(r, "complete", http.StatusOK, k.String(), req.Reason, slog.String("route", route),
-		slog.Int("answer_status", resp.Status), slog.Int("answer_bytes", len(resp.Body)))
-	h.ok(w, r, "complete", map[string]any{"key": k.String(), "action": "completed", "route": route, "reason": req.Reason, "status": resp.Status})
+		slog.Int("answer_status", resp.Status), slog.Any("answer_headers", names),
+		slog.Any("dropped_headers", dropped), slog.Int("answer_bytes", len(resp.Body)))
+	out := map[string]any{"key": k.String(), "action": "completed", "route": route, "reason": req.Reason, "status": resp.Status, "headers": names}
+	if len(dropped) > 0 {
+		out["dropped_headers"] = dropped
+	}
+	h.ok(w, r, "complete", out)
 }
 
-// answerOf checks an operator's answer and converts it; msg says what is
-// wrong with it.
-func (h *Handler) answerOf(req completion) (resp *keystore.Response, msg string) {
+// answerOf checks an operator's answer and converts it under the rules of
+// an upstream's (DESIGN.md, Admin listener): headers in DropHeaders, and
+// the per-attempt Traceresponse and Server-Timing, are left out (dropped
+// names them, sorted); a body over MaxResponseBytes is refused. msg says
+// what is wrong with it.
+func (h *Handler) answerOf(req completion) (resp *keystore.Response, dropped []string, msg string) {
+	resp, dropped, msg = h.answerOfChecked(req)
+	slices.Sort(dropped)
+	return resp, slices.Compact(dropped), msg
+}
+
+func (h *Handler) answerOfChecked(req completion) (resp *keystore.Response, dropped []string, msg string) {
 	if req.Status < 200 || req.Status > 599 {
-		return nil, "status must be a final HTTP status from 200 to 599"
+		return nil, nil, "status must be a final HTTP status from 200 to 599"
 	}
 	var body []byte
 	switch {
 	case req.Body != nil && req.BodyBase64 != nil:
-		return nil, "set body or body_base64, not both"
+		return nil, nil, "set body or body_base64, not both"
 	case req.Body != nil:
 		body = []byte(*req.Body)
 	case req.BodyBase64 != nil:
 		b, err := base64.StdEncoding.DecodeString(*req.BodyBase64)
 		if err != nil {
-			return nil, "body_base64 is not standard base64"
+			return nil, nil, "body_base64 is not standard base64"
 		}
 		body = b
 	}
 	if int64(len(body)) > h.o.MaxResponseBytes {
-		return nil, fmt.Sprintf("the body is %d bytes; stored answers are at most %d (idempotency.max_response_bytes)", len(body), h.o.MaxResponseBytes)
+		return nil, nil, fmt.Sprintf("the body is %d bytes; stored answers are at most %d (idempotency.max_response_bytes)", len(body), h.o.MaxResponseBytes)
 	}
 	hdr := make(http.Header, len(req.Headers))
 	for name, vals := range req.Headers {
 		if !validToken(name) {
-			return nil, fmt.Sprintf("header name %q is not valid", name)
+			return nil, nil, fmt.Sprintf("header name %q is not valid", name)
 		}
 		cname := textproto.CanonicalMIMEHeaderKey(name)
 		switch cname {
 		case "Content-Length", "Date", "Connection", "Transfer-Encoding", "Keep-Alive", "Upgrade", "Trailer", "Te", "Proxy-Connection":
-			return nil, fmt.Sprintf("header %q is set by idemgate on every replay (or is hop-by-hop); leave it out", cname)
+			return nil, nil, fmt.Sprintf("header %q is set by idemgate on every replay (or is hop-by-hop); leave it out", cname)
 		}
 		for _, v := range vals {
 			if strings.ContainsAny(v, "\r\n\x00") {
-				return nil, fmt.Sprintf("header %q has a value with CR, LF or NUL", cname)
+				return nil, nil, fmt.Sprintf("header %q has a value with CR, LF or NUL", cname)
 			}
+		}
+		if h.drop[cname] || cname == "Traceresponse" || cname == "Server-Timing" {
+			dropped = append(dropped, cname)
+			continue
 		}
 		hdr[cname] = append(hdr[cname], vals...)
 	}
 	if len(hdr) == 0 {
 		hdr = nil
 	}
-	return &keystore.Response{Status: req.Status, Header: hdr, Body: body}, ""
+	return &keystore.Response{Status: req.Status, Header: hdr, Body: body}, dropped, ""
 }
 
 // keyRequest is the body of POST /admin/keys.

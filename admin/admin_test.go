@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -46,6 +47,7 @@ func newFixture(t *testing.T, tok string) *fixture {
 			return "tenant-of-" + host, host != "unknown.example"
 		},
 		MaxResponseBytes: 64,
+		DropHeaders:      []string{"set-cookie"},
 		Registerer:       reg,
 		Logger:           slog.New(slog.NewJSONHandler(logs, nil)),
 		Now:              clk.Now,
@@ -294,6 +296,47 @@ func TestReleaseAndComplete(t *testing.T) {
 	}
 	if strings.Contains(f.logs.String(), "eyJvcmRlciI6N30") || strings.Contains(f.logs.String(), `{\"order\":7}`) {
 		t.Errorf("a body reached the log")
+	}
+}
+
+// TestCompleteDropsHeaders: an operator's answer obeys the rules of an
+// upstream's (issue 13, finding 8): drop_headers and the per-attempt
+// Traceresponse and Server-Timing are not stored, a body over the cap is
+// refused, and the audit line names the stored and the dropped headers
+// (never their values).
+func TestCompleteDropsHeaders(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, token)
+	k, _ := f.claim(t, "cookie", "pay")
+	path := "/admin/claims/" + k.String() + "/complete"
+	if a := f.admin(t, "POST", path, `{"reason":"r","status":201,"body":"`+strings.Repeat("x", 65)+`"}`); a.status != 400 {
+		t.Errorf("complete over max_response_bytes = %d %s; want 400", a.status, a.raw)
+	}
+	a := f.admin(t, "POST", path, `{"reason":"INC-44","status":201,"headers":{"Set-Cookie":["sid=secret-cookie"],"X-Order":["7"],"server-timing":["db;dur=3"],"Traceresponse":["00-1-2-01"],"Content-Type":["application/json"]},"body":"{}"}`)
+	if a.status != 200 {
+		t.Fatalf("complete = %d %s", a.status, a.raw)
+	}
+	if got := fmt.Sprint(a.body["headers"], a.body["dropped_headers"]); got != "[Content-Type X-Order] [Server-Timing Set-Cookie Traceresponse]" {
+		t.Errorf("answer's headers, dropped = %s; want [Content-Type X-Order] [Server-Timing Set-Cookie Traceresponse]", got)
+	}
+	rec, err := f.store.Get(context.Background(), k)
+	if err != nil || rec.State != keystore.StateCompleted {
+		t.Fatalf("record = %+v, %v", rec, err)
+	}
+	for _, h := range []string{"Set-Cookie", "Server-Timing", "Traceresponse"} {
+		if v, ok := rec.Response.Header[h]; ok {
+			t.Errorf("stored %s: %q; want it dropped", h, v)
+		}
+	}
+	if rec.Response.Header.Get("X-Order") != "7" || rec.Response.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("stored headers = %v; want X-Order and Content-Type kept", rec.Response.Header)
+	}
+	logs := f.logs.String()
+	if !strings.Contains(logs, `"answer_headers":["Content-Type","X-Order"]`) || !strings.Contains(logs, `"dropped_headers":["Server-Timing","Set-Cookie","Traceresponse"]`) {
+		t.Errorf("the audit line lacks the header names:\n%s", logs)
+	}
+	if strings.Contains(logs, "secret-cookie") {
+		t.Errorf("a header value reached the log")
 	}
 }
 

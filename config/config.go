@@ -437,6 +437,10 @@ type Sessions struct {
 	QueueDepth int `mapstructure:"queue_depth"`
 	// QueueTimeout bounds a wait for a turn (503 session_busy). Default 30s.
 	QueueTimeout time.Duration `mapstructure:"queue_timeout"`
+	// Lease is the lease of the cross-replica session lock (Redis store),
+	// renewed every third of it: the longest a crashed holder blocks its
+	// session. Default 10s.
+	Lease time.Duration `mapstructure:"lease"`
 }
 
 // Route is one matched route.
@@ -570,7 +574,7 @@ func Default() *Config {
 			InProgress:       InProgressReject,
 			WaitTimeout:      10 * time.Second,
 		},
-		Sessions: Sessions{QueueDepth: 4, QueueTimeout: 30 * time.Second},
+		Sessions: Sessions{QueueDepth: 4, QueueTimeout: 30 * time.Second, Lease: 10 * time.Second},
 		Mode:     ModeEnforce,
 		PathCase: PathCaseInsensitive,
 	}

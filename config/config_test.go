@@ -101,6 +101,7 @@ func TestDefaultValues(t *testing.T) {
 		{"idempotency.encryption_key_env", c.Idempotency.EncryptionKeyEnv, ""},
 		{"sessions.queue_depth", c.Sessions.QueueDepth, 4},
 		{"sessions.queue_timeout", c.Sessions.QueueTimeout, 30 * time.Second},
+		{"sessions.lease", c.Sessions.Lease, 10 * time.Second},
 		{"mode", c.Mode, "enforce"},
 	}
 	for _, tt := range tests {

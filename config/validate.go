@@ -125,6 +125,9 @@ func (c *Config) validateTop(p *problems) {
 	if c.Sessions.QueueTimeout <= 0 {
 		p.add("sessions.queue_timeout", ErrRange, "must be > 0; got %s", c.Sessions.QueueTimeout)
 	}
+	if c.Sessions.Lease < 100*time.Millisecond {
+		p.add("sessions.lease", ErrRange, "must be >= 100ms; got %s", c.Sessions.Lease)
+	}
 }
 
 func (c *Config) validateUpstream(p *problems) {

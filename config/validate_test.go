@@ -47,6 +47,7 @@ func TestValidateRules(t *testing.T) {
 		{"mode", func(c *Config) { c.Mode = "Enforce" }, "mode", ErrInvalid, nil},
 		{"sessions.queue_depth", func(c *Config) { c.Sessions.QueueDepth = -1 }, "sessions.queue_depth", ErrRange, nil},
 		{"sessions.queue_timeout", func(c *Config) { c.Sessions.QueueTimeout = 0 }, "sessions.queue_timeout", ErrRange, nil},
+		{"sessions.lease", func(c *Config) { c.Sessions.Lease = 50 * time.Millisecond }, "sessions.lease", ErrRange, nil},
 
 		// Waiting, error shapes and per-route policy (issue 16).
 		{"in_progress", func(c *Config) { c.Idempotency.InProgress = "queue" }, "idempotency.in_progress", ErrInvalid, nil},

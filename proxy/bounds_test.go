@@ -209,6 +209,12 @@ func (f *failingComplete) Complete(ctx context.Context, key keystore.Key, token 
 	return errors.New("dial tcp: connection refused")
 }
 
+// CompleteClaim fails too: the proxy completes by claim id where it can.
+func (f *failingComplete) CompleteClaim(ctx context.Context, key keystore.Key, c keystore.Claim, resp *keystore.Response) (keystore.Completion, error) {
+	f.calls.Add(1)
+	return 0, errors.New("dial tcp: connection refused")
+}
+
 // Shutdown stops the background completion retries at its deadline, not
 // after half the lease, and logs how many answers it could not store.
 func TestShutdownStopsRetriesAtDeadline(t *testing.T) {

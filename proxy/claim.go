@@ -27,12 +27,17 @@ func (p *Proxy) claim(next http.Handler) http.Handler {
 		sk := p.scope(r, ex.key)
 		// Stores bound their own calls (the Redis client's timeout); a
 		// client that hangs up cancels the claim. reserve computes the
-		// fingerprint and compares it in the record's version.
+		// fingerprint and compares it in the record's version. Each claim's
+		// id is drawn before the claim is sent, so that a claim whose reply
+		// is lost can be released by it (DESIGN.md step 8).
+		var id keystore.ClaimID
 		reserve := func() (keystore.Reservation, error) {
+			id = keystore.NewClaimID()
 			return p.reserve(r.Context(), r, ex, sk, keystore.ReserveOptions{
 				Route:     rt.Name,
 				Lease:     opts.Lease,
 				Retention: rt.retention,
+				ClaimID:   id,
 			})
 		}
 		res, err := reserve()
@@ -57,8 +62,10 @@ func (p *Proxy) claim(next http.Handler) http.Handler {
 		case errors.Is(err, budget.ErrOverloaded): // the canonical JSON's memory
 			p.refuse(w, r, next, problemOverloaded)
 		case r.Context().Err() != nil:
+			p.lostClaim(sk, id, err)
 			ex.outcome = OutcomeRejected // the client left; logged as 499
 		default:
+			p.lostClaim(sk, id, err)
 			p.log.Error("idempotency store unavailable", "error", err, "observe", rt.Observe, logRequestID, ex.id, logRoute, rt.Name)
 			p.refuse(w, r, next, problemUnavailable)
 		}
@@ -86,12 +93,26 @@ func (p *Proxy) runClaimed(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 		recorded = true
 		lease.stop()
-		p.record(r, ex, sk, res.Token, ex.capture)
+		p.record(r, ex, sk, res.Claim, ex.capture)
 	}
 	// Runs on a panic too (ErrAbortHandler when the upstream's body broke
 	// mid-stream): the claim is then kept.
 	defer ex.finish()
 	next.ServeHTTP(w, r)
+}
+
+// lostClaim hands the claim id of a Reserve that failed with err to the
+// Releaser: a store that timed out may still have made the claim, which
+// would then hold the key for a whole lease although nothing ran. Answers
+// that say no claim was made (full, revoked, closed) release nothing.
+func (p *Proxy) lostClaim(sk keystore.Key, id keystore.ClaimID, err error) {
+	if p.opts.Releaser == nil || errors.Is(err, keystore.ErrFull) ||
+		errors.Is(err, keystore.ErrLeaseLost) || errors.Is(err, keystore.ErrClosed) {
+		return
+	}
+	if !p.opts.Releaser.Add(sk, id, p.opts.Idempotency.Lease) {
+		p.log.Warn("release of a claim with a lost reply dropped (too many pending); the key is held until its lease ends", "claim_id", id.String())
+	}
 }
 
 // scope returns the store key of a request: the tenant, the exact values of

@@ -264,9 +264,9 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("session wait counts = %v; want turn 1", counts)
 	}
 	counts = histogramCounts(t, mp.reg, "idemgate_store_operation_duration_seconds", "op")
-	// reserve: k1×3, k404, kb, h1×3, k9; complete: k1, h1×2; release: k404.
-	if counts["reserve"] != 9 || counts["complete"] != 3 || counts["release"] != 1 {
-		t.Errorf("store operation counts = %v; want reserve 9, complete 3, release 1", counts)
+	// reserve: k1×3, k404, kb, h1×3, k9; complete_claim: k1, h1×2; release: k404.
+	if counts["reserve"] != 9 || counts["complete_claim"] != 3 || counts["release"] != 1 {
+		t.Errorf("store operation counts = %v; want reserve 9, complete_claim 3, release 1", counts)
 	}
 
 	err := testutil.GatherAndCompare(mp.reg, strings.NewReader(`

@@ -29,6 +29,10 @@ type Options struct {
 
 	Store       keystore.Store
 	Idempotency Idempotency
+	// Releaser, when set, takes the claim ids of claims whose replies were
+	// lost (Reserve failed with a store error), to release them once the
+	// store answers (DESIGN.md step 8): a [keystore.Releaser].
+	Releaser ClaimReleaser
 
 	// TrustedProxies are the peers whose X-Forwarded-For is believed.
 	TrustedProxies []netip.Prefix
@@ -58,6 +62,12 @@ type Options struct {
 	// Stages are the first routes and the limiters and session queue of
 	// their stages; [Proxy.Reload] replaces them.
 	Stages Stages
+}
+
+// ClaimReleaser releases claims whose replies were lost; Add reports false
+// when it dropped the release. [keystore.Releaser] is one.
+type ClaimReleaser interface {
+	Add(key keystore.Key, id keystore.ClaimID, lease time.Duration) bool
 }
 
 // Stages is the part of a [Proxy] that [Proxy.Reload] replaces while it

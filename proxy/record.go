@@ -16,7 +16,8 @@ const storeTimeout = 5 * time.Second
 
 // record is DESIGN.md step 8: store the answer, release the key, or keep
 // the claim until its lease ends when the outcome is unknown.
-func (p *Proxy) record(r *http.Request, ex *exchange, sk keystore.Key, token uint64, c *capture) {
+func (p *Proxy) record(r *http.Request, ex *exchange, sk keystore.Key, claim keystore.Claim, c *capture) {
+	token := claim.Token
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
 	defer cancel()
 	var resp *keystore.Response
@@ -39,7 +40,7 @@ func (p *Proxy) record(r *http.Request, ex *exchange, sk keystore.Key, token uin
 		ex.outcome = OutcomeReleased
 		p.releaseKey(ctx, ex, sk, token)
 	default:
-		p.complete(ctx, ex, sk, token, resp)
+		p.complete(ctx, ex, sk, claim, resp)
 	}
 }
 
@@ -59,9 +60,9 @@ func (p *Proxy) releaseKey(ctx context.Context, ex *exchange, sk keystore.Key, t
 // (within half the lease, by the proxy's clock, and never past the
 // shutdown's deadline: see [Proxy.Shutdown]) run in the background, so
 // that a slow or broken store never holds the client's connection.
-func (p *Proxy) complete(ctx context.Context, ex *exchange, sk keystore.Key, token uint64, resp *keystore.Response) {
+func (p *Proxy) complete(ctx context.Context, ex *exchange, sk keystore.Key, claim keystore.Claim, resp *keystore.Response) {
 	wait := ex.route != nil && ex.route.wait
-	err := p.opts.Store.Complete(ctx, sk, token, resp)
+	err := p.completeClaim(ctx, ex.id, sk, claim, resp)
 	if p.completed(sk, wait, ex.id, err, 1) {
 		return
 	}
@@ -77,7 +78,7 @@ func (p *Proxy) complete(ctx context.Context, ex *exchange, sk keystore.Key, tok
 			}
 			backoff = min(2*backoff, time.Second)
 			ctx, cancel := context.WithTimeout(stop, storeTimeout)
-			err = p.opts.Store.Complete(ctx, sk, token, resp)
+			err = p.completeClaim(ctx, id, sk, claim, resp)
 			cancel()
 			if p.completed(sk, wait, id, err, attempt) {
 				return
@@ -85,6 +86,26 @@ func (p *Proxy) complete(ctx context.Context, ex *exchange, sk keystore.Key, tok
 		}
 		p.log.Error("storing answer failed; the key will be taken over after its lease", "error", err, logRequestID, id)
 	})
+}
+
+// completeClaim makes one attempt to store resp as claim's answer: by claim
+// id when the store has claims (DESIGN.md step 8: a record that vanished
+// is created again, an answer in hand is never thrown away), by fencing
+// token otherwise.
+func (p *Proxy) completeClaim(ctx context.Context, requestID string, sk keystore.Key, claim keystore.Claim, resp *keystore.Response) error {
+	cs, ok := p.opts.Store.(keystore.ClaimStore)
+	if !ok || claim.ID.IsZero() {
+		return p.opts.Store.Complete(ctx, sk, claim.Token, resp)
+	}
+	how, err := cs.CompleteClaim(ctx, sk, claim, resp)
+	switch {
+	case err != nil:
+	case how == keystore.Recreated:
+		p.log.Warn("the record of a running request vanished from the store; its answer was stored again", logRequestID, requestID)
+	case how == keystore.Expired:
+		p.log.Warn("the record of a running request vanished and its retention had ended; the answer was not stored", logRequestID, requestID)
+	}
+	return err
 }
 
 // completed reports whether a Complete attempt settled the record: stored,
@@ -102,6 +123,7 @@ func (p *Proxy) completed(sk keystore.Key, wait bool, requestID string, err erro
 	case errors.Is(err, keystore.ErrLeaseLost), errors.Is(err, keystore.ErrNotFound):
 		// Taken over (or repaired by an operator) while we ran: the record
 		// belongs to someone else now; our client still got our answer.
+		// (ErrNotFound only from a store without claim ids.)
 		p.log.Warn("late completion rejected", "error", err, logRequestID, requestID)
 		return true
 	}

@@ -83,7 +83,7 @@ func TestCompletionRetries(t *testing.T) {
 					t.Fatal(err)
 				}
 				start := time.Now()
-				p.complete(ctx, &exchange{id: "r1"}, k, res.Token, &keystore.Response{Status: 201, Body: []byte("ok")})
+				p.complete(ctx, &exchange{id: "r1"}, k, res.Claim, &keystore.Response{Status: 201, Body: []byte("ok")})
 				p.Close() // waits for the retries; the bubble's clock runs meanwhile
 				if got := time.Since(start); got != tt.wantElapsed {
 					t.Errorf("retries took %v; want %v", got, tt.wantElapsed)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"github.com/idemgate/idemgate/session"
@@ -18,7 +19,8 @@ import (
 //
 // A request without the session id (or on a route without a session) takes
 // no turn. A full line or a wait over the queue timeout gets 503
-// session_busy with Retry-After: 1; a client that hangs up while it waits
+// session_busy with Retry-After: 1 (for a keyed write, the wait also ends
+// when its route timeout, counted from arrival, would); a client that hangs up while it waits
 // leaves the line and is answered nothing (logged as 499). In both cases
 // the request never reached the upstream, so the claim stage releases its
 // key.
@@ -42,7 +44,14 @@ func (p *Proxy) sessionTurn(q *session.Queue) middleware {
 				next.ServeHTTP(w, r)
 				return
 			}
-			turn, err := q.Acquire(r.Context(), k)
+			// A keyed write's timeout counts from its arrival, session
+			// wait included (DESIGN.md step 7): its wait ends at
+			// queue_timeout or at what remains of it, whichever is first.
+			var deadline time.Time
+			if ex := exchangeOf(r); ex != nil && ex.keyed && ex.route != nil {
+				deadline = ex.start.Add(ex.route.timeout)
+			}
+			turn, err := q.AcquireUntil(r.Context(), k, deadline)
 			if err != nil {
 				switch {
 				case errors.Is(err, session.ErrQueueFull):

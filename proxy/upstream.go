@@ -89,10 +89,11 @@ func (p *Proxy) newUpstream() http.Handler {
 			timeout = ex.route.timeout
 		}
 		if ex.keyed {
-			// The whole answer of a keyed write is bounded by the timeout and
-			// survives the client hanging up (DESIGN.md step 7).
+			// The whole answer of a keyed write is bounded by the timeout,
+			// counted from the request's arrival (session wait included),
+			// and survives the client hanging up (DESIGN.md step 7).
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), timeout)
+			ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), ex.start.Add(timeout))
 			defer cancel()
 			call.capture = newCapture(p.opts.Idempotency.MaxResponseBytes, ex.finish)
 			ex.capture = call.capture

@@ -239,10 +239,22 @@ func (t *Turn) Release() {
 // first; the request then has left the line. On success the caller must
 // call [Turn.Release].
 func (q *Queue) Acquire(ctx context.Context, k Key) (*Turn, error) {
+	return q.AcquireUntil(ctx, k, time.Time{})
+}
+
+// AcquireUntil is [Queue.Acquire] with a deadline of the request's own (a
+// keyed write's timeout, counted from its arrival; DESIGN.md step 6): the
+// wait ends with ErrTimeout at QueueTimeout or at deadline, whichever comes
+// first. A zero deadline is none.
+func (q *Queue) AcquireUntil(ctx context.Context, k Key, deadline time.Time) (*Turn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	start := time.Now()
+	end := start.Add(q.timeout)
+	if !deadline.IsZero() && deadline.Before(end) {
+		end = deadline
+	}
 	sh := q.shard(k)
 	sh.mu.Lock()
 	l := sh.lines[k]
@@ -251,7 +263,7 @@ func (q *Queue) Acquire(ctx context.Context, k Key) (*Turn, error) {
 		l = &line{}
 		sh.lines[k] = l
 		sh.mu.Unlock()
-		return q.lockShared(ctx, nil, k, l, start)
+		return q.lockShared(ctx, nil, k, l, start, end)
 	}
 	if l.waiting() >= q.depth {
 		sh.mu.Unlock()
@@ -263,12 +275,12 @@ func (q *Queue) Acquire(ctx context.Context, k Key) (*Turn, error) {
 	sh.mu.Unlock()
 	q.metrics.Waiting(1)
 
-	wctx, cancel := context.WithDeadlineCause(ctx, start.Add(q.timeout), ErrTimeout)
+	wctx, cancel := context.WithDeadlineCause(ctx, end, ErrTimeout)
 	defer cancel()
 	select {
 	case <-w.ready:
 		q.metrics.Waiting(-1)
-		return q.lockShared(ctx, wctx, k, l, start)
+		return q.lockShared(ctx, wctx, k, l, start, end)
 	case <-wctx.Done():
 	}
 	sh.mu.Lock()
@@ -291,9 +303,9 @@ func (q *Queue) Acquire(ctx context.Context, k Key) (*Turn, error) {
 }
 
 // lockShared takes the shared lock for the holder of k's local turn. wctx,
-// when not nil, is the wait's context with the queue deadline (the request
-// waited in the line).
-func (q *Queue) lockShared(ctx, wctx context.Context, k Key, l *line, start time.Time) (*Turn, error) {
+// when not nil, is the wait's context with the wait's deadline end (the
+// request waited in the line).
+func (q *Queue) lockShared(ctx, wctx context.Context, k Key, l *line, start, end time.Time) (*Turn, error) {
 	t := &Turn{q: q, key: k, line: l}
 	waited := wctx != nil
 	if q.locker == nil {
@@ -304,7 +316,7 @@ func (q *Queue) lockShared(ctx, wctx context.Context, k Key, l *line, start time
 	}
 	if wctx == nil {
 		var cancel context.CancelFunc
-		wctx, cancel = context.WithDeadlineCause(ctx, start.Add(q.timeout), ErrTimeout)
+		wctx, cancel = context.WithDeadlineCause(ctx, end, ErrTimeout)
 		defer cancel()
 	}
 	sh := q.shard(k)

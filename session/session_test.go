@@ -159,6 +159,50 @@ func TestQueueTimeout(t *testing.T) {
 	})
 }
 
+// TestAcquireUntil: a wait ends with ErrTimeout at the request's own
+// deadline or at QueueTimeout, whichever comes first (a keyed write's route
+// timeout counts from its arrival, DESIGN.md step 6).
+func TestAcquireUntil(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		deadline time.Duration // from the wait's start; 0: none
+		want     time.Duration
+	}{
+		{"deadline first", 2 * time.Second, 2 * time.Second},
+		{"queue timeout first", time.Minute, 30 * time.Second},
+		{"no deadline", 0, 30 * time.Second},
+		{"deadline passed", -time.Second, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := &counters{}
+				q := newQueue(t, 1, 30*time.Second, m)
+				k := NewKey("c")
+				held, err := q.Acquire(t.Context(), k)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer held.Release()
+				start := time.Now()
+				var deadline time.Time
+				if tc.deadline != 0 {
+					deadline = start.Add(tc.deadline)
+				}
+				if _, err := q.AcquireUntil(t.Context(), k, deadline); !errors.Is(err, ErrTimeout) {
+					t.Fatalf("AcquireUntil = %v; want ErrTimeout", err)
+				}
+				if d := time.Since(start); d != tc.want {
+					t.Errorf("timed out after %v; want exactly %v", d, tc.want)
+				}
+				if m.timeouts.Load() != 1 || m.waiting.Load() != 0 {
+					t.Errorf("timeouts = %d, waiting = %d; want 1, 0", m.timeouts.Load(), m.waiting.Load())
+				}
+			})
+		})
+	}
+}
+
 // TestCancelLeavesLine: a waiter whose context ends leaves the line at
 // once; the turn skips it.
 func TestCancelLeavesLine(t *testing.T) {

@@ -65,6 +65,7 @@ func newAdmin(cfg *config.Config, st keystore.Store, scopeKey func(string, http.
 		ScopeKey:         scopeKey,
 		TenantFor:        cfg.Idempotency.TenantFor,
 		MaxResponseBytes: cfg.Idempotency.MaxResponseBytes,
+		DropHeaders:      cfg.Idempotency.DropHeaders,
 		Registerer:       reg,
 		Logger:           log,
 	})

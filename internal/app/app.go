@@ -8,19 +8,23 @@ package app
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgate/idemgate/admin"
 	"github.com/idemgate/idemgate/config"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/metered"
+	"github.com/idemgate/idemgate/keystore/redisstore"
 	"github.com/idemgate/idemgate/limiter"
 	"github.com/idemgate/idemgate/proxy"
 	"github.com/idemgate/idemgate/session"
@@ -55,7 +59,12 @@ type App struct {
 	closers closeStack // everything New opened, closed by Close
 
 	store    keystore.Store
-	ping     pinger // nil: the store has nothing to ping
+	ping     pinger                 // nil: the store has nothing to ping
+	epoch    keystore.EpochReporter // store resets (/healthz, metrics)
+	releaser *keystore.Releaser     // claims whose replies were lost; nil without claim ids
+	// stopBy is the shutdown deadline (Serve's grace), once draining began:
+	// the releaser's pending releases are tried until then.
+	stopBy   atomic.Pointer[time.Time]
 	tls      *tlsState
 	reg      *prometheus.Registry
 	metrics  *proxy.Metrics
@@ -83,18 +92,29 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 			a.closers.close()
 		}
 	}()
-	st, err := newStore(cfg, &a.closers)
+	// go-redis logs (pool and dial trouble) go into the JSON log.
+	redis.SetLogger(redisstore.Logger{L: a.log.With("component", "redis")})
+	st, err := newStore(cfg, a.log, &a.closers)
 	if err != nil {
 		return nil, err
 	}
 	a.reg, a.metrics, a.reloads = newRegistry(o.Version, &a.limits)
-	a.store, a.ping = metered.New(st.store, a.reg), st.ping
+	ms := metered.New(st.store, a.reg)
+	a.store, a.ping, a.epoch = ms, st.ping, st.epoch
+	if _, ok := st.store.(keystore.ClaimStore); ok {
+		a.releaser = keystore.NewReleaser(ms, keystore.ReleaserOptions{})
+		a.closers.push(a.closeReleaser) // before the store
+	}
+	a.reg.MustRegister(&storeCollector{epoch: a.epoch, releaser: a.releaser})
 	if a.tls, err = newTLS(cfg, st.client, a.log, &a.closers); err != nil {
 		return nil, err
 	}
 	popts, err := proxyOptions(cfg, o.Transport, a.store, a.metrics, a.log)
 	if err != nil {
 		return nil, err
+	}
+	if a.releaser != nil {
+		popts.Releaser = a.releaser
 	}
 	// The limiters and the queue are the reload's to replace: they go on
 	// stacks of their own, which the app's stack closes.
@@ -124,6 +144,22 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 // Close closes what New opened, last opened first. Serve calls it when it
 // returns.
 func (a *App) Close() error { return a.closers.close() }
+
+// closeReleaser stops the releaser: its pending releases are tried until
+// the shutdown deadline (a second from now when Serve set none), and those
+// left are dropped, counted and logged.
+func (a *App) closeReleaser() error {
+	deadline := time.Now().Add(time.Second)
+	if d := a.stopBy.Load(); d != nil {
+		deadline = *d
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	if err := a.releaser.Close(ctx); err != nil {
+		a.log.Error("claims whose replies were lost were not released before shutdown; their keys are held until their leases end", "component", "store", "error", err)
+	}
+	return nil
+}
 
 // proxyOptions converts cfg into the proxy's options, without the stages.
 func proxyOptions(cfg *config.Config, transport http.RoundTripper, st keystore.Store, m *proxy.Metrics, log *slog.Logger) (proxy.Options, error) {

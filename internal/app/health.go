@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/idemgate/idemgate/keystore"
 )
 
 // errNoAdminStore disables the admin API of a store without admin
@@ -16,17 +18,51 @@ var errNoAdminStore = errors.New("the store has no admin operations")
 // healthz answers whether the process is alive, with the store's health
 // (informational: the answer is 200 whatever the store says).
 func (a *App) healthz(w http.ResponseWriter, r *http.Request) {
-	store := map[string]string{"backend": a.cfg.Store.Backend, "status": "ok"}
+	store := map[string]any{"backend": a.cfg.Store.Backend, "status": "ok"}
 	if a.ping != nil {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := a.ping.Ping(ctx); err != nil {
 			store["status"] = "unavailable"
-			store["error"] = strings.SplitN(err.Error(), "\n", 2)[0]
+			store["error"] = firstLine(err)
 		}
+	}
+	if a.epoch != nil {
+		store["resets"] = resetsOf(a.epoch.EpochStatus())
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": a.o.Version, "store": store})
 }
+
+// resets is /healthz's report of store resets (DESIGN.md, Store loss).
+type resets struct {
+	// Count is how often the store was found emptied since the start.
+	Count uint64 `json:"count"`
+	// Last is when it last was; absent if never.
+	Last *time.Time `json:"last,omitempty"`
+	// Checked is when the epoch marker was last read; absent if never
+	// (the memory store cannot lose records).
+	Checked *time.Time `json:"checked,omitempty"`
+	// Error is the last check's error, if it failed.
+	Error string `json:"error,omitempty"`
+}
+
+func resetsOf(st keystore.EpochStatus) resets {
+	r := resets{Count: st.Resets}
+	if !st.LastReset.IsZero() {
+		t := st.LastReset.UTC()
+		r.Last = &t
+	}
+	if !st.Checked.IsZero() {
+		t := st.Checked.UTC()
+		r.Checked = &t
+	}
+	if st.Err != nil {
+		r.Error = firstLine(st.Err)
+	}
+	return r
+}
+
+func firstLine(err error) string { return strings.SplitN(err.Error(), "\n", 2)[0] }
 
 // readyz answers whether the app takes traffic: started and not draining.
 // Deliberately not the store's health (DESIGN.md, Admin listener).

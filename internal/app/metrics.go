@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/proxy"
 )
 
@@ -122,4 +123,45 @@ func (c *limitsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(limiterEvictionsDesc, prometheus.CounterValue, float64(n), name)
 	}
 	ch <- prometheus.MustNewConstMetric(limiterFallbacksDesc, prometheus.CounterValue, float64(s.fallbacks()))
+}
+
+// storeCollector exports what the store's helpers count themselves: the
+// resets the epoch watcher saw (0 from the start, for alerts) and the
+// releases of claims whose replies were lost.
+type storeCollector struct {
+	epoch    keystore.EpochReporter // nil: no resets to report
+	releaser *keystore.Releaser     // nil: no releases
+}
+
+var (
+	storeResetsDesc = prometheus.NewDesc("idemgate_store_resets_total",
+		"Times the idempotency store was found emptied (its epoch marker vanished: a Redis restart without persistence, a failover to an empty replica, FLUSHALL). Retries of writes claimed before a reset run again.",
+		nil, nil)
+	claimReleasesPendingDesc = prometheus.NewDesc("idemgate_claim_releases_pending",
+		"Claims whose store replies were lost (503 idempotency_unavailable) waiting to be released once the store answers.",
+		nil, nil)
+	claimReleasesDesc = prometheus.NewDesc("idemgate_claim_releases_total",
+		"Claims whose store replies were lost, by result: released (the store answered; the key is free again) or dropped (too many pending, or shutdown came first; the key is held until its lease ends).",
+		[]string{"result"}, nil)
+)
+
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- storeResetsDesc
+	ch <- claimReleasesPendingDesc
+	ch <- claimReleasesDesc
+}
+
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	var resets uint64
+	if c.epoch != nil {
+		resets = c.epoch.EpochStatus().Resets
+	}
+	ch <- prometheus.MustNewConstMetric(storeResetsDesc, prometheus.CounterValue, float64(resets))
+	var st keystore.ReleaserStats
+	if c.releaser != nil {
+		st = c.releaser.Stats()
+	}
+	ch <- prometheus.MustNewConstMetric(claimReleasesPendingDesc, prometheus.GaugeValue, float64(st.Pending))
+	ch <- prometheus.MustNewConstMetric(claimReleasesDesc, prometheus.CounterValue, float64(st.Released), "released")
+	ch <- prometheus.MustNewConstMetric(claimReleasesDesc, prometheus.CounterValue, float64(st.Dropped), "dropped")
 }

@@ -34,7 +34,7 @@ func newQueue(cfg *config.Config, log *slog.Logger, m session.Metrics, cs *close
 		if err != nil {
 			return nil, err
 		}
-		locker, err := redislock.New(client, redislock.Options{KeyPrefix: cfg.Store.Redis.KeyPrefix, Logger: log})
+		locker, err := redislock.New(client, redislock.Options{KeyPrefix: cfg.Store.Redis.KeyPrefix, Lease: cfg.Sessions.Lease, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("store.redis: %w", err)
 		}

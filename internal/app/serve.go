@@ -111,7 +111,8 @@ func (a *App) Serve(ctx context.Context, grace time.Duration, lns *Listeners) er
 	}
 	a.ready.Store(true)
 	a.log.Info("idemgate started", "listen", lns.Public.Addr().String(), "admin_listen", lns.Admin.Addr().String(),
-		"upstream", a.cfg.Upstream.URL, "store", a.cfg.Store.Backend, "routes", len(a.cfg.Routes), "version", a.o.Version)
+		"upstream", a.cfg.Upstream.URL, "store", a.cfg.Store.Backend, "routes", len(a.cfg.Routes), "version", a.o.Version,
+		"config", a.o.ConfigPath, "mode", a.cfg.Mode)
 	// The shutdown's deadline: grace after the drain starts. The closers
 	// get it too, so that the process ends within --grace (DESIGN.md,
 	// Bounds). Set before the drain goroutine returns, read after Wait.
@@ -120,7 +121,9 @@ func (a *App) Serve(ctx context.Context, grace time.Duration, lns *Listeners) er
 		<-gctx.Done()
 		a.draining.Store(true)
 		a.log.Info("draining", "grace", grace.String())
-		sctx, cancel := context.WithTimeout(context.Background(), grace)
+		stopBy := time.Now().Add(grace)
+		a.stopBy.Store(&stopBy)
+		sctx, cancel := context.WithDeadline(context.Background(), stopBy)
 		closeCtx, stopClose = sctx, cancel
 		if err := a.public.Shutdown(sctx); err != nil {
 			a.log.Error("in-flight requests did not finish within the grace period", "error", err)

@@ -3,7 +3,9 @@ package app
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -18,8 +20,8 @@ import (
 type pinger interface{ Ping(context.Context) error }
 
 // builtStore is what newStore makes: the store, what /healthz pings (nil
-// for the memory store) and the store's Redis client (nil without Redis),
-// which the ACME storage shares.
+// for the memory store), the store's Redis client (nil without Redis),
+// which the ACME storage shares, and what reports store resets.
 type builtStore struct {
 	store  keystore.Store
 	ping   pinger
@@ -27,12 +29,16 @@ type builtStore struct {
 	// notices carry completion notices between replicas (nil: the
 	// proxy's in-process hub).
 	notices keystore.Notices
+	epoch   keystore.EpochReporter
 }
 
 // newStore opens the idempotency store cfg names (store.backend), sealed
 // when idempotency.encryption_key_env is set, and pushes its closers onto
-// cs: the store closes before its client.
-func newStore(cfg *config.Config, cs *closeStack) (builtStore, error) {
+// cs: the epoch watcher closes before the store, the store before its
+// client. With Redis it logs the startup check's findings as warnings
+// (never refusing to start: unkeyed traffic must flow while Redis is down)
+// and watches the store's epoch marker (DESIGN.md, Store loss).
+func newStore(cfg *config.Config, log *slog.Logger, cs *closeStack) (builtStore, error) {
 	var b builtStore
 	switch cfg.Store.Backend {
 	case config.StoreRedis:
@@ -47,13 +53,22 @@ func newStore(cfg *config.Config, cs *closeStack) (builtStore, error) {
 		n := redisstore.NewNotices(client, cfg.Store.Redis.KeyPrefix, nil)
 		cs.push(n.Close) // before the client
 		b.store, b.ping, b.client, b.notices = s, s, client, n
+		cs.push(b.store.Close)
+		checkRedis(client, cfg.Store.Redis.Timeout, log)
+		w := s.WatchEpoch(redisstore.EpochOptions{OnReset: func(r redisstore.Reset) {
+			log.Error("the idempotency store was emptied (its epoch marker vanished): a restart without persistence, a failover to an empty replica or FLUSHALL; retries of writes claimed before it run again",
+				"component", "store", "marker", r.Marker, "previous_epoch", r.Previous, "epoch", r.Current)
+		}})
+		cs.push(w.Close)
+		b.epoch = w
 	default:
-		b.store = memstore.New(memstore.Options{
+		m := memstore.New(memstore.Options{
 			MaxEntries: cfg.Store.Memory.MaxEntries,
 			MaxBytes:   cfg.Store.Memory.MaxBytes,
 		})
+		b.store, b.epoch = m, m
+		cs.push(b.store.Close)
 	}
-	cs.push(b.store.Close)
 	if env := cfg.Idempotency.EncryptionKeyEnv; env != "" {
 		v, ok := os.LookupEnv(env)
 		if !ok || v == "" {
@@ -70,4 +85,17 @@ func newStore(cfg *config.Config, cs *closeStack) (builtStore, error) {
 		b.store = s // its Close is the wrapped store's, pushed above
 	}
 	return b, nil
+}
+
+// checkRedis runs the startup check (redisstore.Check) on client, bounded
+// by the store's timeout, and logs each finding as a warning.
+func checkRedis(client redis.UniversalClient, timeout time.Duration, log *slog.Logger) {
+	if timeout <= 0 {
+		timeout = 500 * time.Millisecond
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for _, f := range redisstore.Check(ctx, client) {
+		log.Warn("redis: "+f.Detail, "component", "store", "problem", f.Problem, "server", f.Server)
+	}
 }

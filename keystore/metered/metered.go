@@ -26,12 +26,14 @@ const (
 	opInFlight      = "in_flight"
 	opForceRelease  = "force_release"
 	opForceComplete = "force_complete"
+	opCompleteClaim = "complete_claim"
+	opReleaseClaim  = "release_claim"
 )
 
 // New returns s with its operations measured on reg (nil: measured but not
-// registered). The result also implements [keystore.Admin] by forwarding to
-// s (whose admin operations are timed as well); when s does not implement
-// it, those methods fail. It panics if reg already holds the families (as
+// registered). The result also implements [keystore.Admin] and
+// [keystore.ClaimStore] by forwarding to s (whose operations are timed as
+// well); when s does not implement one, its methods fail. It panics if reg already holds the families (as
 // promauto does): one Store per registry.
 func New(s keystore.Store, reg prometheus.Registerer) *Store {
 	f := promauto.With(reg)
@@ -54,6 +56,7 @@ func New(s keystore.Store, reg prometheus.Registerer) *Store {
 		}),
 	}
 	ms.admin, _ = s.(keystore.Admin)
+	ms.claims, _ = s.(keystore.ClaimStore)
 	return ms
 }
 
@@ -63,6 +66,7 @@ func New(s keystore.Store, reg prometheus.Registerer) *Store {
 type Store struct {
 	inner     keystore.Store
 	admin     keystore.Admin           // nil when inner is not one
+	claims    keystore.ClaimStore      // nil when inner is not one
 	duration  *prometheus.HistogramVec // op
 	errs      *prometheus.CounterVec   // op, kind
 	takeovers *prometheus.CounterVec   // route
@@ -70,13 +74,18 @@ type Store struct {
 }
 
 var (
-	_ keystore.Store = (*Store)(nil)
-	_ keystore.Admin = (*Store)(nil)
+	_ keystore.Store      = (*Store)(nil)
+	_ keystore.Admin      = (*Store)(nil)
+	_ keystore.ClaimStore = (*Store)(nil)
 )
 
 // errNoAdmin is returned by the admin methods of a Store whose store
-// has none.
-var errNoAdmin = errors.New("metered: the store has no admin operations")
+// has none; errNoClaims by the claim methods of one that is no
+// [keystore.ClaimStore].
+var (
+	errNoAdmin  = errors.New("metered: the store has no admin operations")
+	errNoClaims = errors.New("metered: the store has no claim operations")
+)
 
 // Unwrap returns the wrapped store.
 func (s *Store) Unwrap() keystore.Store { return s.inner }
@@ -130,6 +139,34 @@ func (s *Store) Complete(ctx context.Context, k keystore.Key, token uint64, resp
 	if errors.Is(err, keystore.ErrLeaseLost) || errors.Is(err, keystore.ErrNotFound) {
 		s.late.Inc()
 	}
+	return err
+}
+
+// CompleteClaim implements [keystore.ClaimStore]. Only ErrLeaseLost counts
+// as a rejected late completion: another claim holds the key. A record that
+// vanished is recreated, and an earlier attempt that stored the answer
+// (its reply lost) is Completed, so neither counts.
+func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Claim, resp *keystore.Response) (keystore.Completion, error) {
+	if s.claims == nil {
+		return 0, errNoClaims
+	}
+	start := time.Now()
+	how, err := s.claims.CompleteClaim(ctx, k, c, resp)
+	s.done(opCompleteClaim, start, err)
+	if errors.Is(err, keystore.ErrLeaseLost) {
+		s.late.Inc()
+	}
+	return how, err
+}
+
+// ReleaseClaim implements [keystore.ClaimStore].
+func (s *Store) ReleaseClaim(ctx context.Context, k keystore.Key, id keystore.ClaimID, lease time.Duration) error {
+	if s.claims == nil {
+		return errNoClaims
+	}
+	start := time.Now()
+	err := s.claims.ReleaseClaim(ctx, k, id, lease)
+	s.done(opReleaseClaim, start, err)
 	return err
 }
 

@@ -73,3 +73,59 @@ func TestErrors(t *testing.T) {
 
 // noAdmin hides a store's admin operations.
 type noAdmin struct{ keystore.Store }
+
+// TestCompleteClaim: the decorator forwards the claim operations, and its
+// late-completion counter counts only a real fence rejection (another claim
+// holds the key) — not a repeat of a completion that was stored already,
+// nor a record recreated after it vanished.
+func TestCompleteClaim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := memstore.New(memstore.Options{})
+	t.Cleanup(func() { st.Close() })
+	ms := New(st, prometheus.NewPedanticRegistry())
+	var cs keystore.ClaimStore = ms
+	opts := keystore.ReserveOptions{Lease: time.Minute, Retention: time.Hour, ClaimID: keystore.NewClaimID()}
+	k := keystore.NewKey("a")
+	res, err := cs.Reserve(ctx, k, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := &keystore.Response{Status: 201}
+	for i := range 3 { // the first stores; the repeats (replies lost) change nothing
+		if how, err := cs.CompleteClaim(ctx, k, res.Claim, resp); err != nil || how != keystore.Completed {
+			t.Fatalf("CompleteClaim #%d = %v, %v; want completed", i+1, how, err)
+		}
+	}
+	// A claim an operator released meanwhile.
+	k2 := keystore.NewKey("b")
+	res2, err := cs.Reserve(ctx, k2, keystore.ReserveOptions{Lease: time.Minute, Retention: time.Hour, ClaimID: keystore.NewClaimID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ms.ForceRelease(ctx, k2); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(ms.late); got != 0 {
+		t.Fatalf("late completions = %v after repeats; want 0", got)
+	}
+	// A released record is another claim's business: a real rejection.
+	if _, err := cs.CompleteClaim(ctx, k2, res2.Claim, resp); !errors.Is(err, keystore.ErrLeaseLost) {
+		t.Fatalf("CompleteClaim after a release = %v; want ErrLeaseLost", err)
+	}
+	if got := testutil.ToFloat64(ms.late); got != 1 {
+		t.Errorf("late completions = %v; want 1", got)
+	}
+	// ReleaseClaim is forwarded and timed.
+	if err := cs.ReleaseClaim(ctx, keystore.NewKey("c"), keystore.NewClaimID(), time.Minute); err != nil {
+		t.Errorf("ReleaseClaim = %v", err)
+	}
+	if n := testutil.CollectAndCount(ms.duration); n != 4 { // reserve, complete_claim, force_release, release_claim
+		t.Errorf("duration series = %d; want 4", n)
+	}
+	// A store without the claim operations says so.
+	plain := New(noAdmin{st}, nil)
+	if _, err := plain.CompleteClaim(ctx, k, res.Claim, resp); !errors.Is(err, errNoClaims) {
+		t.Errorf("CompleteClaim without claims = %v; want errNoClaims", err)
+	}
+}

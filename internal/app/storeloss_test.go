@@ -1,0 +1,559 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testutil"
+)
+
+// ownRedis is a redis-server of the test's own, without persistence, run as
+// a child process on its own port (the test server's port + 80 + n), so that
+// a test may flush, pause or kill it without touching the servers other
+// tests share. Only this process is ever signalled, by PID.
+type ownRedis struct {
+	t    *testing.T
+	addr string
+	dir  string
+	mu   sync.Mutex // protects cmd
+	cmd  *exec.Cmd
+}
+
+func startOwnRedis(t *testing.T, n int) *ownRedis {
+	t.Helper()
+	_, port, err := net.SplitHostPort(redistest.Addr(t)) // skips without the test servers
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &ownRedis{t: t, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(p+80+n)), dir: t.TempDir()}
+	r.start()
+	t.Cleanup(r.kill)
+	return r
+}
+
+// start runs redis-server and waits (bounded) until it answers.
+func (r *ownRedis) start() {
+	r.t.Helper()
+	_, port, _ := net.SplitHostPort(r.addr)
+	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--daemonize", "no", "--dir", r.dir, "--loglevel", "warning")
+	if err := cmd.Start(); err != nil {
+		r.t.Fatalf("starting redis-server: %v", err)
+	}
+	r.mu.Lock()
+	r.cmd = cmd
+	r.mu.Unlock()
+	c := r.client()
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := c.Ping(context.Background()).Err()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("own redis-server on %s did not answer: %v", r.addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (r *ownRedis) client() *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: r.addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
+}
+
+func (r *ownRedis) signal(sig syscall.Signal) {
+	r.t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.cmd.Process.Signal(sig); err != nil {
+		r.t.Fatalf("signal %v to own redis-server: %v", sig, err)
+	}
+}
+
+// kill stops the server (SIGKILL: no chance to save anything) and reaps it.
+func (r *ownRedis) kill() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		return
+	}
+	r.cmd.Process.Signal(syscall.SIGCONT)
+	r.cmd.Process.Kill()
+	r.cmd.Wait()
+	r.cmd = nil
+}
+
+// gatedUpstream counts executions per key and holds each request until the
+// test opens its gate (or 20 s pass).
+type gatedUpstream struct {
+	*httptest.Server
+	arrived chan string
+	mu      sync.Mutex // protects gate and opened
+	gate    chan struct{}
+	opened  bool
+	execs   execCounter
+}
+
+func newGatedUpstream(t *testing.T) *gatedUpstream {
+	u := &gatedUpstream{arrived: make(chan string, 16), gate: make(chan struct{})}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		key := r.Header.Get("Idempotency-Key")
+		n, _ := u.execs.add(key)
+		u.arrived <- key
+		u.mu.Lock()
+		gate := u.gate
+		u.mu.Unlock()
+		select {
+		case <-gate:
+		case <-time.After(20 * time.Second):
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"key":%q,"exec":%d}`, key, n)
+	}))
+	t.Cleanup(u.Close)
+	t.Cleanup(u.open) // before Close: a held request must not hold Close
+	return u
+}
+
+// open lets the held requests (and the next ones) answer.
+func (u *gatedUpstream) open() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if !u.opened {
+		close(u.gate)
+		u.opened = true
+	}
+}
+
+// shut makes the next requests wait for open again.
+func (u *gatedUpstream) shut() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.opened {
+		u.gate, u.opened = make(chan struct{}), false
+	}
+}
+
+// storeLossApp runs an app on the Redis at addr with the given store
+// timeout; it returns it with its logs.
+func storeLossApp(t *testing.T, upstream, addr, timeout string) *opsApp {
+	t.Helper()
+	return startOpsApp(t, `
+upstream: {url: "`+upstream+`"}
+edge_limit: {rate: 0}
+store:
+  backend: redis
+  redis: {addrs: ["`+addr+`"], key_prefix: "`+e2ePrefix(t)+`", timeout: `+timeout+`}
+routes:
+  - {name: pay, method: POST, path: /pay, idempotent: true}
+`, "", nil)
+}
+
+// healthResets returns /healthz's store.resets.
+func healthResets(t *testing.T, oa *opsApp) resets {
+	t.Helper()
+	res, err := http.Get(oa.adminBase + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var h struct {
+		Store struct {
+			Resets *resets `json:"resets"`
+		} `json:"store"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&h); err != nil {
+		t.Fatal(err)
+	}
+	if h.Store.Resets == nil {
+		t.Fatal("/healthz has no store.resets")
+	}
+	return *h.Store.Resets
+}
+
+func (oa *opsApp) late(t *testing.T) float64 {
+	return testutil.Gathered(t, oa.reg, "idemgate_idempotency_late_completions_rejected_total")
+}
+
+// Finding 5 of issue 13, end to end: FLUSHALL while a keyed write runs at
+// the upstream. The answer comes back, it is stored anyway (the record is
+// created again) and the retry replays it instead of running again; the
+// reset is counted, logged and reported in /healthz.
+func TestStoreLossFlushAllE2E(t *testing.T) {
+	t.Parallel()
+	own := startOwnRedis(t, 0)
+	up := newGatedUpstream(t)
+	oa := storeLossApp(t, up.URL, own.addr, "1s")
+	if got := testutil.Gathered(t, oa.reg, "idemgate_store_resets_total"); got != 0 {
+		t.Fatalf("idemgate_store_resets_total at start = %v; want 0", got)
+	}
+	waitUntil(t, "the first epoch check", func() bool { return healthResets(t, oa).Checked != nil })
+	c := e2eClient(t)
+	first := make(chan e2eAnswer, 1)
+	go func() { first <- post(c, oa.base, "flushed", `{"n":1}`) }()
+	waitArrived(t, up.arrived, "flushed")
+	rc := own.client()
+	defer rc.Close()
+	if err := rc.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	up.open()
+	a := <-first
+	if a.err != nil || a.status != http.StatusCreated || a.body != `{"key":"flushed","exec":1}` {
+		t.Fatalf("write during FLUSHALL = %v; want 201 exec 1", a)
+	}
+	r := post(c, oa.base, "flushed", `{"n":1}`)
+	if r.err != nil || r.status != http.StatusCreated || r.body != a.body || r.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("retry after FLUSHALL = %v (replayed %q); want the first answer replayed", r, r.header.Get("Idempotent-Replayed"))
+	}
+	if n := up.execs.get("flushed"); n != 1 {
+		t.Errorf("upstream ran the write %d times; want 1", n)
+	}
+	if got := oa.late(t); got != 0 {
+		t.Errorf("late completions rejected = %v; want 0 (nothing took the key over)", got)
+	}
+	if !strings.Contains(oa.logs.String(), "vanished from the store; its answer was stored again") {
+		t.Errorf("no log line about the recreated record:\n%s", oa.logs)
+	}
+	waitUntil(t, "the reset to be counted", func() bool { return testutil.Gathered(t, oa.reg, "idemgate_store_resets_total") == 1 })
+	if h := healthResets(t, oa); h.Count != 1 || h.Last == nil {
+		t.Errorf("/healthz resets = %+v; want count 1 with a time", h)
+	}
+	if !strings.Contains(oa.logs.String(), `"level":"ERROR","msg":"the idempotency store was emptied`) {
+		t.Errorf("no error log line for the reset:\n%s", oa.logs)
+	}
+}
+
+// Finding 6 of issue 13, end to end: Redis paused (SIGSTOP) while a keyed
+// write claims; the client gets 503 "not processed". Redis resumes and runs
+// the queued claim; the claim id is released within about a second, so a
+// retry runs instead of getting 409 in progress for a whole lease.
+func TestStoreLossPausedClaimE2E(t *testing.T) {
+	t.Parallel()
+	own := startOwnRedis(t, 1)
+	up := newGatedUpstream(t)
+	up.open()
+	oa := storeLossApp(t, up.URL, own.addr, "300ms")
+	c := e2eClient(t)
+	if a := post(c, oa.base, "warm", `{}`); a.status != http.StatusCreated {
+		t.Fatalf("warm-up write = %v", a)
+	}
+	own.signal(syscall.SIGSTOP)
+	start := time.Now()
+	a := post(c, oa.base, "paused", `{}`)
+	if a.err != nil || a.status != http.StatusServiceUnavailable || !strings.Contains(a.body, `"idempotency_unavailable"`) {
+		t.Fatalf("keyed write with Redis paused = %v; want 503 idempotency_unavailable", a)
+	}
+	t.Logf("503 after %v", time.Since(start).Round(time.Millisecond))
+	time.Sleep(300 * time.Millisecond) // the releaser tries in vain meanwhile
+	own.signal(syscall.SIGCONT)
+	resumed := time.Now()
+	var conflicts int
+	for {
+		r := post(c, oa.base, "paused", `{}`)
+		if r.err == nil && r.status == http.StatusCreated {
+			break
+		}
+		if !r.inProgress() {
+			t.Fatalf("retry after SIGCONT = %v; want 201 or 409 in progress", r)
+		}
+		conflicts++
+		if time.Since(resumed) > 5*time.Second {
+			t.Fatalf("retries still get 409 in progress %v after Redis resumed; the lost claim was not released", time.Since(resumed))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	took := time.Since(resumed)
+	t.Logf("a retry ran %v after Redis resumed (%d × 409 before)", took.Round(time.Millisecond), conflicts)
+	if took > 2*time.Second {
+		t.Errorf("a retry ran %v after Redis resumed; want within about a second", took)
+	}
+	if n := up.execs.get("paused"); n != 1 {
+		t.Errorf("upstream ran the write %d times; want 1", n)
+	}
+	if got := testutil.Gathered(t, oa.reg, "idemgate_claim_releases_total", "result", "released"); got < 1 {
+		t.Errorf("claim releases released = %v; want >= 1", got)
+	}
+	if got := testutil.Gathered(t, oa.reg, "idemgate_claim_releases_pending"); got != 0 {
+		t.Errorf("claim releases pending = %v; want 0", got)
+	}
+}
+
+// replyMute forwards loopback TCP connections to a Redis and can withhold
+// the replies (muted): Redis runs every command it gets, but the client
+// hears nothing until the mute ends — a store whose replies are lost.
+type replyMute struct {
+	addr  string
+	muted atomic.Bool
+}
+
+func newReplyMute(t *testing.T, target string) *replyMute {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &replyMute{addr: ln.Addr().String()}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			r, err := net.DialTimeout("tcp", target, 2*time.Second)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, r)
+			mu.Unlock()
+			wg.Go(func() { io.Copy(r, c); r.Close(); c.Close() })
+			wg.Go(func() {
+				defer c.Close()
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := r.Read(buf)
+					for m.muted.Load() {
+						time.Sleep(5 * time.Millisecond)
+					}
+					if n > 0 {
+						if _, werr := c.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			})
+		}
+	})
+	return m
+}
+
+// Finding 8 of issue 13, end to end: Redis's replies are lost while a
+// completion is sent (the store runs the command; idemgate times out). The
+// first attempt stored the answer; the retries find it stored by their own
+// claim, so no late completion is counted or logged (nothing took the key
+// over), and the retry of the write replays.
+func TestStoreLossLostCompletionReplyE2E(t *testing.T) {
+	t.Parallel()
+	own := startOwnRedis(t, 2)
+	mute := newReplyMute(t, own.addr)
+	up := newGatedUpstream(t)
+	oa := storeLossApp(t, up.URL, mute.addr, "300ms")
+	c := e2eClient(t)
+	// A first write loads the scripts: a script's first run (EVALSHA, then
+	// EVAL on NOSCRIPT) would otherwise be lost whole while muted.
+	up.open()
+	if a := post(c, oa.base, "warm", `{}`); a.status != http.StatusCreated {
+		t.Fatalf("warm-up write = %v", a)
+	}
+	<-up.arrived
+	up.shut()
+	first := make(chan e2eAnswer, 1)
+	go func() { first <- post(c, oa.base, "completing", `{}`) }()
+	waitArrived(t, up.arrived, "completing")
+	mute.muted.Store(true)
+	up.open()
+	a := <-first
+	if a.err != nil || a.status != http.StatusCreated {
+		t.Fatalf("write = %v; want 201", a)
+	}
+	time.Sleep(time.Second) // the completion's retries time out meanwhile
+	mute.muted.Store(false)
+	waitUntil(t, "the answer to be stored", func() bool {
+		return strings.Contains(oa.logs.String(), "answer stored after a retry")
+	})
+	r := post(c, oa.base, "completing", `{}`)
+	if r.err != nil || r.status != http.StatusCreated || r.body != a.body || r.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("retry = %v; want the answer replayed", r)
+	}
+	if got := oa.late(t); got != 0 {
+		t.Errorf("late completions rejected = %v; want 0 (the first attempt stored the answer; nothing took over)", got)
+	}
+	if strings.Contains(oa.logs.String(), "late completion rejected") {
+		t.Errorf("a late completion was logged with no takeover:\n%s", oa.logs)
+	}
+	if n := up.execs.get("completing"); n != 1 {
+		t.Errorf("upstream ran the write %d times; want 1", n)
+	}
+}
+
+// Finding 5 of issue 13, the restart: Redis killed and restarted without
+// persistence. The app detects it (the epoch marker vanished), counts it,
+// logs an error and reports it in /healthz.
+func TestStoreLossRestartE2E(t *testing.T) {
+	t.Parallel()
+	own := startOwnRedis(t, 3)
+	up := newGatedUpstream(t)
+	up.open()
+	oa := storeLossApp(t, up.URL, own.addr, "500ms")
+	waitUntil(t, "the first epoch check", func() bool { return healthResets(t, oa).Checked != nil })
+	if h := healthResets(t, oa); h.Count != 0 || h.Last != nil {
+		t.Fatalf("/healthz resets at start = %+v; want none", h)
+	}
+	own.kill()
+	own.start()
+	restarted := time.Now()
+	waitUntil(t, "the restart to be counted", func() bool { return testutil.Gathered(t, oa.reg, "idemgate_store_resets_total") == 1 })
+	t.Logf("reset counted %v after the restart", time.Since(restarted).Round(time.Millisecond))
+	h := healthResets(t, oa)
+	if h.Count != 1 || h.Last == nil || h.Last.Before(restarted.Add(-time.Second)) {
+		t.Errorf("/healthz resets = %+v; want count 1, last after the restart", h)
+	}
+	if n := strings.Count(oa.logs.String(), "the idempotency store was emptied"); n != 1 {
+		t.Errorf("%d reset log lines; want 1", n)
+	}
+	// The startup check warned that this Redis does not persist.
+	if !strings.Contains(oa.logs.String(), `"problem":"persistence"`) {
+		t.Errorf("no startup warning about persistence:\n%s", oa.logs)
+	}
+}
+
+// A claim whose reply was lost waits for its release while Redis stays
+// paused; shutdown does not wait past its grace for it: the release is
+// dropped, counted and logged.
+func TestStoreLossReleaseDroppedAtShutdown(t *testing.T) {
+	t.Parallel()
+	own := startOwnRedis(t, 4)
+	up := newGatedUpstream(t)
+	up.open()
+	cfg, err := parseConfig([]byte(`
+upstream: {url: "` + up.URL + `"}
+edge_limit: {rate: 0}
+store:
+  backend: redis
+  redis: {addrs: ["` + own.addr + `"], key_prefix: "` + e2ePrefix(t) + `", timeout: 300ms}
+routes:
+  - {name: pay, method: POST, path: /pay, idempotent: true}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	a, err := New(cfg, Options{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lns, err := Listen("127.0.0.1:0", "127.0.0.1:0")
+	if err != nil {
+		a.Close()
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := make(chan error, 1)
+	const grace = 500 * time.Millisecond
+	go func() { served <- a.Serve(ctx, grace, lns) }()
+	c := e2eClient(t)
+	base := "http://" + lns.Public.Addr().String()
+	if r := post(c, base, "warm", `{}`); r.status != http.StatusCreated {
+		t.Fatalf("warm-up write = %v", r)
+	}
+	own.signal(syscall.SIGSTOP)
+	if r := post(c, base, "lost", `{}`); r.status != http.StatusServiceUnavailable {
+		t.Fatalf("keyed write with Redis paused = %v; want 503", r)
+	}
+	if got := testutil.Gathered(t, a.reg, "idemgate_claim_releases_pending"); got != 1 {
+		t.Fatalf("claim releases pending = %v; want 1", got)
+	}
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("serve = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not return within 10s of the cancel")
+	}
+	took := time.Since(start)
+	t.Logf("serve returned %v after the cancel (grace %v)", took.Round(time.Millisecond), grace)
+	if took > grace+2*time.Second {
+		t.Errorf("serve returned %v after the cancel; want within the grace %v and a margin", took, grace)
+	}
+	if got := testutil.Gathered(t, a.reg, "idemgate_claim_releases_total", "result", "dropped"); got != 1 {
+		t.Errorf("claim releases dropped = %v; want 1", got)
+	}
+	if !strings.Contains(logs.String(), "were not released before shutdown") {
+		t.Errorf("no log line for the dropped release:\n%s", logs)
+	}
+}
+
+// The startup check warns, and never refuses to start: with Redis
+// unreachable the app starts (within the store timeout and a margin) and
+// logs the finding as a JSON warning.
+func TestStartupCheckUnreachable(t *testing.T) {
+	t.Parallel()
+	cfg, err := parseConfig([]byte(`
+upstream: {url: "http://127.0.0.1:9"}
+store:
+  backend: redis
+  redis: {addrs: ["` + freeAddr(t) + `"], timeout: 300ms}
+routes:
+  - {name: pay, method: POST, path: /pay, idempotent: true}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	start := time.Now()
+	a, err := New(cfg, Options{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	if err != nil {
+		t.Fatalf("New with Redis down = %v; want a warning, not an error", err)
+	}
+	defer a.Close()
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("New took %v with Redis down; want the check bounded by the store timeout", took)
+	}
+	var found bool
+	for l := range strings.SplitSeq(strings.TrimSpace(logs.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Errorf("log line is not JSON: %q", l)
+			continue
+		}
+		found = found || (m["level"] == "WARN" && m["problem"] == "unreachable")
+	}
+	if !found {
+		t.Errorf("no unreachable warning:\n%s", logs)
+	}
+}
