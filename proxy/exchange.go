@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/gql"
 	"github.com/idemgate/idemgate/internal/pathtmpl"
+	"github.com/idemgate/idemgate/internal/identity"
 	"github.com/idemgate/idemgate/internal/problem"
 )
 
@@ -40,6 +41,9 @@ type exchange struct {
 	call    upstreamCall     // the upstream stage's state, once it runs
 	finish  func()           // keyed writes: records the answer (once)
 	gql     *gql.Request     // GraphQL routes: the parsed request of a keyed write
+
+	ident     identity.Result // the client's identity, once resolved (identity.go)
+	identDone bool
 
 	status      int   // status written to the client
 	written     int64 // body bytes written to the client

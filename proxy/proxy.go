@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/identity"
 	"github.com/idemgate/idemgate/limiter"
 )
 
@@ -24,6 +25,9 @@ type Proxy struct {
 	drop       map[string]bool
 	buffered   atomic.Int64 // keyed body bytes held
 	renewals   renewer
+	// defIdentity is the identity when the stages name none: the exact
+	// values of Idempotency.IdentityHeaders.
+	defIdentity *identity.Resolver
 }
 
 // newProxy checks opts and fills in their defaults.
@@ -85,6 +89,11 @@ func newProxy(opts Options) (*Proxy, error) {
 	for _, h := range id.DropHeaders {
 		p.drop[http.CanonicalHeaderKey(h)] = true
 	}
+	def, err := identity.New(identity.Options{Headers: id.IdentityHeaders})
+	if err != nil {
+		return nil, fmt.Errorf("proxy: identity headers: %w", err)
+	}
+	p.defIdentity = def
 	p.renewals.init(opts.Store, opts.Logger, opts.Now)
 	p.upstream = p.newUpstream()
 	return p, nil
