@@ -45,11 +45,14 @@ func diffStruct(a, b reflect.Value, prefix string, out *[]string) {
 // RestartOnly reports whether a changed key (as [ChangedKeys] names it)
 // needs a restart: the listeners, TLS, the store, the upstream, the client
 // address rule, the idempotency settings (they decide record keys) and the
-// limiters' backend. Routes, mode, edge_limit, the other limiter keys and
-// sessions are reloaded.
+// limiters' backend. Routes, mode, edge_limit, the other limiter keys,
+// sessions, and the identity (its sources and require_identity) are
+// reloaded.
 func RestartOnly(key string) bool {
 	switch {
 	case key == "routes", key == "mode",
+		key == "idempotency.require_identity", key == "idempotency.identity_headers",
+		strings.HasPrefix(key, "idempotency.identity."),
 		strings.HasPrefix(key, "edge_limit."),
 		strings.HasPrefix(key, "sessions."),
 		strings.HasPrefix(key, "limiter.") && key != "limiter.backend":
