@@ -348,3 +348,94 @@ func TestIdentityCookies(t *testing.T) {
 		t.Errorf("upstream ran a write without identity %d times", n)
 	}
 }
+
+// TestIdentityRateLimitBy: a route limit by identity gives each verified
+// identity its own budget, whatever its address, and shares it across
+// addresses; a request without a verified identity counts per address.
+// A limit by header counts per header value.
+func TestIdentityRateLimitBy(t *testing.T) {
+	t.Parallel()
+	signKeys(t)
+	up := newCountingUpstream(t)
+	jwks := filepath.Join(t.TempDir(), "jwks.json")
+	writeAtomic(t, jwks, jwksOf(t, rsa1))
+	clk := testutil.NewClock(t0)
+	base, _ := identityApp(t, `
+upstream: {url: "`+up.URL+`"}
+edge_limit: {rate: 0}
+client_ip: {trusted_proxies: ["127.0.0.1/32", "::1/128"]}
+idempotency:
+  identity: {jwt: {jwks_file: "`+jwks+`"}}
+routes:
+  - {name: by_id, method: GET, path: /by-id, rate_limit: {requests: 2, per: 1h, algorithm: window, by: identity}}
+  - {name: by_key, method: GET, path: /by-key, rate_limit: {requests: 2, per: 1h, algorithm: window, by: "header:X-Api-Key"}}
+`, clk)
+	alice := bearer(token(t, rsa1, claimsAt("alice", t0)))
+	aliceRefreshed := bearer(token(t, rsa1, claimsAt("alice", t0.Add(time.Second))))
+	bob := bearer(token(t, rsa1, claimsAt("bob", t0)))
+	// The upstream answers 201 to whatever passes.
+	get := func(path, from string, hdr ...string) int {
+		return doHTTP(t, http.DefaultClient, "GET", base+path, "", append([]string{"X-Forwarded-For", from}, hdr...)...).status
+	}
+	steps := []struct {
+		name, path, from string
+		hdr              []string
+		want             int
+	}{
+		// Two identities from one address: a budget each.
+		{"alice 1", "/by-id", "198.51.100.1", alice, 201},
+		{"alice 2, refreshed token", "/by-id", "198.51.100.1", aliceRefreshed, 201},
+		{"bob 1, alice's address", "/by-id", "198.51.100.1", bob, 201},
+		{"bob 2", "/by-id", "198.51.100.1", bob, 201},
+		// One identity from two addresses: one budget, spent.
+		{"alice 3, another address", "/by-id", "203.0.113.9", alice, 429},
+		{"bob 3, another address", "/by-id", "203.0.113.9", bob, 429},
+		// Random or missing tokens count per address: the first address's
+		// own budget, untouched so far, then spent.
+		{"garbage token 1", "/by-id", "198.51.100.1", bearer("random-1"), 201},
+		{"garbage token 2", "/by-id", "198.51.100.1", bearer("random-2"), 201},
+		{"garbage token 3", "/by-id", "198.51.100.1", bearer("random-3"), 429},
+		{"no token", "/by-id", "198.51.100.1", nil, 429},
+		{"no token, another address", "/by-id", "192.0.2.7", nil, 201},
+		// By header: per value, across addresses; without it, per address.
+		{"key a 1", "/by-key", "198.51.100.1", []string{"X-Api-Key", "a"}, 201},
+		{"key a 2", "/by-key", "203.0.113.9", []string{"X-Api-Key", "a"}, 201},
+		{"key a 3", "/by-key", "192.0.2.7", []string{"X-Api-Key", "a"}, 429},
+		{"key b 1", "/by-key", "198.51.100.1", []string{"X-Api-Key", "b"}, 201},
+		{"no key", "/by-key", "198.51.100.1", nil, 201},
+	}
+	for _, s := range steps {
+		if got := get(s.path, s.from, s.hdr...); got != s.want {
+			t.Errorf("%s: %d; want %d", s.name, got, s.want)
+		}
+	}
+}
+
+// TestIdentityReload: a reload that changes the identity's sources and
+// require_identity applies them without a restart, through the builder
+// New uses; the old resolver is closed.
+func TestIdentityReload(t *testing.T) {
+	t.Parallel()
+	up := newCountingUpstream(t)
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	v1 := orderYAML(up.URL, `    headers: ["X-Api-Key"]`)
+	if err := os.WriteFile(path, []byte(v1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	oa := startOpsApp(t, v1, path, nil)
+	if r := order(t, oa.base, "r-1", "Cookie", "sid=alice"); r.status != 400 {
+		t.Fatalf("a cookie before the reload = %v; want 400 (the identity is X-Api-Key)", r)
+	}
+	waitUntil(t, "watcher started", func() bool { oa.reload.mu.Lock(); defer oa.reload.mu.Unlock(); return oa.reload.started })
+	writeAtomic(t, path, []byte(orderYAML(up.URL, `    cookies: ["sid"]`)))
+	waitUntil(t, "cookie identity", func() bool { return order(t, oa.base, "r-2", "Cookie", "sid=alice").status == 201 })
+	if r := order(t, oa.base, "r-3", "X-Api-Key", "k1"); r.status != 400 {
+		t.Errorf("the old identity header after the reload = %v; want 400", r)
+	}
+	if strings.Contains(oa.logs.String(), "need a restart") {
+		t.Errorf("an identity change was logged as needing a restart:\n%s", oa.logs.String())
+	}
+	// Anonymous from now on.
+	writeAtomic(t, path, []byte(strings.Replace(orderYAML(up.URL, `    cookies: ["sid"]`), "idempotency:\n", "idempotency:\n  require_identity: false\n", 1)))
+	waitUntil(t, "require_identity false", func() bool { return order(t, oa.base, "r-4").status == 201 })
+}
