@@ -24,6 +24,7 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 
+	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/internal/testutil"
 )
 
@@ -355,12 +356,25 @@ func TestIdentityCookies(t *testing.T) {
 // A limit by header counts per header value.
 func TestIdentityRateLimitBy(t *testing.T) {
 	t.Parallel()
+	testRateLimitBy(t, "")
+}
+
+// TestIdentityRateLimitByRedis: the same with limiter.backend redis, two
+// replicas sharing the budgets.
+func TestIdentityRateLimitByRedis(t *testing.T) {
+	t.Parallel()
+	testRateLimitBy(t, `
+limiter: {backend: redis}
+store: {redis: {addrs: ["`+redistest.Addr(t)+`"], key_prefix: "`+redistest.Prefix(t)+`"}}`)
+}
+
+func testRateLimitBy(t *testing.T, limiterYAML string) {
 	signKeys(t)
 	up := newCountingUpstream(t)
 	jwks := filepath.Join(t.TempDir(), "jwks.json")
 	writeAtomic(t, jwks, jwksOf(t, rsa1))
 	clk := testutil.NewClock(t0)
-	base, _ := identityApp(t, `
+	yaml := `
 upstream: {url: "`+up.URL+`"}
 edge_limit: {rate: 0}
 client_ip: {trusted_proxies: ["127.0.0.1/32", "::1/128"]}
@@ -369,13 +383,21 @@ idempotency:
 routes:
   - {name: by_id, method: GET, path: /by-id, rate_limit: {requests: 2, per: 1h, algorithm: window, by: identity}}
   - {name: by_key, method: GET, path: /by-key, rate_limit: {requests: 2, per: 1h, algorithm: window, by: "header:X-Api-Key"}}
-`, clk)
+` + limiterYAML
+	// With Redis, two replicas alternate: the budgets are shared.
+	bases := []string{}
+	for range 1 + min(1, len(limiterYAML)) {
+		b, _ := identityApp(t, yaml, clk)
+		bases = append(bases, b)
+	}
+	n := 0
 	alice := bearer(token(t, rsa1, claimsAt("alice", t0)))
 	aliceRefreshed := bearer(token(t, rsa1, claimsAt("alice", t0.Add(time.Second))))
 	bob := bearer(token(t, rsa1, claimsAt("bob", t0)))
 	// The upstream answers 201 to whatever passes.
 	get := func(path, from string, hdr ...string) int {
-		return doHTTP(t, http.DefaultClient, "GET", base+path, "", append([]string{"X-Forwarded-For", from}, hdr...)...).status
+		n++
+		return doHTTP(t, http.DefaultClient, "GET", bases[n%len(bases)]+path, "", append([]string{"X-Forwarded-For", from}, hdr...)...).status
 	}
 	steps := []struct {
 		name, path, from string
