@@ -375,11 +375,11 @@ func testRateLimitBy(t *testing.T, limiterYAML string) {
 	writeAtomic(t, jwks, jwksOf(t, rsa1))
 	clk := testutil.NewClock(t0)
 	yaml := `
-upstream: {url: "`+up.URL+`"}
+upstream: {url: "` + up.URL + `"}
 edge_limit: {rate: 0}
 client_ip: {trusted_proxies: ["127.0.0.1/32", "::1/128"]}
 idempotency:
-  identity: {jwt: {jwks_file: "`+jwks+`"}}
+  identity: {jwt: {jwks_file: "` + jwks + `"}}
 routes:
   - {name: by_id, method: GET, path: /by-id, rate_limit: {requests: 2, per: 1h, algorithm: window, by: identity}}
   - {name: by_key, method: GET, path: /by-key, rate_limit: {requests: 2, per: 1h, algorithm: window, by: "header:X-Api-Key"}}
