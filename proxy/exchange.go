@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/gql"
-	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"github.com/idemgate/idemgate/internal/identity"
+	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"github.com/idemgate/idemgate/internal/problem"
 )
 

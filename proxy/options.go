@@ -7,8 +7,8 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"github.com/idemgate/idemgate/internal/identity"
+	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/session"
 )
