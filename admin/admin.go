@@ -38,10 +38,14 @@ type Options struct {
 	// Token is the bearer token every request must carry. "" disables the
 	// API: every request gets 404.
 	Token string
-	// ScopeKey computes a record's key from a tenant, the identity header
-	// values and the client's idempotency key, for POST /admin/keys (the
-	// proxy's (*proxy.Proxy).ScopeKey). Nil: that endpoint answers 404.
-	ScopeKey func(tenant string, identity http.Header, key string) keystore.Key
+	// ScopeKey computes a record's key for POST /admin/keys from a tenant,
+	// the client's identity as the proxy resolves it — its headers
+	// (cookies in a Cookie header) and, for a JWT identity, its verified
+	// token's claims (nil: no token) — and the client's idempotency key
+	// (the proxy's (*proxy.Proxy).LookupKey). An error (claims that do not
+	// fit the identity's sources) is the operator's: 400. Nil: that
+	// endpoint answers 404.
+	ScopeKey func(tenant string, identity http.Header, claims map[string]json.RawMessage, key string) (keystore.Key, error)
 	// TenantFor returns the tenant of a request's Host, and false when the
 	// host has none (config.Idempotency.TenantFor, the proxy's rule), for
 	// POST /admin/keys with "host" instead of "tenant". Nil: "host" is
@@ -425,10 +429,12 @@ func (h *Handler) answerOfChecked(req completion) (resp *keystore.Response, drop
 
 // keyRequest is the body of POST /admin/keys.
 type keyRequest struct {
-	Tenant         *string             `json:"tenant"`
-	Host           string              `json:"host"`
-	Identity       map[string][]string `json:"identity"`
-	IdempotencyKey string              `json:"idempotency_key"`
+	Tenant         *string                    `json:"tenant"`
+	Host           string                     `json:"host"`
+	Identity       map[string][]string        `json:"identity"` // headers
+	Cookies        map[string]string          `json:"cookies"`
+	Claims         map[string]json.RawMessage `json:"claims"`
+	IdempotencyKey string                     `json:"idempotency_key"`
 }
 
 func (h *Handler) computeKey(w http.ResponseWriter, r *http.Request) {
@@ -463,11 +469,29 @@ func (h *Handler) computeKey(w http.ResponseWriter, r *http.Request) {
 		}
 		tenant = t
 	}
-	identity := make(http.Header, len(req.Identity))
+	identity := make(http.Header, len(req.Identity)+1)
 	for name, vals := range req.Identity {
 		identity[textproto.CanonicalMIMEHeaderKey(name)] = vals
 	}
-	k := h.o.ScopeKey(tenant, identity, req.IdempotencyKey)
+	if len(req.Cookies) > 0 {
+		names := slices.Sorted(maps.Keys(req.Cookies))
+		var line []string
+		for _, name := range names {
+			c := (&http.Cookie{Name: name, Value: req.Cookies[name]}).String()
+			if c == "" || c != name+"="+req.Cookies[name] {
+				h.fail(w, r, "key", http.StatusBadRequest, "invalid_request", fmt.Sprintf("cookie %q: not a name and value a client can send", name))
+				return
+			}
+			line = append(line, c)
+		}
+		identity.Add("Cookie", strings.Join(line, "; "))
+	}
+	k, err := h.o.ScopeKey(tenant, identity, req.Claims, req.IdempotencyKey)
+	if err != nil {
+		// The error names claims, never their values.
+		h.fail(w, r, "key", http.StatusBadRequest, "invalid_request", err.Error())
+		return
+	}
 	// Never logged: the identity values and the client's key.
 	h.log(r, "key", http.StatusOK, k.String(), "")
 	h.ok(w, r, "key", map[string]any{"key": k.String(), "tenant": tenant})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -40,8 +41,11 @@ func newFixture(t *testing.T, tok string) *fixture {
 	h, err := New(Options{
 		Store: st,
 		Token: tok,
-		ScopeKey: func(tenant string, id http.Header, key string) keystore.Key {
-			return keystore.NewKey(tenant, id.Get("Authorization"), key)
+		ScopeKey: func(tenant string, id http.Header, claims map[string]json.RawMessage, key string) (keystore.Key, error) {
+			if claims != nil {
+				return keystore.Key{}, errors.New("claims given, but the identity has no JWT source")
+			}
+			return keystore.NewKey(tenant, id.Get("Authorization"), id.Get("Cookie"), key), nil
 		},
 		TenantFor: func(host string) (string, bool) {
 			return "tenant-of-" + host, host != "unknown.example"
@@ -343,21 +347,29 @@ func TestCompleteDropsHeaders(t *testing.T) {
 func TestComputeKey(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, token)
-	want := keystore.NewKey("shop-1", "Bearer abc", "order-7").String()
+	want := keystore.NewKey("shop-1", "Bearer abc", "", "order-7").String()
 	a := f.admin(t, "POST", "/admin/keys", `{"tenant":"shop-1","identity":{"authorization":["Bearer abc"]},"idempotency_key":"order-7"}`)
 	if a.status != 200 || a.body["key"] != want {
 		t.Errorf("keys = %d %s; want key %s", a.status, a.raw, want)
 	}
 	a = f.admin(t, "POST", "/admin/keys", `{"host":"shop.example","idempotency_key":"k"}`)
-	if a.body["key"] != keystore.NewKey("tenant-of-shop.example", "", "k").String() || a.body["tenant"] != "tenant-of-shop.example" {
+	if a.body["key"] != keystore.NewKey("tenant-of-shop.example", "", "", "k").String() || a.body["tenant"] != "tenant-of-shop.example" {
 		t.Errorf("keys by host = %s", a.raw)
 	}
-	for _, body := range []string{`{}`, `{"tenant":"a","host":"b","idempotency_key":"k"}`, `{"host":"unknown.example","idempotency_key":"k"}`} {
+	// Cookies become one Cookie header, in name order, as a browser
+	// would send them.
+	a = f.admin(t, "POST", "/admin/keys", `{"tenant":"","cookies":{"sid":"alice","lang":"en"},"idempotency_key":"k"}`)
+	if a.status != 200 || a.body["key"] != keystore.NewKey("", "", "lang=en; sid=alice", "k").String() {
+		t.Errorf("keys by cookies = %d %s", a.status, a.raw)
+	}
+	for _, body := range []string{`{}`, `{"tenant":"a","host":"b","idempotency_key":"k"}`,
+		`{"cookies":{"s id":"x"},"idempotency_key":"k"}`, `{"cookies":{"sid":"a;b"},"idempotency_key":"k"}`,
+		`{"claims":{"sub":"alice"},"idempotency_key":"k"}`, `{"host":"unknown.example","idempotency_key":"k"}`} {
 		if a := f.admin(t, "POST", "/admin/keys", body); a.status != 400 {
 			t.Errorf("keys %s = %d; want 400", body, a.status)
 		}
 	}
-	if strings.Contains(f.logs.String(), "Bearer abc") || strings.Contains(f.logs.String(), "order-7") {
+	if strings.Contains(f.logs.String(), "Bearer abc") || strings.Contains(f.logs.String(), "order-7") || strings.Contains(f.logs.String(), "alice") {
 		t.Errorf("an identity value or a client key reached the log")
 	}
 }

@@ -46,10 +46,13 @@ func diffStruct(a, b reflect.Value, prefix string, out *[]string) {
 // needs a restart: the listeners, TLS, the store, the upstream, the client
 // address rule, the idempotency settings (they decide record keys) and the
 // limiters' backend. Routes, mode, errors, edge_limit, the other limiter
-// keys and sessions are reloaded.
+// keys, sessions, and the identity (its sources and require_identity) are
+// reloaded.
 func RestartOnly(key string) bool {
 	switch {
 	case key == "routes", key == "mode", key == "errors", strings.HasPrefix(key, "errors."),
+		key == "idempotency.require_identity", key == "idempotency.identity_headers",
+		strings.HasPrefix(key, "idempotency.identity."),
 		strings.HasPrefix(key, "edge_limit."),
 		strings.HasPrefix(key, "sessions."),
 		strings.HasPrefix(key, "limiter.") && key != "limiter.backend":

@@ -6,14 +6,17 @@ import (
 	"time"
 )
 
-// TestRestartOnly: routes, mode, edge_limit, sessions and the limiter's
-// other keys reload; everything else, limiter.backend included, needs a
-// restart.
+// TestRestartOnly: routes, mode, edge_limit, sessions, the limiter's
+// other keys and the identity reload; everything else, limiter.backend
+// included, needs a restart.
 func TestRestartOnly(t *testing.T) {
 	t.Parallel()
 	for key, want := range map[string]bool{
 		"routes": false, "mode": false, "edge_limit.rate": false, "sessions.queue_depth": false,
 		"limiter.max_clients": false, "limiter.ietf_headers": false,
+		"idempotency.require_identity": false, "idempotency.identity_headers": false,
+		"idempotency.identity.cookies": false, "idempotency.identity.jwt.jwks_url": false,
+		"idempotency.header": true, "idempotency.tenant": true,
 		"limiter.backend": true, "listen": true, "store.backend": true, "idempotency.lease": true, "upstream.url": true,
 	} {
 		if got := RestartOnly(key); got != want {

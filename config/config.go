@@ -264,8 +264,8 @@ type Idempotency struct {
 	// IdentityHeaders), the identity is the Authorization header.
 	Identity Identity `mapstructure:"identity"`
 	// RequireIdentity refuses a keyed write whose identity is empty (400
-	// idempotency_identity_missing). Default false (for now; see
-	// [Idempotency.ExplainIdentity]).
+	// idempotency_identity_missing). Default true; false is for anonymous
+	// APIs (see [Idempotency.ExplainIdentity]).
 	RequireIdentity bool `mapstructure:"require_identity"`
 	// Tenant is the scope's tenant for every host when TenantHosts is
 	// empty; it must be "" when TenantHosts is set. Default "".
@@ -430,6 +430,16 @@ func (id *Idempotency) IdentitySources() Identity {
 	return Identity{Headers: slices.Clone(DefaultIdentityHeaders), JWT: defaultJWT()}
 }
 
+// IdentityChosen reports whether the config chooses the identity: it
+// configures a source (idempotency.identity or identity_headers) and
+// requires one. When it does not, `idemgate validate` prints
+// [Idempotency.ExplainIdentity].
+func (id *Idempotency) IdentityChosen() bool {
+	src := id.IdentitySources()
+	has := len(src.Headers) > 0 || len(src.Cookies) > 0 || src.JWT.Enabled()
+	return (id.IdentityHeaders != nil || id.Identity.configured()) && has && id.RequireIdentity
+}
+
 // Sessions configures per-session turns.
 type Sessions struct {
 	// QueueDepth is how many requests may wait per session behind the
@@ -561,6 +571,7 @@ func Default() *Config {
 		Idempotency: Idempotency{
 			Header:           "Idempotency-Key",
 			Identity:         Identity{JWT: defaultJWT()},
+			RequireIdentity:  true,
 			TenantHosts:      map[string]string{},
 			Retention:        25 * time.Hour,
 			Lease:            120 * time.Second,

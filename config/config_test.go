@@ -26,12 +26,9 @@ func TestDefaultMatchesDesign(t *testing.T) {
 	}
 	want := Default()
 	want.Upstream.URL = "http://127.0.0.1:3000"
-	// DESIGN spells the default identity out, which configures it: the
-	// sources are the default's.
-	want.Idempotency.Identity.Headers = []string{"Authorization"}
-	if d := Default(); !reflect.DeepEqual(got.Idempotency.IdentitySources(), d.Idempotency.IdentitySources()) {
-		t.Errorf("design.yaml's identity sources = %+v; want the default's %+v", got.Idempotency.IdentitySources(), d.Idempotency.IdentitySources())
-	}
+	// DESIGN's sample is a UCP deployment: its identity is the UCP-Agent
+	// header that UCP platforms send.
+	want.Idempotency.Identity.Headers = []string{"Ucp-Agent"}
 	want.Routes = []Route{
 		{
 			Name: "create_cart", Method: "POST", Path: "/ucp/v1/carts", Idempotent: true,
@@ -86,7 +83,7 @@ func TestDefaultValues(t *testing.T) {
 		{"idempotency.identity_headers", c.Idempotency.IdentityHeaders, []string(nil)},
 		{"idempotency.identity", c.Idempotency.Identity, Identity{JWT: JWT{Claims: []string{"iss", "sub"}, Algorithms: []string{"RS256", "ES256", "EdDSA"}, Leeway: 30 * time.Second}}},
 		{"identity sources", c.Idempotency.IdentitySources().Headers, []string{"Authorization"}},
-		{"idempotency.require_identity", c.Idempotency.RequireIdentity, false},
+		{"idempotency.require_identity", c.Idempotency.RequireIdentity, true},
 		{"idempotency.tenant", c.Idempotency.Tenant, ""},
 		{"idempotency.tenant_hosts", c.Idempotency.TenantHosts, map[string]string{}},
 		{"idempotency.retention", c.Idempotency.Retention, 25 * time.Hour},

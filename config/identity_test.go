@@ -103,7 +103,10 @@ func TestValidateIdentityAccepts(t *testing.T) {
 		mutate func(*Config)
 	}{
 		{"alias", func(c *Config) { c.Idempotency.IdentityHeaders = []string{"Ucp-Agent"} }},
-		{"alias empty, not required", func(c *Config) { c.Idempotency.IdentityHeaders = []string{} }},
+		{"alias empty, not required", func(c *Config) {
+			c.Idempotency.IdentityHeaders = []string{}
+			c.Idempotency.RequireIdentity = false
+		}},
 		{"cookies", func(c *Config) {
 			c.Idempotency.Identity.Cookies = []string{"sid"}
 			c.Idempotency.RequireIdentity = true
@@ -202,7 +205,8 @@ func TestExplainIdentity(t *testing.T) {
 		mutate func(*Config)
 		want   []string
 	}{
-		{"default", func(*Config) {}, []string{"Authorization (the default", "refreshed", "require_identity: false", "anonymous"}},
+		{"default", func(*Config) {}, []string{"Authorization (the default", "refreshed", "require_identity: true", "400 idempotency_identity_missing"}},
+		{"anonymous", func(c *Config) { c.Idempotency.RequireIdentity = false }, []string{"require_identity: false", "anonymous"}},
 		{"cookies required", func(c *Config) {
 			c.Idempotency.Identity.Cookies = []string{"sid"}
 			c.Idempotency.RequireIdentity = true

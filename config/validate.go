@@ -364,7 +364,8 @@ func (c *Config) validateIdentity(p *problems) {
 		p.add("idempotency.identity_headers", ErrConflict, "is the old spelling of idempotency.identity.headers; set one of identity_headers and identity, not both")
 	}
 	src := id.IdentitySources()
-	if id.RequireIdentity && !src.JWT.Enabled() && len(src.Headers) == 0 && len(src.Cookies) == 0 {
+	jwtWithoutKeys := !id.Identity.JWT.Enabled() && !reflect.DeepEqual(id.Identity.JWT, defaultJWT())
+	if id.RequireIdentity && !src.JWT.Enabled() && len(src.Headers) == 0 && len(src.Cookies) == 0 && !jwtWithoutKeys {
 		p.add("idempotency.require_identity", ErrConflict, "is true, but idempotency.identity has no source (headers, cookies or jwt)")
 	}
 	ik := "idempotency.identity"

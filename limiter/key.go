@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"math/bits"
 	"net/netip"
 )
@@ -34,8 +35,28 @@ func Bucket(addr netip.Addr) Key {
 	return k
 }
 
+// Hashed returns the key of a client named by a hash instead of an address
+// (a route limit by identity or by header): the first 16 bytes of sum, with
+// two bits set so that it never equals a key of [Bucket] (an IPv4 key's
+// first byte is 0; an IPv6 /64 key's last byte is 0). sum must be a
+// cryptographic hash, so that clients cannot choose colliding keys.
+func Hashed(sum [32]byte) Key {
+	var k Key
+	copy(k.b[:], sum[:16])
+	k.b[0] |= 0x80
+	k.b[15] |= 0x01
+	return k
+}
+
+// IsHashed reports whether k was made by [Hashed].
+func (k Key) IsHashed() bool { return k.b[0]&0x80 != 0 && k.b[15] != 0 }
+
 // Prefix returns the address block k stands for: an IPv4 /32 or an IPv6 /64.
+// A key made by [Hashed] stands for no block: the zero Prefix.
 func (k Key) Prefix() netip.Prefix {
+	if k.IsHashed() {
+		return netip.Prefix{}
+	}
 	a := netip.AddrFrom16(k.b)
 	if a.Is4In6() {
 		return netip.PrefixFrom(a.Unmap(), 32)
@@ -50,8 +71,13 @@ func (k Key) Prefix() netip.Prefix {
 func (k Key) As16() [16]byte { return k.b }
 
 // String returns the block in CIDR notation, such as "192.0.2.1/32" or
-// "2001:db8::/64".
-func (k Key) String() string { return k.Prefix().String() }
+// "2001:db8::/64"; a hashed key is "hash:" and its bytes in hex.
+func (k Key) String() string {
+	if k.IsHashed() {
+		return "hash:" + hex.EncodeToString(k.b[:])
+	}
+	return k.Prefix().String()
+}
 
 // hash mixes k with a secret per-limiter seed (wyhash's multiply-fold), so that
 // a client cannot choose addresses that all land in one shard.

@@ -41,7 +41,7 @@ func (p *Proxy) compile(st Stages) (*stages, error) {
 	if err != nil {
 		return nil, err
 	}
-	lim, err := newLimits(st, p.opts)
+	lim, err := newLimits(st, p.opts, p.identityOf)
 	if err != nil {
 		return nil, err
 	}

@@ -3,9 +3,9 @@ package proxy
 import (
 	"errors"
 	"net/http"
-	"strconv"
 
 	"github.com/idemgate/idemgate/internal/budget"
+	"github.com/idemgate/idemgate/internal/identity"
 	"github.com/idemgate/idemgate/keystore"
 )
 
@@ -115,27 +115,9 @@ func (p *Proxy) lostClaim(sk keystore.Key, id keystore.ClaimID, err error) {
 	}
 }
 
-// scope returns the store key of a request: the tenant, the exact values of
-// the identity headers and the client's key, hashed.
+// scope returns the store key of a request: the tenant, the client's
+// identity (identity.go) and the key, hashed.
 func (p *Proxy) scope(r *http.Request, key string) keystore.Key {
 	tenant, _ := p.opts.Idempotency.TenantFor(r.Host) // known: see checkKey
-	return p.ScopeKey(tenant, r.Header, key)
-}
-
-// ScopeKey returns the store key of the idempotency key key sent under
-// tenant with the identity headers in identity (only the configured
-// identity headers are read, their values exactly as sent, in order). It is
-// how the admin API finds a record without its hex key; a request's tenant
-// is [Idempotency.TenantFor] of its Host.
-func (p *Proxy) ScopeKey(tenant string, identity http.Header, key string) keystore.Key {
-	opts := &p.opts.Idempotency
-	parts := make([]string, 0, 3+2*len(opts.IdentityHeaders))
-	parts = append(parts, "v1", tenant)
-	for _, h := range opts.IdentityHeaders {
-		vs := identity.Values(h)
-		parts = append(parts, strconv.Itoa(len(vs)))
-		parts = append(parts, vs...)
-	}
-	parts = append(parts, key)
-	return keystore.NewKey(parts...)
+	return identity.ScopeKey(tenant, p.identityOf(r), key)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/budget"
 	"github.com/idemgate/idemgate/internal/gql"
+	"github.com/idemgate/idemgate/internal/identity"
 	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"github.com/idemgate/idemgate/internal/problem"
 )
@@ -43,6 +44,9 @@ type exchange struct {
 	finish  func()           // keyed writes: records the answer (once)
 	gql     *gql.Request     // GraphQL routes: the parsed request of a keyed write
 	waited  time.Duration    // how long it waited for the original (wait.go)
+
+	ident     identity.Result // the client's identity, once resolved (identity.go)
+	identDone bool
 
 	status      int   // status written to the client
 	written     int64 // body bytes written to the client

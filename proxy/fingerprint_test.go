@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/hex"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -121,7 +122,10 @@ func TestFingerprintV1Fixtures(t *testing.T) {
 			t.Errorf("%s: fingerprintV1 = %s; want the first release's %s", tc.name, tc.got, tc.want)
 		}
 	}
-	p := &Proxy{opts: Options{Idempotency: Idempotency{IdentityHeaders: []string{"Authorization"}}}}
+	p, err := newProxy(Options{Upstream: &url.URL{Scheme: "http", Host: "upstream.invalid"}, Idempotency: Idempotency{IdentityHeaders: []string{"Authorization"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	h := http.Header{"Authorization": {"Bearer a"}}
 	if k := p.ScopeKey("", h, "k-json"); k.String() != f.scope {
 		t.Errorf("ScopeKey = %s; want the first release's %s", k, f.scope)

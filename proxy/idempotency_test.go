@@ -210,7 +210,7 @@ func TestChunkedBodyTooLarge(t *testing.T) {
 func TestIdentityScope(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t)
-	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) { o.Idempotency.RequireIdentity = true })
+	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) { o.Stages.RequireIdentity = true })
 	r := tp.do(t, "POST", "/ucp/v1/carts", "k", `{}`)
 	if r.status != 400 || problemCode(t, r) != "idempotency_identity_missing" {
 		t.Errorf("no identity = %v; want 400 idempotency_identity_missing", r)

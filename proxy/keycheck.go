@@ -52,7 +52,7 @@ func (p *Proxy) keyCheck(next http.Handler) http.Handler {
 
 // checkKey is the rule of a request's key header values vals, in DESIGN.md
 // step 4's order: one valid key (1–255 characters from '!' to '~'), a host
-// with a tenant, and an identity header when require_identity is set. It
+// with a tenant, and the client's identity (identity.go). It
 // returns the key, or "" and no problem when there is none and require is
 // false.
 func (p *Proxy) checkKey(r *http.Request, vals []string, require bool) (string, *proxyProblem) {
@@ -68,8 +68,9 @@ func (p *Proxy) checkKey(r *http.Request, vals []string, require bool) (string, 
 		return "", p.keyInvalid()
 	case !p.knownTenant(r):
 		return "", &problemTenantUnknown
-	case p.opts.Idempotency.RequireIdentity && !p.hasIdentity(r):
-		return "", &problemIdentityMissing
+	}
+	if prob := p.checkIdentity(r); prob != nil { // identity.go
+		return "", prob
 	}
 	return vals[0], nil
 }
@@ -101,13 +102,4 @@ func validKey(key string) bool {
 		}
 	}
 	return true
-}
-
-func (p *Proxy) hasIdentity(r *http.Request) bool {
-	for _, h := range p.opts.Idempotency.IdentityHeaders {
-		if len(r.Header.Values(h)) > 0 {
-			return true
-		}
-	}
-	return false
 }

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/identity"
 	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"github.com/idemgate/idemgate/internal/problem"
 	"github.com/idemgate/idemgate/keystore"
@@ -96,6 +97,12 @@ type Stages struct {
 	// and safe for concurrent use.
 	OnReject func(limiter, route string)
 
+	// RouteBy is what each route's limit counts by (DESIGN.md,
+	// *Identity*): [identity.ByClientIP] (also a route without an entry),
+	// [identity.ByIdentity] (verified JWT identities; anything else per
+	// client address) or a header.
+	RouteBy map[string]identity.By
+
 	// Sessions is the queue of the session turns (step 6). Nil: no
 	// request takes a turn.
 	Sessions *session.Queue
@@ -107,13 +114,21 @@ type Stages struct {
 	// whenever an errors template failed at run time and problem+json was
 	// sent instead.
 	OnErrorTemplate func(route string)
+	// Identity resolves clients' identities: the scope of keyed writes and
+	// route limits by identity (DESIGN.md, *Identity*). Nil: the exact
+	// values of Idempotency.IdentityHeaders. The proxy does not close it.
+	Identity *identity.Resolver
+	// RequireIdentity refuses a keyed write whose identity is empty (400
+	// idempotency_identity_missing).
+	RequireIdentity bool
 }
 
 // Idempotency is the idempotency section of the configuration.
 type Idempotency struct {
-	Header          string // default Idempotency-Key
+	Header string // default Idempotency-Key
+	// IdentityHeaders are the identity when Stages.Identity is nil: their
+	// exact values, as [identity.Options.Headers].
 	IdentityHeaders []string
-	RequireIdentity bool
 	// TenantFor returns the tenant of a request's Host header, the first
 	// part of every record's and session line's key, and false when the
 	// host has none: a keyed write to it gets 421 tenant_unknown. It is

@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 
+	"github.com/idemgate/idemgate/internal/identity"
 	"github.com/idemgate/idemgate/internal/problem"
 )
 
@@ -25,6 +26,9 @@ const (
 	OutcomeTenantUnknown  = "tenant_unknown"
 	OutcomeOverloaded     = "overloaded"      // 503: max_buffered_bytes or the client's share
 	OutcomeRequestTimeout = "request_timeout" // 408: the body did not arrive in time
+	// OutcomeIdentityInvalid is a keyed write whose token did not verify
+	// (401 idempotency_identity_invalid).
+	OutcomeIdentityInvalid = "identity_invalid"
 )
 
 // proxyProblem is an answer the proxy makes itself, with a stable code from
@@ -33,18 +37,20 @@ const (
 // change its copy, then hand it to [writeProblem].
 type proxyProblem struct {
 	problem.Problem
-	outcome string
+	outcome      string
+	authenticate string // the WWW-Authenticate header; "" for none
 }
 
 func newProblem(status int, code, title, detail, retryAfter, outcome string) proxyProblem {
-	return proxyProblem{problem.Problem{Status: status, Code: code, Title: title, Detail: detail, RetryAfter: retryAfter}, outcome}
+	return proxyProblem{Problem: problem.Problem{Status: status, Code: code, Title: title, Detail: detail, RetryAfter: retryAfter}, outcome: outcome}
 }
 
 // The problems of DESIGN.md's error table.
 var (
 	problemKeyInvalid       = newProblem(400, "idempotency_key_invalid", "Invalid idempotency key", "Idempotency-Key is not valid", "", OutcomeRejected)
 	problemKeyMissing       = newProblem(400, "idempotency_key_missing", "Idempotency key required", "This operation requires an Idempotency-Key header", "", OutcomeRejected)
-	problemIdentityMissing  = newProblem(400, "idempotency_identity_missing", "Client identity required", "A keyed request must carry a client identity header", "", OutcomeRejected)
+	problemIdentityMissing  = newProblem(400, "idempotency_identity_missing", "Client identity required", "A keyed request must carry a client identity", "", OutcomeRejected)
+	problemIdentityInvalid  = newProblem(401, "idempotency_identity_invalid", "Client identity invalid", "The request's token does not verify", "", OutcomeIdentityInvalid).withAuthenticate(identity.WWWAuthenticate)
 	problemInProgress       = newProblem(409, "idempotency_in_progress", "Request in progress", "A request with this idempotency key is still being processed; retry later", "2", OutcomeInProgress)
 	problemKeyReused        = newProblem(409, "idempotency_key_reused", "Idempotency key reused", "This idempotency key was used with a different request", "", OutcomeKeyReused)
 	problemResponseTooLarge = newProblem(409, "idempotency_response_too_large", "Stored response too large", "The request ran, but its response was too large to store; do not retry, read the result instead", "", OutcomeTooLarge)
@@ -70,6 +76,12 @@ func (p proxyProblem) withRetryAfter(secs int) proxyProblem {
 	return p
 }
 
+// withAuthenticate returns p with its WWW-Authenticate header set to v.
+func (p proxyProblem) withAuthenticate(v string) proxyProblem {
+	p.authenticate = v
+	return p
+}
+
 // writeProblem answers r with p, in its route's shape (see [problemShape]).
 // It records p's code and outcome for the access log. The body carries the
 // request ID; nothing internal is ever sent.
@@ -82,6 +94,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p proxyProblem) {
 			ex.outcome = p.outcome
 		}
 		id = ex.id
+	}
+	if p.authenticate != "" {
+		w.Header().Set("WWW-Authenticate", p.authenticate)
 	}
 	problem.Write(w, r, problemShape(ex), p.Problem, id)
 }

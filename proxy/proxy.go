@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/budget"
+	"github.com/idemgate/idemgate/internal/identity"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/limiter"
 )
@@ -29,6 +30,9 @@ type Proxy struct {
 	renewals   renewer
 	notices    keystore.Notices // completion notices (wait.go)
 	waiters    waiters
+	// defIdentity is the identity when the stages name none: the exact
+	// values of Idempotency.IdentityHeaders.
+	defIdentity *identity.Resolver
 }
 
 // newProxy checks opts and fills in their defaults.
@@ -98,6 +102,11 @@ func newProxy(opts Options) (*Proxy, error) {
 	if p.notices == nil {
 		p.notices = new(keystore.Hub)
 	}
+	def, err := identity.New(identity.Options{Headers: id.IdentityHeaders})
+	if err != nil {
+		return nil, fmt.Errorf("proxy: identity headers: %w", err)
+	}
+	p.defIdentity = def
 	p.renewals.init(opts.Store, opts.Logger, opts.Now)
 	p.upstream = p.newUpstream()
 	return p, nil

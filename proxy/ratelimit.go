@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/identity"
 	"github.com/idemgate/idemgate/limiter"
 )
 
@@ -42,6 +43,15 @@ type limitOptions struct {
 	// Routes count the requests of a route per client address, by route
 	// name. A route without an entry is not limited.
 	Routes map[string]Limiter
+
+	// By is what each route's limit counts by; a route without an entry
+	// counts per client address.
+	By map[string]identity.By
+
+	// Identity resolves a request's identity for a limit by identity
+	// (identity.go's identityOf: resolved once per request). Required when
+	// By names identity.
+	Identity func(*http.Request) identity.Result
 
 	// Now is the clock passed to the limiters. Default time.Now.
 	Now func() time.Time
@@ -78,6 +88,7 @@ type limits struct {
 	now      func() time.Time
 	log      *slog.Logger
 	onReject func(limiter, route string)
+	identity func(*http.Request) identity.Result
 	// warn is set while a request from a loopback or private peer would
 	// still deserve the shared-budget warning: no trusted proxies and no
 	// warning yet.
@@ -88,16 +99,19 @@ type limits struct {
 type routeLimit struct {
 	l      Limiter
 	name   string
+	by     identity.By
 	policy []string // the RateLimit-Policy value; nil without IETF headers
 	sfName string   // the route's name as a Structured Fields String
 }
 
 // newLimits builds the limit stages of st, on the proxy's clock, logger and
-// trusted proxies.
-func newLimits(st Stages, o Options) (*limits, error) {
+// trusted proxies; route limits by identity resolve it with id.
+func newLimits(st Stages, o Options, id func(*http.Request) identity.Result) (*limits, error) {
 	return newLimitStages(limitOptions{
 		Edge:           st.Edge,
 		Routes:         st.RouteLimits,
+		By:             st.RouteBy,
+		Identity:       id,
 		Now:            o.Now,
 		IETFHeaders:    st.IETFHeaders,
 		TrustedProxies: o.TrustedProxies,
@@ -114,6 +128,7 @@ func newLimitStages(o limitOptions) (*limits, error) {
 		now:      o.Now,
 		log:      o.Logger,
 		onReject: o.OnReject,
+		identity: o.Identity,
 	}
 	if l.now == nil {
 		l.now = time.Now
@@ -122,12 +137,21 @@ func newLimitStages(o limitOptions) (*limits, error) {
 		l.log = slog.New(slog.DiscardHandler)
 	}
 	var errs []error
+	for name := range o.By {
+		if o.Routes[name] == nil {
+			errs = append(errs, fmt.Errorf("proxy: route %q: by %s without a limiter", name, o.By[name]))
+		}
+	}
 	for name, lim := range o.Routes {
 		if lim == nil {
 			errs = append(errs, fmt.Errorf("proxy: route %q: nil limiter", name))
 			continue
 		}
-		r := &routeLimit{l: lim, name: name, sfName: sfString(name)}
+		r := &routeLimit{l: lim, name: name, by: o.By[name], sfName: sfString(name)}
+		if r.by.IsIdentity() && o.Identity == nil {
+			errs = append(errs, fmt.Errorf("proxy: route %q: a limit by identity needs an identity resolver", name))
+			continue
+		}
 		if p := lim.Policy(); o.IETFHeaders && p.Quota > 0 {
 			r.policy = []string{r.sfName + ";q=" + strconv.Itoa(p.Quota) + ";w=" + strconv.Itoa(max(1, ceilSeconds(p.Window)))}
 		}
@@ -187,7 +211,7 @@ func (l *limits) routeStage() middleware {
 			}
 			client := clientAddr(r)
 			l.checkShared(client)
-			d := lim.l.AllowContext(r.Context(), limiter.Bucket(client), l.now())
+			d := lim.l.AllowContext(r.Context(), l.keyOf(lim, r, client), l.now())
 			if !d.OK {
 				if l.onReject != nil {
 					l.onReject(LimiterRoute, lim.name)
@@ -211,6 +235,26 @@ func (l *limits) routeStage() middleware {
 			next.ServeHTTP(lw, r)
 		})
 	}
+}
+
+// keyOf returns the limiter key of a request on a route limited by lim.by:
+// its client address block, or, counted by identity or header, the hash of
+// the verified identity or the header's values ([identity.By.KeyFor]; an
+// unverified identity or an absent header counts per address).
+func (l *limits) keyOf(lim *routeLimit, r *http.Request, client netip.Addr) limiter.Key {
+	addr := limiter.Bucket(client)
+	if lim.by == identity.ByClientIP {
+		return addr
+	}
+	var id identity.Result
+	if lim.by.IsIdentity() {
+		id = l.identity(r)
+	}
+	k, perAddress := lim.by.KeyFor(r.Header, id, addr)
+	if perAddress {
+		return addr
+	}
+	return limiter.Hashed(k)
 }
 
 // checkShared logs, once, that every client shares one budget when requests

@@ -167,7 +167,7 @@ func TestRejectionOrder(t *testing.T) {
 		o.Stages.Routes = completeRoutes
 		o.Stages.Edge = edge
 		o.Stages.RouteLimits = map[string]Limiter{"complete_checkout": route}
-		o.Idempotency.RequireIdentity = true
+		o.Stages.RequireIdentity = true
 		o.Idempotency.MaxBodyBytes = 8
 		o.Idempotency.TenantFor = tenantHosts(map[string]string{"shop.example": "shop"})
 	})

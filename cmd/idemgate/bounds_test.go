@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -156,6 +157,7 @@ routes:
 func keyedPost(c *http.Client, base, key string) (int, error) {
 	req, _ := http.NewRequest("POST", base+"/pay", strings.NewReader(`{"amount":1}`))
 	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Authorization", "Bearer bounds-client") // the identity (require_identity)
 	req.Header.Set("Content-Type", "application/json")
 	res, err := c.Do(req)
 	if err != nil {
@@ -187,7 +189,7 @@ func TestBinarySlowBodies(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		fmt.Fprintf(c, "POST /pay HTTP/1.1\r\nHost: x\r\nIdempotency-Key: slow-%d\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n\r\n[", i)
+		fmt.Fprintf(c, "POST /pay HTTP/1.1\r\nHost: x\r\nIdempotency-Key: slow-%d\r\nAuthorization: Bearer slow\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n\r\n[", i)
 		go func() {
 			c.SetReadDeadline(time.Now().Add(20 * time.Second))
 			res, err := http.ReadResponse(bufio.NewReader(c), nil)
@@ -303,6 +305,7 @@ func TestBinaryConnectionBounds(t *testing.T) {
 			req.Header.Set("X-Test", "real-ip"+key)
 			if key != "" {
 				req.Header.Set("Idempotency-Key", key)
+				req.Header.Set("Authorization", "Bearer bounds-client")
 			}
 			res, err := c.Do(req)
 			if err != nil {
@@ -388,7 +391,8 @@ func startRedis(t *testing.T, port int) *os.Process {
 // stop at the deadline, and the log counts what was abandoned.
 func TestBinaryShutdownRedisStopped(t *testing.T) {
 	t.Parallel()
-	redis := startRedis(t, 14379)
+	port := freeTCPPort(t)
+	redis := startRedis(t, port)
 	var arrived atomic.Int32
 	release := make(chan struct{})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -409,7 +413,7 @@ func TestBinaryShutdownRedisStopped(t *testing.T) {
 	const grace = 2 * time.Second
 	p := startBin(t, boundsYAML(up.URL, `store:
   backend: redis
-  redis: {addrs: ["127.0.0.1:14379"], key_prefix: "bounds-shutdown:", timeout: 500ms}
+  redis: {addrs: ["127.0.0.1:`+strconv.Itoa(port)+`"], key_prefix: "bounds-shutdown:", timeout: 500ms}
 idempotency: {lease: 60s}
 `), "--grace", grace.String())
 	const n = 5
@@ -453,4 +457,15 @@ idempotency: {lease: 60s}
 	for range n {
 		<-done
 	}
+}
+
+// freeTCPPort returns a loopback port nobody listens on right now.
+func freeTCPPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }

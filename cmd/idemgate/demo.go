@@ -75,13 +75,17 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 // demoCommands are the lines `idemgate demo` prints; its test runs them.
 func demoCommands(proxy, upstream string) []string {
+	// The client's identity: the default, the Authorization header
+	// (require_identity is on by default).
+	const id = `-H 'Authorization: Bearer demo-client' `
 	return []string{
-		`curl -si -X POST ` + proxy + `/ucp/v1/carts -H 'Content-Type: application/json' -H 'Idempotency-Key: demo-1' -d '{"items":[{"sku":"tea","qty":2}]}'`,
-		`curl -si -X POST ` + proxy + `/ucp/v1/carts -H 'Content-Type: application/json' -H 'Idempotency-Key: demo-1' -d '{ "items": [ {"qty":2, "sku":"tea"} ] }'`,
-		`curl -si -X POST ` + proxy + `/ucp/v1/carts -H 'Content-Type: application/json' -H 'Idempotency-Key: demo-1' -d '{"items":[{"sku":"coffee","qty":1}]}'`,
-		`curl -si -X POST ` + proxy + `/ucp/v1/carts -H 'Content-Type: application/json' -d '{"items":[]}'`,
-		`curl -si -X POST ` + proxy + `/ucp/v1/checkout-sessions/cart_1/complete -H 'Idempotency-Key: pay-1'`,
-		`curl -si -X POST ` + proxy + `/ucp/v1/checkout-sessions/cart_1/complete -H 'Idempotency-Key: pay-1'`,
+		`curl -si -X POST ` + proxy + `/ucp/v1/carts ` + id + `-H 'Content-Type: application/json' -H 'Idempotency-Key: demo-1' -d '{"items":[{"sku":"tea","qty":2}]}'`,
+		`curl -si -X POST ` + proxy + `/ucp/v1/carts ` + id + `-H 'Content-Type: application/json' -H 'Idempotency-Key: demo-1' -d '{ "items": [ {"qty":2, "sku":"tea"} ] }'`,
+		`curl -si -X POST ` + proxy + `/ucp/v1/carts ` + id + `-H 'Content-Type: application/json' -H 'Idempotency-Key: demo-1' -d '{"items":[{"sku":"coffee","qty":1}]}'`,
+		`curl -si -X POST ` + proxy + `/ucp/v1/carts -H 'Content-Type: application/json' -H 'Idempotency-Key: demo-2' -d '{"items":[{"sku":"tea","qty":2}]}'`,
+		`curl -si -X POST ` + proxy + `/ucp/v1/carts ` + id + `-H 'Content-Type: application/json' -d '{"items":[]}'`,
+		`curl -si -X POST ` + proxy + `/ucp/v1/checkout-sessions/cart_1/complete ` + id + `-H 'Idempotency-Key: pay-1'`,
+		`curl -si -X POST ` + proxy + `/ucp/v1/checkout-sessions/cart_1/complete ` + id + `-H 'Idempotency-Key: pay-1'`,
 		`curl -s ` + upstream + `/demo/stats`,
 	}
 }
@@ -98,10 +102,11 @@ Try:
 		"# 1. a first write: runs upstream, 201",
 		"# 2. its retry, formatted differently: replayed (Idempotent-Replayed: true), not run again",
 		"# 3. the same key with another body: 409 idempotency_key_reused",
-		"# 4. a write without a key: runs unprotected",
-		"# 5. a checkout: creates order_1",
-		"# 6. its retry: the same order, not a second checkout",
-		"# 7. what the upstream ran: 3 writes (2 carts, 1 checkout)",
+		"# 4. a key without a client identity: 400 idempotency_identity_missing, nothing runs",
+		"# 5. a write without a key: runs unprotected",
+		"# 6. a checkout: creates order_1",
+		"# 7. its retry: the same order, not a second checkout",
+		"# 8. what the upstream ran: 3 writes (2 carts, 1 checkout)",
 	}
 	for i, c := range demoCommands(proxy, upstream) {
 		fmt.Fprintf(w, "  %s\n  %s\n\n", notes[i], c)

@@ -56,10 +56,27 @@ routes:
 	if err := run(context.Background(), []string{"validate", "--config", good}, &out, &errOut); err != nil {
 		t.Fatalf("validate good = %v\n%s", err, errOut.String())
 	}
-	for _, want := range []string{"valid", "create_cart", "POST", "/ucp/v1/carts", "idempotent", "rate_limit=600/1m0s", "get_cart"} {
+	// good.yaml leaves the identity to the default: validate says what
+	// that means.
+	for _, want := range []string{"valid", "create_cart", "POST", "/ucp/v1/carts", "idempotent", "rate_limit=600/1m0s", "get_cart",
+		"identity: the exact values of header(s) Authorization (the default", "require_identity: true"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("validate output lacks %q:\n%s", want, out.String())
 		}
+	}
+	// A chosen identity needs no explanation.
+	chosen := write("chosen.yaml", `
+upstream: {url: "http://127.0.0.1:3000"}
+idempotency: {identity: {cookies: [sid]}}
+routes:
+  - {name: create_cart, method: POST, path: /ucp/v1/carts, idempotent: true, rate_limit: {requests: 9, per: 1s, by: "header:X-Api-Key"}}
+`)
+	out.Reset()
+	if err := run(context.Background(), []string{"validate", "--config", chosen}, &out, &errOut); err != nil {
+		t.Fatalf("validate chosen = %v\n%s", err, errOut.String())
+	}
+	if strings.Contains(out.String(), "identity:") || !strings.Contains(out.String(), "by=header:X-Api-Key") {
+		t.Errorf("validate chosen printed:\n%s\nwant no identity explanation and the limit's by", out.String())
 	}
 	out.Reset()
 	errOut.Reset()
@@ -159,15 +176,16 @@ func TestDemo(t *testing.T) {
 			lines = append(lines, l)
 		}
 	}
-	if len(lines) != 7 {
-		t.Fatalf("demo printed %d curl lines; want 7:\n%s", len(lines), stdout.String())
+	if len(lines) != 8 {
+		t.Fatalf("demo printed %d curl lines; want 8:\n%s", len(lines), stdout.String())
 	}
 	type want struct {
 		status   int
 		replayed bool
 		code     string
 	}
-	wants := []want{{201, false, ""}, {201, true, ""}, {409, false, "idempotency_key_reused"}, {201, false, ""}, {201, false, ""}, {201, true, ""}, {200, false, ""}}
+	wants := []want{{201, false, ""}, {201, true, ""}, {409, false, "idempotency_key_reused"}, {400, false, "idempotency_identity_missing"},
+		{201, false, ""}, {201, false, ""}, {201, true, ""}, {200, false, ""}}
 	var bodies [][]byte
 	for i, l := range lines {
 		status, hdr, body := curlLine(t, l)
@@ -177,21 +195,21 @@ func TestDemo(t *testing.T) {
 			t.Errorf("line %d %q = %d replayed=%q %s; want %+v", i+1, l, status, hdr.Get("Idempotent-Replayed"), body, w)
 		}
 	}
-	if !bytes.Equal(bodies[0], bodies[1]) || !bytes.Equal(bodies[4], bodies[5]) {
+	if !bytes.Equal(bodies[0], bodies[1]) || !bytes.Equal(bodies[5], bodies[6]) {
 		t.Errorf("replays differ from the first answers")
 	}
 	var stats struct {
 		Executions int `json:"executions"`
 		Orders     int `json:"orders"`
 	}
-	if err := json.Unmarshal(bodies[6], &stats); err != nil || stats.Executions != 3 || stats.Orders != 1 {
-		t.Errorf("upstream stats = %s (%v); want 3 executions, 1 order", bodies[6], err)
+	if err := json.Unmarshal(bodies[7], &stats); err != nil || stats.Executions != 3 || stats.Orders != 1 {
+		t.Errorf("upstream stats = %s (%v); want 3 executions, 1 order", bodies[7], err)
 	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("demo returned %v", err)
 	}
-	if strings.Contains(stderr.String(), "demo-1") || strings.Contains(stderr.String(), "pay-1") {
+	if strings.Contains(stderr.String(), "demo-1") || strings.Contains(stderr.String(), "pay-1") || strings.Contains(stderr.String(), "demo-client") {
 		t.Errorf("a key reached the log")
 	}
 }

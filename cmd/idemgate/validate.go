@@ -68,7 +68,11 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 		if r.RateLimit != nil {
-			flags = append(flags, fmt.Sprintf("rate_limit=%d/%s(%s)", r.RateLimit.Requests, r.RateLimit.Per, r.RateLimit.Algorithm))
+			by := ""
+			if r.RateLimit.By != "" && r.RateLimit.By != "client_ip" {
+				by = ",by=" + r.RateLimit.By
+			}
+			flags = append(flags, fmt.Sprintf("rate_limit=%d/%s(%s%s)", r.RateLimit.Requests, r.RateLimit.Per, r.RateLimit.Algorithm, by))
 		}
 		if r.Protocol != "" {
 			flags = append(flags, "protocol="+r.Protocol)
@@ -77,6 +81,14 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 			flags = append(flags, "observe")
 		}
 		fmt.Fprintf(stdout, "  %-24s %-7s %-40s %s\n", r.Name, r.Method, r.Path, strings.Join(flags, " "))
+	}
+	// A config that leaves the identity to the default, or does not
+	// require one, gets what that means spelled out (README, "Choosing
+	// the identity").
+	if !cfg.Idempotency.IdentityChosen() {
+		for _, line := range cfg.Idempotency.ExplainIdentity() {
+			fmt.Fprintln(stdout, line)
+		}
 	}
 	return nil
 }

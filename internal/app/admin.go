@@ -1,6 +1,7 @@
 package app
 
 import (
+	"encoding/json"
 	"log/slog"
 	"net/http"
 
@@ -37,7 +38,7 @@ func (a *App) adminHandler() http.Handler {
 // setAdminToken (re)builds the admin API with token ("" disables it).
 func (a *App) setAdminToken(token string) {
 	log := a.log.With("component", "admin")
-	h, err := newAdmin(a.cfg, a.store, a.proxy.ScopeKey, a.reg, log, token)
+	h, err := newAdmin(a.cfg, a.store, a.proxy.LookupKey, a.reg, log, token)
 	if err != nil {
 		log.Error("admin API disabled", "error", err)
 		return
@@ -52,8 +53,9 @@ func (a *App) setAdminToken(token string) {
 }
 
 // newAdmin builds the admin API on st with token. It finds records by the
-// proxy's scopeKey and the config's one tenant rule.
-func newAdmin(cfg *config.Config, st keystore.Store, scopeKey func(string, http.Header, string) keystore.Key,
+// proxy's scopeKey (the running identity's Lookup) and the config's one
+// tenant rule.
+func newAdmin(cfg *config.Config, st keystore.Store, scopeKey func(string, http.Header, map[string]json.RawMessage, string) (keystore.Key, error),
 	reg prometheus.Registerer, log *slog.Logger, token string) (*admin.Handler, error) {
 	ast, ok := st.(admin.Store)
 	if !ok {

@@ -298,6 +298,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	oa := startOpsApp(t, `
 upstream: {url: "`+up.URL+`"}
 edge_limit: {rate: 1, burst: 1}
+idempotency: {require_identity: false}
 routes:
   - {name: pay, method: POST, path: /pay, idempotent: true, rate_limit: {requests: 100, per: 1m}}
 `, "", nil)

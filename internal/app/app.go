@@ -9,7 +9,6 @@ package app
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/idemgate/idemgate/admin"
 	"github.com/idemgate/idemgate/config"
+	"github.com/idemgate/idemgate/internal/identity"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/metered"
 	"github.com/idemgate/idemgate/keystore/redisstore"
@@ -44,6 +44,9 @@ type Options struct {
 	ConfigPath string
 	// AdminToken is the admin API's bearer token; "" disables the API.
 	AdminToken string
+	// Now is the identity's clock: token times and JWK Set refresh
+	// intervals. Default time.Now (tests inject one).
+	Now func() time.Time
 }
 
 // AdminTokenEnv names the environment variable main reads the admin API's
@@ -127,7 +130,11 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	popts.Stages = stages(cfg, set, q)
+	ident, err := newIdentity(cfg, o.Now, a.log, &a.reload.identity)
+	if err != nil {
+		return nil, err
+	}
+	popts.Stages = stages(cfg, set, q, ident)
 	popts.Idempotency.Notices = st.notices
 	popts.Stages.OnErrorTemplate = a.reloads.templateFailed // kept by reloads
 	if a.proxy, err = proxy.New(popts); err != nil {
@@ -172,18 +179,6 @@ func proxyOptions(cfg *config.Config, transport http.RoundTripper, st keystore.S
 		return proxy.Options{}, fmt.Errorf("client_ip.trusted_proxies: %w", err)
 	}
 	id := cfg.Idempotency
-	// Until the proxy is wired to internal/identity, refuse what it would
-	// silently ignore: cookie and JWT identities, and limits by anything
-	// but the client address.
-	src := id.IdentitySources()
-	if len(src.Cookies) > 0 || src.JWT.Enabled() {
-		return proxy.Options{}, errors.New("idempotency.identity: cookies and jwt are not supported by this build yet; use headers")
-	}
-	for i, r := range cfg.Routes {
-		if r.RateLimit != nil && r.RateLimit.By != "" && r.RateLimit.By != "client_ip" {
-			return proxy.Options{}, fmt.Errorf("routes[%d].rate_limit.by: %q is not supported by this build yet; use client_ip", i, r.RateLimit.By)
-		}
-	}
 	return proxy.Options{
 		Upstream:     up,
 		Timeout:      cfg.Upstream.Timeout,
@@ -192,8 +187,6 @@ func proxyOptions(cfg *config.Config, transport http.RoundTripper, st keystore.S
 		Store:        st,
 		Idempotency: proxy.Idempotency{
 			Header:           id.Header,
-			IdentityHeaders:  src.Headers,
-			RequireIdentity:  id.RequireIdentity,
 			TenantFor:        cfg.Idempotency.TenantFor, // the one tenant rule, the admin API's too
 			Retention:        id.Retention,
 			Lease:            id.Lease,
@@ -218,20 +211,38 @@ func proxyOptions(cfg *config.Config, transport http.RoundTripper, st keystore.S
 	}, nil
 }
 
-// stages is the proxy's stages for cfg's routes with the limiters of set
-// and the queue q (nil: none).
-func stages(cfg *config.Config, set *limitSet, q *session.Queue) proxy.Stages {
+// stages is the proxy's stages for cfg's routes with the limiters of set,
+// the queue q (nil: none) and the identity resolver id.
+func stages(cfg *config.Config, set *limitSet, q *session.Queue, id *identity.Resolver) proxy.Stages {
 	pathCase, _ := cfg.PathCaseOption() // validated
 	return proxy.Stages{
-		Routes:      proxyRoutes(cfg),
-		PathCase:    pathCase,
-		Errors:      cfg.Errors.Spec(),
-		Edge:        set.edge,
-		RouteLimits: set.routes,
-		IETFHeaders: cfg.Limiter.IETFHeaders,
-		OnReject:    set.onReject,
-		Sessions:    q,
+		Routes:          proxyRoutes(cfg),
+		PathCase:        pathCase,
+		Errors:          cfg.Errors.Spec(),
+		Edge:            set.edge,
+		RouteLimits:     set.routes,
+		RouteBy:         routeBy(cfg),
+		IETFHeaders:     cfg.Limiter.IETFHeaders,
+		OnReject:        set.onReject,
+		Sessions:        q,
+		Identity:        id,
+		RequireIdentity: cfg.Idempotency.RequireIdentity,
 	}
+}
+
+// routeBy is what each route limit of cfg counts by; routes counted per
+// client address are left out. Validate has checked every by.
+func routeBy(cfg *config.Config) map[string]identity.By {
+	m := map[string]identity.By{}
+	for _, r := range cfg.Routes {
+		if r.RateLimit == nil {
+			continue
+		}
+		if by, err := identity.ParseBy(r.RateLimit.By); err == nil && by != identity.ByClientIP {
+			m[r.Name] = by
+		}
+	}
+	return m
 }
 
 // proxyRoutes converts cfg's routes, with their effective modes.

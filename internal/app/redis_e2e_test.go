@@ -132,6 +132,7 @@ func post(c *http.Client, base, key, body string) e2eAnswer {
 		return e2eAnswer{err: err}
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer e2e-client") // require_identity
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}

@@ -25,6 +25,7 @@ type reloadState struct {
 	started  bool           // the watcher delivered its first read
 	limiters closeStack     // what the running limiters opened
 	queue    closeStack     // what the running session queue opened
+	identity closeStack     // what the running identity resolver opened
 	closed   bool
 
 	// Watch timing; zero takes config.Watch's defaults (tests shorten them).
@@ -37,7 +38,7 @@ func (rs *reloadState) close() error {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	rs.closed = true
-	return errors.Join(rs.queue.close(), rs.limiters.close())
+	return errors.Join(rs.identity.close(), rs.queue.close(), rs.limiters.close())
 }
 
 // startReload runs the reload loop in g until ctx ends: config.Watch on the
@@ -156,8 +157,8 @@ func (a *App) applyStages(applied *config.Config) error {
 	cur := a.proxy.Stages()
 	st := cur
 	st.Routes, st.Errors = proxyRoutes(applied), applied.Errors.Spec()
-	var limiters, queue closeStack
-	undo := func() { queue.close(); limiters.close() }
+	var limiters, queue, ident closeStack
+	undo := func() { ident.close(); queue.close(); limiters.close() }
 	set := a.limits.Load()
 	if limitsChanged(rs.live, applied) {
 		var err error
@@ -165,9 +166,19 @@ func (a *App) applyStages(applied *config.Config) error {
 			undo()
 			return err
 		}
-		next := stages(applied, set, nil)
-		st.Edge, st.RouteLimits, st.IETFHeaders, st.OnReject = next.Edge, next.RouteLimits, next.IETFHeaders, next.OnReject
+		next := stages(applied, set, nil, nil)
+		st.Edge, st.RouteLimits, st.RouteBy, st.IETFHeaders, st.OnReject = next.Edge, next.RouteLimits, next.RouteBy, next.IETFHeaders, next.OnReject
 	}
+	newID := identityChanged(rs.live, applied)
+	if newID {
+		id, err := newIdentity(applied, a.o.Now, a.log, &ident)
+		if err != nil {
+			undo()
+			return err
+		}
+		st.Identity = id
+	}
+	st.RequireIdentity = applied.Idempotency.RequireIdentity
 	newQ := sessionsChanged(rs.live, applied, cur.Sessions != nil)
 	if newQ {
 		q, err := newQueue(applied, a.log, a.metrics.Session(), &queue)
@@ -189,6 +200,10 @@ func (a *App) applyStages(applied *config.Config) error {
 	if newQ {
 		rs.queue.close()
 		rs.queue = queue
+	}
+	if newID {
+		rs.identity.close()
+		rs.identity = ident
 	}
 	return nil
 }
