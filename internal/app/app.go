@@ -54,7 +54,8 @@ type App struct {
 	closers closeStack // everything New opened, closed by Close
 
 	store    keystore.Store
-	ping     pinger // nil: the store has nothing to ping
+	built    builtStore // what newStore made: the Redis store, the replay cache
+	ping     pinger     // nil: the store has nothing to ping
 	tls      *tlsState
 	reg      *prometheus.Registry
 	metrics  *proxy.Metrics
@@ -87,7 +88,10 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 		return nil, err
 	}
 	a.reg, a.metrics, a.reloads = newRegistry(o.Version, &a.limits)
-	a.store, a.ping = metered.New(st.store, a.reg), st.ping
+	a.store, a.ping, a.built = metered.New(st.store, a.reg), st.ping, st
+	if st.cache != nil {
+		a.reg.MustRegister(replayCacheCollector{st.cache})
+	}
 	if a.tls, err = newTLS(cfg, st.client, a.log, &a.closers); err != nil {
 		return nil, err
 	}
