@@ -208,7 +208,25 @@ type Redis struct {
 	// Timeout bounds dialing, each read and each write; there are no silent
 	// retries beyond it. Default 500ms.
 	Timeout time.Duration `mapstructure:"timeout"`
+	// ReplayCache bounds each process's cache of completed answers in
+	// front of the Redis store (keystore/replaycache); used with
+	// store.backend redis only.
+	ReplayCache ReplayCache `mapstructure:"replay_cache"`
 }
+
+// ReplayCache bounds the replay cache of the Redis store: a replay of an
+// answer it holds needs no round trip to Redis.
+type ReplayCache struct {
+	// MaxEntries is the most answers held; 0 disables the cache. Default
+	// 100,000.
+	MaxEntries int `mapstructure:"max_entries"`
+	// MaxBytes bounds the bytes of answers held (each answer's size plus
+	// 256 B). Default 64 MiB.
+	MaxBytes int64 `mapstructure:"max_bytes"`
+}
+
+// Enabled reports whether the replay cache is on (max_entries > 0).
+func (r ReplayCache) Enabled() bool { return r.MaxEntries > 0 }
 
 // ClientIP configures how the client address is found.
 type ClientIP struct {
@@ -560,9 +578,10 @@ func Default() *Config {
 				MaxBytes:   1 << 30,
 			},
 			Redis: Redis{
-				Addrs:     []string{"127.0.0.1:6379"},
-				KeyPrefix: "idemgate:",
-				Timeout:   500 * time.Millisecond,
+				Addrs:       []string{"127.0.0.1:6379"},
+				KeyPrefix:   "idemgate:",
+				Timeout:     500 * time.Millisecond,
+				ReplayCache: ReplayCache{MaxEntries: 100_000, MaxBytes: 64 << 20},
 			},
 		},
 		ClientIP:  ClientIP{TrustedProxies: []string{}},

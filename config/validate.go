@@ -248,6 +248,11 @@ func (c *Config) validateStore(p *problems) {
 	if r.Timeout <= 0 {
 		p.add("store.redis.timeout", ErrRange, "must be > 0; got %s", r.Timeout)
 	}
+	if rc := r.ReplayCache; rc.MaxEntries < 0 {
+		p.add("store.redis.replay_cache.max_entries", ErrRange, "must be >= 0 (0 disables the cache); got %d", rc.MaxEntries)
+	} else if rc.MaxEntries > 0 && rc.MaxBytes <= 0 {
+		p.add("store.redis.replay_cache.max_bytes", ErrRange, "must be > 0 while max_entries is > 0 (set max_entries: 0 to disable the cache); got %d", rc.MaxBytes)
+	}
 }
 
 func (c *Config) validateLimits(p *problems) {

@@ -131,6 +131,8 @@ func TestValidateRules(t *testing.T) {
 		{"redis addr without host", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.Redis.Addrs = []string{":6379"} }, "store.redis.addrs[0]", ErrInvalid, nil},
 		{"redis db", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.Redis.DB = -1 }, "store.redis.db", ErrRange, nil},
 		{"redis timeout", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.Redis.Timeout = 0 }, "store.redis.timeout", ErrRange, nil},
+		{"replay cache entries", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.Redis.ReplayCache.MaxEntries = -1 }, "store.redis.replay_cache.max_entries", ErrRange, nil},
+		{"replay cache bytes", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.Redis.ReplayCache.MaxBytes = 0 }, "store.redis.replay_cache.max_bytes", ErrRange, nil},
 
 		// Client address and limits.
 		{"trusted_proxies", func(c *Config) { c.ClientIP.TrustedProxies = []string{"10.0.0.0/8", "10.0.0.0/33"} }, "client_ip.trusted_proxies[1]", ErrInvalid, nil},
@@ -288,6 +290,10 @@ func TestValidateAccepts(t *testing.T) {
 		mutate func(*Config)
 	}{
 		{"no routes", func(c *Config) { c.Routes = nil }},
+		{"replay cache disabled", func(c *Config) {
+			c.Store.Backend = StoreRedis
+			c.Store.Redis.ReplayCache = ReplayCache{MaxEntries: 0, MaxBytes: 0}
+		}},
 		{"https upstream with path", func(c *Config) { c.Upstream.URL = "https://api.internal:8443/base" }},
 		{"upstream host", func(c *Config) { c.Upstream.Host = HostUpstream }},
 		{"bare IPv4 trusted proxy", func(c *Config) { c.ClientIP.TrustedProxies = []string{"192.0.2.1"} }},

@@ -66,6 +66,7 @@ var (
 	workdir  = flag.String("work", "", "scratch directory (default a temp dir)")
 	pinCPUs  = flag.Bool("pin", true, "pin servers to CPU 1 and the load generator to CPU 0")
 	nginxBin = flag.String("nginx", "nginx", "nginx binary (empty skips nginx)")
+	cacheN   = flag.Int("replay-cache", 100000, "store.redis.replay_cache.max_entries of the Redis-store idemgate (0: no replay cache)")
 	prefillN = flag.Int("prefill", 0, "keyed first writes sent to each idemgate (memory and Redis store) before the rounds, so that its store holds that many records while measured (issue 17: 1000000)")
 )
 
@@ -100,11 +101,27 @@ func drive() int {
 			p.Wait()
 		}
 	}()
+	// idemgate's log (the access log included) goes to a file in dir, as
+	// a container runtime takes a process's output: written and kept.
+	var accessLogs []*os.File
+	defer func() {
+		for _, f := range accessLogs {
+			if st, err := f.Stat(); err == nil {
+				log.Printf("access log %s: %d bytes", f.Name(), st.Size())
+			}
+			f.Close()
+		}
+	}()
 	start := func(name string, args ...string) {
 		cmd := server(name, args...)
 		cmd.Stderr = os.Stderr
 		if strings.HasSuffix(name, "idemgate") {
-			cmd.Stderr = nil // access logs go to /dev/null: written, not kept
+			f, err := os.Create(filepath.Join(dir, fmt.Sprintf("idemgate-%d.log", len(procs))))
+			if err != nil {
+				log.Fatal(err)
+			}
+			accessLogs = append(accessLogs, f)
+			cmd.Stdout, cmd.Stderr = f, f
 		}
 		if err := cmd.Start(); err != nil {
 			log.Fatalf("start %s: %v", name, err)
@@ -444,6 +461,8 @@ store:
   redis:
     addrs: [%q]
     key_prefix: "bench-%d:"
+    replay_cache:
+      max_entries: %d
 idempotency:
   require_identity: false   # loadgen's clients send no identity
 routes:
@@ -459,7 +478,7 @@ routes:
     path: /ucp/v1/sessions/{id}
     idempotent: true
     session: id
-`, listen, admin, upAddr, backend, *redis, time.Now().UnixNano())
+`, listen, admin, upAddr, backend, *redis, time.Now().UnixNano(), *cacheN)
 	p := filepath.Join(dir, name)
 	if err := os.WriteFile(p, []byte(cfg), 0o644); err != nil {
 		log.Fatal(err)

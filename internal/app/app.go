@@ -62,6 +62,7 @@ type App struct {
 	closers closeStack // everything New opened, closed by Close
 
 	store    keystore.Store
+	built    builtStore             // what newStore made: the Redis store, the replay cache
 	ping     pinger                 // nil: the store has nothing to ping
 	epoch    keystore.EpochReporter // store resets (/healthz, metrics)
 	releaser *keystore.Releaser     // claims whose replies were lost; nil without claim ids
@@ -103,12 +104,15 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 	}
 	a.reg, a.metrics, a.reloads = newRegistry(o.Version, &a.limits)
 	ms := metered.New(st.store, a.reg)
-	a.store, a.ping, a.epoch = ms, st.ping, st.epoch
+	a.store, a.ping, a.epoch, a.built = ms, st.ping, st.epoch, st
 	if _, ok := st.store.(keystore.ClaimStore); ok {
 		a.releaser = keystore.NewReleaser(ms, keystore.ReleaserOptions{})
 		a.closers.push(a.closeReleaser) // before the store
 	}
 	a.reg.MustRegister(&storeCollector{epoch: a.epoch, releaser: a.releaser})
+	if st.cache != nil {
+		a.reg.MustRegister(replayCacheCollector{st.cache})
+	}
 	if a.tls, err = newTLS(cfg, st.client, a.log, &a.closers); err != nil {
 		return nil, err
 	}

@@ -40,6 +40,7 @@ func put(c *http.Client, url, key string, hdr ...string) e2eAnswer {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Authorization", "Bearer e2e-client") // require_identity
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/memstore"
 	"github.com/idemgate/idemgate/keystore/redisstore"
+	"github.com/idemgate/idemgate/keystore/replaycache"
 	"github.com/idemgate/idemgate/keystore/sealed"
 )
 
@@ -21,7 +22,8 @@ type pinger interface{ Ping(context.Context) error }
 
 // builtStore is what newStore makes: the store, what /healthz pings (nil
 // for the memory store), the store's Redis client (nil without Redis),
-// which the ACME storage shares, and what reports store resets.
+// which the ACME storage shares, what reports store resets, the Redis
+// store itself (nil without Redis) and the replay cache (nil unless on).
 type builtStore struct {
 	store  keystore.Store
 	ping   pinger
@@ -30,6 +32,17 @@ type builtStore struct {
 	// proxy's in-process hub).
 	notices keystore.Notices
 	epoch   keystore.EpochReporter
+	redis   *redisstore.Store
+	cache   *replaycache.Store
+}
+
+// purgeCache empties the replay cache, if there is one. A store reset
+// (redisstore's epoch watcher, EpochOptions.OnReset) calls it: answers the
+// store lost are then no longer replayed from this process either.
+func (b *builtStore) purgeCache() {
+	if b.cache != nil {
+		b.cache.Purge()
+	}
 }
 
 // newStore opens the idempotency store cfg names (store.backend), sealed
@@ -37,7 +50,13 @@ type builtStore struct {
 // cs: the epoch watcher closes before the store, the store before its
 // client. With Redis it logs the startup check's findings as warnings
 // (never refusing to start: unkeyed traffic must flow while Redis is down)
-// and watches the store's epoch marker (DESIGN.md, Store loss).
+// and watches the store's epoch marker (DESIGN.md, Store loss); a reset
+// empties the replay cache. With store.redis.replay_cache on, the replay
+// cache wraps the (sealed) store: it holds opened answers, so a cached
+// replay is neither fetched nor decrypted, and the admin API's repairs,
+// which go through it, drop the key on every replica. The caller's metrics
+// decorator wraps the result, so every Reserve is counted, cached or not
+// (the cache counts its own hits, idemgate_replay_cache_*).
 func newStore(cfg *config.Config, log *slog.Logger, cs *closeStack) (builtStore, error) {
 	var b builtStore
 	switch cfg.Store.Backend {
@@ -52,12 +71,13 @@ func newStore(cfg *config.Config, log *slog.Logger, cs *closeStack) (builtStore,
 		}
 		n := redisstore.NewNotices(client, cfg.Store.Redis.KeyPrefix, nil)
 		cs.push(n.Close) // before the client
-		b.store, b.ping, b.client, b.notices = s, s, client, n
+		b.store, b.ping, b.client, b.notices, b.redis = s, s, client, n, s
 		cs.push(b.store.Close)
 		checkRedis(client, cfg.Store.Redis.Timeout, log)
 		w := s.WatchEpoch(redisstore.EpochOptions{OnReset: func(r redisstore.Reset) {
 			log.Error("the idempotency store was emptied (its epoch marker vanished): a restart without persistence, a failover to an empty replica or FLUSHALL; retries of writes claimed before it run again",
 				"component", "store", "marker", r.Marker, "previous_epoch", r.Previous, "epoch", r.Current)
+			b.purgeCache()
 		}})
 		cs.push(w.Close)
 		b.epoch = w
@@ -83,6 +103,21 @@ func newStore(cfg *config.Config, log *slog.Logger, cs *closeStack) (builtStore,
 			return b, fmt.Errorf("idempotency.encryption_key_env: %w", err)
 		}
 		b.store = s // its Close is the wrapped store's, pushed above
+	}
+	if rc := cfg.Store.Redis.ReplayCache; b.redis != nil && rc.Enabled() {
+		claims, ok := b.store.(keystore.ClaimStore)
+		if !ok {
+			return b, fmt.Errorf("store.redis.replay_cache: the store (%T) has no claim operations", b.store)
+		}
+		b.cache = replaycache.New(claims, replaycache.Options{
+			MaxEntries:  rc.MaxEntries,
+			MaxBytes:    rc.MaxBytes,
+			Invalidator: b.redis,
+		})
+		b.store = b.cache
+		// Before the Redis client closes: the subscription ends first.
+		// The wrapped store's Close, which it calls too, is idempotent.
+		cs.push(b.cache.Close)
 	}
 	return b, nil
 }
