@@ -28,14 +28,16 @@ func (p *Proxy) claim(next http.Handler) http.Handler {
 		// Stores bound their own calls (the Redis client's timeout); a
 		// client that hangs up cancels the claim. reserve computes the
 		// fingerprint and compares it in the record's version.
+		ctx, span := p.startSpan(r.Context(), spanClaim)
 		reserve := func() (keystore.Reservation, error) {
-			return p.reserve(r.Context(), r, ex, sk, keystore.ReserveOptions{
+			return p.reserve(ctx, r, ex, sk, keystore.ReserveOptions{
 				Route:     rt.Name,
 				Lease:     opts.Lease,
 				Retention: rt.retention,
 			})
 		}
 		res, err := reserve()
+		endSpan(span, err)
 		if errors.Is(err, keystore.ErrInFlight) && rt.wait && !rt.Observe {
 			res, err = p.waitOriginal(r, sk, reserve) // wait.go
 		}
@@ -74,6 +76,8 @@ func (p *Proxy) runClaimed(w http.ResponseWriter, r *http.Request, next http.Han
 		p.log.Warn("took over an abandoned claim", logRequestID, ex.id, logRoute, ex.route.Name)
 	}
 	lease := p.renewals.start(sk, res.Token, opts.Lease, opts.MaxLease)
+	p.metrics.claimHeld(1)
+	defer p.metrics.claimHeld(-1)
 	ex.keyed = true
 	ex.outcome = OutcomeExecuted
 	recorded := false

@@ -19,6 +19,8 @@ const storeTimeout = 5 * time.Second
 func (p *Proxy) record(r *http.Request, ex *exchange, sk keystore.Key, token uint64, c *capture) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
 	defer cancel()
+	ctx, span := p.startSpan(ctx, spanStoreWrite)
+	defer endSpan(span, nil)
 	var resp *keystore.Response
 	if ex.sent == answered && c != nil {
 		resp = c.response()
@@ -113,9 +115,10 @@ func (p *Proxy) completed(sk keystore.Key, wait bool, requestID string, err erro
 func (p *Proxy) replay(w http.ResponseWriter, r *http.Request, resp *keystore.Response) {
 	ex := exchangeOf(r)
 	ex.outcome = OutcomeReplayed
+	linkOrigin(ex, resp.Header)
 	h := w.Header()
 	for k, v := range resp.Header {
-		if k == requestIDHeader {
+		if k == requestIDHeader || k == traceOriginHeader {
 			continue
 		}
 		h[k] = v

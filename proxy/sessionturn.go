@@ -42,7 +42,9 @@ func (p *Proxy) sessionTurn(q *session.Queue) middleware {
 				next.ServeHTTP(w, r)
 				return
 			}
-			turn, err := q.Acquire(r.Context(), k)
+			ctx, span := p.startSpan(r.Context(), spanSessionWait)
+			turn, err := q.Acquire(ctx, k)
+			endSpan(span, err)
 			if err != nil {
 				switch {
 				case errors.Is(err, session.ErrQueueFull):

@@ -7,6 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/idemgate/idemgate/config"
+	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/proxy"
 )
 
@@ -14,14 +16,14 @@ import (
 // with the Go and process collectors, the pipeline's metrics, the reload
 // gauges and the limiters' counters (which read whatever limiters the
 // pointer holds: a reload swaps them).
-func newRegistry(version string, limits *atomic.Pointer[limitSet]) (*prometheus.Registry, *proxy.Metrics, *reloadMetrics) {
+func newRegistry(version, revision string, limits *atomic.Pointer[limitSet]) (*prometheus.Registry, *proxy.Metrics, *reloadMetrics) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&limitsCollector{limits},
 	)
-	return reg, proxy.NewMetrics(reg, version), newReloadMetrics(reg)
+	return reg, proxy.NewMetrics(reg, version, revision), newReloadMetrics(reg)
 }
 
 // reloadMetrics are the configuration reload's gauges and counter.
@@ -122,4 +124,20 @@ func (c *limitsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(limiterEvictionsDesc, prometheus.CounterValue, float64(n), name)
 	}
 	ch <- prometheus.MustNewConstMetric(limiterFallbacksDesc, prometheus.CounterValue, float64(s.fallbacks()))
+}
+
+// initRouteSeries makes the store's per-route series of cfg's idempotent
+// routes exist at 0 (the proxy makes its own: proxy.Metrics).
+func initRouteSeries(st keystore.Store, cfg *config.Config) {
+	ms, ok := st.(interface{ InitRoutes(...string) })
+	if !ok {
+		return
+	}
+	var names []string
+	for _, r := range cfg.Routes {
+		if r.Idempotent {
+			names = append(names, r.Name)
+		}
+	}
+	ms.InitRoutes(names...)
 }

@@ -27,6 +27,7 @@ type builtStore struct {
 	// notices carry completion notices between replicas (nil: the
 	// proxy's in-process hub).
 	notices keystore.Notices
+	mem     *memstore.Store // the memory store, for its gauges; nil with Redis
 }
 
 // newStore opens the idempotency store cfg names (store.backend), sealed
@@ -48,10 +49,11 @@ func newStore(cfg *config.Config, cs *closeStack) (builtStore, error) {
 		cs.push(n.Close) // before the client
 		b.store, b.ping, b.client, b.notices = s, s, client, n
 	default:
-		b.store = memstore.New(memstore.Options{
+		b.mem = memstore.New(memstore.Options{
 			MaxEntries: cfg.Store.Memory.MaxEntries,
 			MaxBytes:   cfg.Store.Memory.MaxBytes,
 		})
+		b.store = b.mem
 	}
 	cs.push(b.store.Close)
 	if env := cfg.Idempotency.EncryptionKeyEnv; env != "" {
