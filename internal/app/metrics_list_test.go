@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/idemgate/idemgate/config"
+	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/tlsconf/tlstest"
 )
 
@@ -251,7 +252,7 @@ routes:
 // replace the memory store's.
 func TestMetricsMatchListRedis(t *testing.T) {
 	t.Parallel()
-	addr := e2eRedisAddr(t)
+	addr := redistest.Addr(t)
 	list := readMetricsList(t)
 	cfg := e2eConfig(t, e2eYAML(echoUpstream(t), addr, e2ePrefix(t), ""))
 	a, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler)})
