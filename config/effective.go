@@ -88,13 +88,13 @@ func effectiveNode(v reflect.Value, key string) *yaml.Node {
 	case reflect.String:
 		return scalar("!!str", v.String())
 	case reflect.Bool:
-		return scalar("!!bool", strconv.FormatBool(v.Bool()))
+		return scalar("", strconv.FormatBool(v.Bool()))
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return scalar("!!int", strconv.FormatInt(v.Int(), 10))
+		return scalar("", strconv.FormatInt(v.Int(), 10))
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return scalar("!!int", strconv.FormatUint(v.Uint(), 10))
+		return scalar("", strconv.FormatUint(v.Uint(), 10))
 	case reflect.Float32, reflect.Float64:
-		return scalar("!!float", strconv.FormatFloat(v.Float(), 'g', -1, 64))
+		return scalar("", strconv.FormatFloat(v.Float(), 'g', -1, 64))
 	}
 	return scalar("!!str", "")
 }
