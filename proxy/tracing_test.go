@@ -7,11 +7,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -259,5 +262,55 @@ func TestTracingOffLogsNoTrace(t *testing.T) {
 	}
 	if s := tp.logs.String(); strings.Contains(s, "trace_id") || strings.Contains(s, "span_id") {
 		t.Errorf("access log names a trace without tracing: %s", s)
+	}
+}
+
+// discardExporter drops the spans the SDK batches: the benchmark measures
+// what tracing costs a request, not an exporter's network.
+type discardExporter struct{}
+
+func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discardExporter) Shutdown(context.Context) error                             { return nil }
+
+// BenchmarkProxyTracing is BenchmarkProxy's pass-through and first write
+// with tracing on (every span sampled, batched, dropped), to compare in the
+// same run with tracing off.
+func BenchmarkProxyTracing(b *testing.B) {
+	up := newBenchUpstream(b)
+	client := newBenchClient(b)
+	for _, on := range []bool{false, true} {
+		name := "off"
+		var mod func(*Options)
+		if on {
+			name = "on"
+			tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discardExporter{}))
+			b.Cleanup(func() { tp.Shutdown(context.Background()) })
+			mod = func(o *Options) { o.Tracer = tp.Tracer("bench") }
+		} else {
+			mod = func(*Options) {}
+		}
+		b.Run("passthrough/"+name, func(b *testing.B) {
+			target := newBenchIdemgate(b, up.URL, mod).URL + "/ucp/v1/orders"
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					benchPost(b, client, target, "", false)
+				}
+			})
+		})
+		b.Run("first_write/"+name, func(b *testing.B) {
+			target := newBenchIdemgate(b, up.URL, mod).URL + "/ucp/v1/carts"
+			var seq atomic.Uint64
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				buf := make([]byte, 0, 32)
+				for pb.Next() {
+					buf = strconv.AppendUint(append(buf[:0], "bench-"+name+"-"...), seq.Add(1), 36)
+					benchPost(b, client, target, string(buf), false)
+				}
+			})
+		})
 	}
 }
