@@ -94,7 +94,7 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 	a.reg, a.metrics, a.reloads = newRegistry(o.Version, o.Revision, &a.limits)
 	a.store, a.ping = metered.New(st.store, a.reg), st.ping
 	registerStoreGauges(a.reg, st)
-	initRouteSeries(a.store, cfg)
+	initRouteSeries(a.store, a.reloads, cfg)
 	if a.tls, err = newTLS(cfg, st.client, a.log, &a.closers); err != nil {
 		return nil, err
 	}

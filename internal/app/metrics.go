@@ -68,6 +68,7 @@ func newReloadMetrics(reg prometheus.Registerer) *reloadMetrics {
 	for _, r := range []string{"success", "failure"} {
 		m.reloads.WithLabelValues(r)
 	}
+	m.errTemplates.WithLabelValues("")
 	return m
 }
 
@@ -126,9 +127,13 @@ func (c *limitsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(limiterFallbacksDesc, prometheus.CounterValue, float64(s.fallbacks()))
 }
 
-// initRouteSeries makes the store's per-route series of cfg's idempotent
-// routes exist at 0 (the proxy makes its own: proxy.Metrics).
-func initRouteSeries(st keystore.Store, cfg *config.Config) {
+// initRouteSeries makes the per-route series of cfg's routes exist at 0:
+// the errors templates' failures and the store's takeovers (idempotent
+// routes). The proxy makes its own (proxy.Metrics).
+func initRouteSeries(st keystore.Store, rm *reloadMetrics, cfg *config.Config) {
+	for _, r := range cfg.Routes {
+		rm.errTemplates.WithLabelValues(r.Name)
+	}
 	ms, ok := st.(interface{ InitRoutes(...string) })
 	if !ok {
 		return

@@ -181,7 +181,7 @@ func (a *App) applyStages(applied *config.Config) error {
 		undo()
 		return err
 	}
-	initRouteSeries(a.store, applied)
+	initRouteSeries(a.store, a.reloads, applied)
 	if set != a.limits.Load() {
 		rs.limiters.close()
 		rs.limiters = limiters
