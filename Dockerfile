@@ -21,12 +21,14 @@ COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 ARG TARGETOS TARGETARCH
-# VERSION is what `idemgate version` prints.
+# VERSION is what `idemgate version` prints; REVISION (the source commit)
+# is idemgate_build_info's revision label.
 ARG VERSION=dev
+ARG REVISION=
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o /out/idemgate ./cmd/idemgate
+    go build -trimpath -ldflags="-s -w -X main.version=${VERSION} -X main.revision=${REVISION}" -o /out/idemgate ./cmd/idemgate
 
 # Releases pin this by digest (static-debian13:nonroot@sha256:...). The
 # static image has CA certificates, tzdata, /tmp and the nonroot user, and

@@ -7,6 +7,7 @@ REDIS_DIR ?= $(CURDIR)/.tmp/redis
 PKGS      ?= ./...
 FUZZTIME  ?= 10s
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null)
 BIN       ?= $(CURDIR)/bin/idemgate
 
 .PHONY: all test test-deploy test-monitoring validate-examples need-gcc bench-e2e check fmt-check vet unit build bench fuzz redis-start redis-stop lint clean
@@ -14,7 +15,7 @@ BIN       ?= $(CURDIR)/bin/idemgate
 all: check build
 
 build:
-	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/idemgate
+	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION) -X main.revision=$(REVISION)" -o $(BIN) ./cmd/idemgate
 
 check: fmt-check vet
 
@@ -49,12 +50,16 @@ test-deploy: build
 
 # test-monitoring: promtool (Debian's prometheus package, downloaded and
 # unpacked under .tmp/promtool by scripts/promtool.sh, never installed or
-# started) checks the alerting rules and runs their unit tests. The dashboard
-# and the rules' metric names are checked in deploy/test (test-deploy).
+# started) checks the alerting rules and runs their unit tests, and lints a
+# running demo's /metrics (scripts/metrics-check.sh: promtool check
+# metrics). The dashboard and the rules' metric names are checked in
+# deploy/test (test-deploy); internal/app's TestMetricsMatchList checks a
+# running app's families against deploy/monitoring/metrics.txt.
 PROMTOOL_DIR ?= $(CURDIR)/.tmp/promtool
-test-monitoring:
+test-monitoring: build
 	bash scripts/promtool.sh $(PROMTOOL_DIR) check rules deploy/monitoring/idemgate-rules.yaml
 	cd deploy/monitoring && bash ../../scripts/promtool.sh $(PROMTOOL_DIR) test rules idemgate-rules.test.yaml
+	bash scripts/metrics-check.sh $(BIN) $(PROMTOOL_DIR)
 
 # unit: the tests without Redis (the Redis suites skip).
 unit: need-gcc

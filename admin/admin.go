@@ -125,6 +125,7 @@ func New(o Options) (*Handler, error) {
 			}
 			cv = existing
 		}
+		cv.WithLabelValues("auth", "401") // exists at 0: rate() sees the first refusal
 		h.requests = cv
 	}
 	mux := http.NewServeMux()

@@ -48,6 +48,8 @@ type Config struct {
 	Idempotency Idempotency `mapstructure:"idempotency"`
 	// Sessions configures per-session turns.
 	Sessions Sessions `mapstructure:"sessions"`
+	// Tracing exports OpenTelemetry spans (DESIGN.md, Tracing).
+	Tracing Tracing `mapstructure:"tracing"`
 
 	// Mode is ModeEnforce or ModeObserve; a route's Mode overrides it.
 	// Default ModeEnforce.
@@ -608,4 +610,14 @@ func Default() *Config {
 		Mode:     ModeEnforce,
 		PathCase: PathCaseInsensitive,
 	}
+}
+
+// Tracing configures OpenTelemetry tracing. Where the spans go (endpoint,
+// headers, sampler, service name) is the standard OTEL_* environment's.
+// A restart applies a change.
+type Tracing struct {
+	// Enabled exports a server span per request, with children for the
+	// claim, the session wait, the upstream call and the store write, over
+	// OTLP/HTTP. Default false: no request pays for tracing.
+	Enabled bool `mapstructure:"enabled"`
 }

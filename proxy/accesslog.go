@@ -25,6 +25,8 @@ const (
 	logClient    = "client"
 	logRequestID = "request_id"
 	logBytes     = "bytes"
+	logTraceID   = "trace_id" // with tracing on: the server span's trace
+	logSpanID    = "span_id"
 )
 
 // statusClientClosed is logged (never sent) when the client hung up first.
@@ -101,6 +103,10 @@ func (p *Proxy) logExchange(r *http.Request, ex *exchange) {
 	}
 	if ex.waited > 0 {
 		attrs = append(attrs, slog.Float64("waited_ms", float64(ex.waited.Microseconds())/1000))
+	}
+	if ex.span != nil {
+		sc := ex.span.SpanContext()
+		attrs = append(attrs, slog.String(logTraceID, sc.TraceID().String()), slog.String(logSpanID, sc.SpanID().String()))
 	}
 	p.log.LogAttrs(context.Background(), level, "request", attrs...)
 }

@@ -62,7 +62,7 @@ func newBenchClient(b *testing.B) *http.Client {
 
 // newBenchIdemgate serves idemgate (memory store, no edge limit) in front of
 // upstream. Each call gets a fresh store sized for any b.N.
-func newBenchIdemgate(b *testing.B, upstream string) *httptest.Server {
+func newBenchIdemgate(b *testing.B, upstream string, mods ...func(*Options)) *httptest.Server {
 	b.Helper()
 	u, err := url.Parse(upstream)
 	if err != nil {
@@ -70,7 +70,7 @@ func newBenchIdemgate(b *testing.B, upstream string) *httptest.Server {
 	}
 	st := memstore.New(memstore.Options{MaxEntries: 1 << 30, MaxBytes: 1 << 40})
 	tr := NewTransport()
-	p, err := New(Options{
+	opts := Options{
 		Upstream:  u,
 		Transport: tr,
 		Stages: Stages{Routes: []Route{
@@ -79,7 +79,11 @@ func newBenchIdemgate(b *testing.B, upstream string) *httptest.Server {
 		}},
 		Store:       st,
 		Idempotency: Idempotency{ReplayHeader: benchReplayHeader},
-	})
+	}
+	for _, mod := range mods {
+		mod(&opts)
+	}
+	p, err := New(opts)
 	if err != nil {
 		b.Fatalf("New = %v", err)
 	}

@@ -46,8 +46,9 @@ func (c *capture) start(res *http.Response, drop map[string]bool) {
 	c.status = res.StatusCode
 	h := make(http.Header, len(res.Header))
 	for k, v := range res.Header {
-		// Date and Content-Length are fresh on every replay.
-		if drop[k] || k == "Date" || k == "Content-Length" {
+		// Date and Content-Length are fresh on every replay; the first
+		// run's trace and timing are not the answer's (tracing.go).
+		if drop[k] || k == "Date" || k == "Content-Length" || k == headerTraceResponse || k == headerServerTiming {
 			continue
 		}
 		h[k] = append([]string(nil), v...)

@@ -28,6 +28,7 @@ func New(opts Options) (*Proxy, error) {
 	// The order is DESIGN.md's and is authoritative; chain_test.go pins it.
 	p.handler = chain(http.HandlerFunc(p.serveStages),
 		p.begin,         // the exchange: request ID, client address
+		p.tracing(),     // the server span (nil without a tracer)
 		p.countInFlight, // in-flight gauge (drops after the request is logged)
 		p.logAccess,     // one access-log line and the request metrics
 		p.recoverPanic,  // a panic answers 500 (or aborts a started answer)
@@ -71,6 +72,7 @@ func (p *Proxy) Reload(st Stages) error {
 	if err != nil {
 		return err
 	}
+	p.metrics.initRoutes(c.routes, st, p.opts.Idempotency.ReuseStatus)
 	p.cur.Store(c)
 	return nil
 }

@@ -30,10 +30,11 @@ func (p *Proxy) claim(next http.Handler) http.Handler {
 		// fingerprint and compares it in the record's version. Each claim's
 		// id is drawn before the claim is sent, so that a claim whose reply
 		// is lost can be released by it (DESIGN.md step 8).
+		ctx, span := p.startSpan(r.Context(), spanClaim)
 		var id keystore.ClaimID
 		reserve := func() (keystore.Reservation, error) {
 			id = keystore.NewClaimID()
-			return p.reserve(r.Context(), r, ex, sk, keystore.ReserveOptions{
+			return p.reserve(ctx, r, ex, sk, keystore.ReserveOptions{
 				Route:     rt.Name,
 				Lease:     opts.Lease,
 				Retention: rt.retention,
@@ -41,6 +42,7 @@ func (p *Proxy) claim(next http.Handler) http.Handler {
 			})
 		}
 		res, err := reserve()
+		endSpan(span, err)
 		if errors.Is(err, keystore.ErrInFlight) && rt.wait && !rt.Observe {
 			res, err = p.waitOriginal(r, sk, reserve) // wait.go
 		}
@@ -81,6 +83,8 @@ func (p *Proxy) runClaimed(w http.ResponseWriter, r *http.Request, next http.Han
 		p.log.Warn("took over an abandoned claim", logRequestID, ex.id, logRoute, ex.route.Name)
 	}
 	lease := p.renewals.start(sk, res.Token, opts.Lease, opts.MaxLease)
+	p.metrics.claimHeld(1)
+	defer p.metrics.claimHeld(-1)
 	ex.keyed = true
 	ex.outcome = OutcomeExecuted
 	recorded := false

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/idemgate/idemgate/internal/budget"
 	"github.com/idemgate/idemgate/internal/gql"
 	"github.com/idemgate/idemgate/internal/identity"
@@ -41,6 +43,7 @@ type exchange struct {
 	sent    sendState        // how far the request got to the upstream
 	capture *capture         // keyed writes: the answer kept for storage
 	call    upstreamCall     // the upstream stage's state, once it runs
+	span    trace.Span       // the server span; nil without tracing (tracing.go)
 	finish  func()           // keyed writes: records the answer (once)
 	gql     *gql.Request     // GraphQL routes: the parsed request of a keyed write
 	waited  time.Duration    // how long it waited for the original (wait.go)

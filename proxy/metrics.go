@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,10 +28,12 @@ import (
 // key, a client address or a raw path. README.md documents every family.
 type Metrics struct {
 	requests    *prometheus.CounterVec   // route, outcome, code
-	duration    *prometheus.HistogramVec // route
+	duration    *prometheus.HistogramVec // route, result
 	inFlight    prometheus.Gauge
 	upstream    *prometheus.HistogramVec // route
-	limited     *prometheus.CounterVec   // limiter, route
+	upstreamN   *prometheus.CounterVec   // route, code
+	claims      prometheus.Gauge
+	limited     *prometheus.CounterVec // limiter, route
 	queueDepth  prometheus.Gauge
 	queueWait   *prometheus.HistogramVec // result
 	queueReject *prometheus.CounterVec   // reason
@@ -43,15 +46,33 @@ const (
 	LimiterRoute = "route"
 )
 
+// Result label values of idemgate_http_request_duration_seconds: how the
+// request ended, a bounded summary of its outcome, so that latency can be
+// read apart for answers the upstream made, replays, refusals and failures.
+const (
+	ResultForwarded = "forwarded" // the upstream answered (passthrough, executed, released, unprotected, would_*)
+	ResultReplayed  = "replayed"  // a stored answer was replayed
+	ResultRefused   = "refused"   // idemgate answered itself: a 4xx or 503 problem
+	ResultFailed    = "failed"    // the upstream failed (upstream_error) or idemgate did (500)
+	ResultCanceled  = "canceled"  // the client hung up first (logged as 499)
+)
+
+var results = [...]string{ResultForwarded, ResultReplayed, ResultRefused, ResultFailed, ResultCanceled}
+
+// UpstreamCodeError is the code label of idemgate_upstream_requests_total for
+// an attempt that got no response (refused, timed out, broken).
+const UpstreamCodeError = "error"
+
 // NewMetrics creates idemgate's collectors on reg, with an
-// idemgate_build_info series for version. It panics if reg already holds
-// them (as promauto does): build one Metrics per registry.
-func NewMetrics(reg prometheus.Registerer, version string) *Metrics {
+// idemgate_build_info series for version and revision (the VCS commit,
+// "" when unknown). It panics if reg already holds them (as promauto
+// does): build one Metrics per registry.
+func NewMetrics(reg prometheus.Registerer, version, revision string) *Metrics {
 	f := promauto.With(reg)
 	f.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "idemgate_build_info",
-		Help: "Always 1; the labels say which build is running.",
-	}, []string{"version", "goversion"}).WithLabelValues(version, runtime.Version()).Set(1)
+		Help: "Always 1; the labels say which build is running (version, Go version, VCS revision).",
+	}, []string{"version", "goversion", "revision"}).WithLabelValues(version, runtime.Version(), revision).Set(1)
 	m := &Metrics{
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "idemgate_http_requests_total",
@@ -59,7 +80,7 @@ func NewMetrics(reg prometheus.Registerer, version string) *Metrics {
 		}, []string{"route", "outcome", "code"}),
 		duration: f.NewHistogramVec(latency.HistogramOpts(
 			"idemgate_http_request_duration_seconds",
-			"Time from a request's arrival until its answer was written, by route name."), []string{"route"}),
+			"Time from a request's arrival until its answer was written, by route name and result (forwarded, replayed, refused, failed, canceled)."), []string{"route", "result"}),
 		inFlight: f.NewGauge(prometheus.GaugeOpts{
 			Name: "idemgate_http_requests_in_flight",
 			Help: "Requests on the public listener being served now.",
@@ -67,6 +88,14 @@ func NewMetrics(reg prometheus.Registerer, version string) *Metrics {
 		upstream: f.NewHistogramVec(latency.HistogramOpts(
 			"idemgate_upstream_request_duration_seconds",
 			"Time from sending a request upstream until its response headers arrived (or the attempt failed), by route name."), []string{"route"}),
+		upstreamN: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "idemgate_upstream_requests_total",
+			Help: "Requests sent upstream, by route name and the upstream's HTTP status code (\"error\": no response: refused, timed out or broken).",
+		}, []string{"route", "code"}),
+		claims: f.NewGauge(prometheus.GaugeOpts{
+			Name: "idemgate_claims_in_flight",
+			Help: "Keys this process holds a claim on now: keyed writes running under their claim.",
+		}),
 		limited: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "idemgate_limiter_rejections_total",
 			Help: "Requests refused with 429 by a limiter (edge or route), by route name (for the edge limiter, the route the request would have matched).",
@@ -87,7 +116,92 @@ func NewMetrics(reg prometheus.Registerer, version string) *Metrics {
 			Help: "Session turns that ran on the local queue alone because the shared lock's store could not be reached.",
 		}),
 	}
+	// Series that exist from the start, so that rate() sees the first
+	// event. The routes' series are made by initRoutes.
+	for _, r := range []session.Result{session.ResultTurn, session.ResultTimeout, session.ResultCanceled} {
+		m.queueWait.WithLabelValues(string(r))
+	}
+	for _, r := range []session.Result{session.ResultFull, session.ResultTimeout} {
+		m.queueReject.WithLabelValues(string(r))
+	}
+	m.initRoute("", false, false, 0)
 	return m
+}
+
+// initRoutes makes the series the routes of st (compiled into rs) can
+// produce, at 0: per route, the results of the request histogram and the
+// outcomes whose status is known in advance (the problems the route's
+// stages can answer), and the limiters' rejections. Series of routes a
+// reload removed stay.
+func (m *Metrics) initRoutes(rs []*route, st Stages, reuseStatus int) {
+	if m == nil {
+		return
+	}
+	for _, r := range rs {
+		limited := st.Edge != nil || st.RouteLimits[r.Name] != nil
+		m.initRoute(r.Name, r.Idempotent, limited, reuseStatus)
+		if r.Session != (Session{}) && st.Sessions != nil {
+			m.requests.WithLabelValues(r.Name, OutcomeSessionBusy, "503")
+		}
+		if st.Edge != nil {
+			m.limited.WithLabelValues(LimiterEdge, r.Name)
+		}
+		if st.RouteLimits[r.Name] != nil {
+			m.limited.WithLabelValues(LimiterRoute, r.Name)
+		}
+	}
+	if st.Edge != nil {
+		m.limited.WithLabelValues(LimiterEdge, "")
+		m.requests.WithLabelValues("", OutcomeRateLimited, "429")
+	}
+}
+
+// initRoute makes one route's series (see initRoutes).
+func (m *Metrics) initRoute(name string, idempotent, limited bool, reuseStatus int) {
+	for _, res := range results {
+		m.duration.WithLabelValues(name, res)
+	}
+	m.upstream.WithLabelValues(name)
+	m.upstreamN.WithLabelValues(name, UpstreamCodeError)
+	for _, pr := range []proxyProblem{problemUpstreamDown, problemUpstreamTimeout} {
+		m.requests.WithLabelValues(name, pr.outcome, strconv.Itoa(pr.Status))
+	}
+	if limited {
+		m.requests.WithLabelValues(name, OutcomeRateLimited, "429")
+	}
+	if !idempotent {
+		return
+	}
+	for _, pr := range []proxyProblem{problemKeyInvalid, problemRequestTooLarge, problemInProgress, problemResponseTooLarge, problemUnavailable} {
+		m.requests.WithLabelValues(name, pr.outcome, strconv.Itoa(pr.Status))
+	}
+	if reuseStatus != 0 {
+		m.requests.WithLabelValues(name, OutcomeKeyReused, strconv.Itoa(reuseStatus))
+	}
+}
+
+// resultOf is the result label of a request that ended with outcome, status
+// and problem code ("" when the upstream answered).
+func resultOf(outcome, code string, status int) string {
+	switch {
+	case status == statusClientClosed:
+		return ResultCanceled
+	case outcome == OutcomeReplayed:
+		return ResultReplayed
+	case outcome == OutcomeUpstreamError, code == problemInternal.Code:
+		return ResultFailed
+	case outcome == OutcomePassthrough, outcome == OutcomeExecuted, outcome == OutcomeReleased,
+		outcome == OutcomeUnprotected, strings.HasPrefix(outcome, "would_"):
+		return ResultForwarded
+	}
+	return ResultRefused
+}
+
+// claimHeld adds delta to idemgate_claims_in_flight.
+func (m *Metrics) claimHeld(delta float64) {
+	if m != nil {
+		m.claims.Add(delta)
+	}
 }
 
 // countInFlight keeps idemgate_http_requests_in_flight. It runs outside
@@ -116,7 +230,7 @@ func (m *Metrics) observeRequest(r *http.Request, ex *exchange, status int, outc
 		route = ex.route.Name
 	}
 	m.requests.WithLabelValues(route, outcome, strconv.Itoa(status)).Inc()
-	m.duration.WithLabelValues(route).Observe(d.Seconds())
+	m.duration.WithLabelValues(route, resultOf(outcome, ex.code, status)).Observe(d.Seconds())
 	if outcome == OutcomeRateLimited {
 		limiter := LimiterRoute
 		if !ex.pastEdge {
@@ -179,6 +293,11 @@ func (t *meteredTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		route = ex.route.Name
 	}
 	t.m.upstream.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	code := UpstreamCodeError
+	if err == nil {
+		code = strconv.Itoa(res.StatusCode)
+	}
+	t.m.upstreamN.WithLabelValues(route, code).Inc()
 	return res, err
 }
 

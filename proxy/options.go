@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/idemgate/idemgate/internal/identity"
 	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"github.com/idemgate/idemgate/internal/problem"
@@ -59,6 +61,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics, when set, records the requests' metrics (see metrics.go).
 	Metrics *Metrics
+	// Tracer, when set, traces each request (tracing.go): a server span
+	// and children for the claim, the session wait, the upstream call and
+	// the store write. Nil: no tracing, at no cost.
+	Tracer trace.Tracer
 
 	// Stages are the first routes and the limiters and session queue of
 	// their stages; [Proxy.Reload] replaces them.

@@ -20,6 +20,8 @@ func (p *Proxy) record(r *http.Request, ex *exchange, sk keystore.Key, claim key
 	token := claim.Token
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
 	defer cancel()
+	ctx, span := p.startSpan(ctx, spanStoreWrite)
+	defer endSpan(span, nil)
 	var resp *keystore.Response
 	if ex.sent == answered && c != nil {
 		resp = c.response()
@@ -135,9 +137,10 @@ func (p *Proxy) completed(sk keystore.Key, wait bool, requestID string, err erro
 func (p *Proxy) replay(w http.ResponseWriter, r *http.Request, resp *keystore.Response) {
 	ex := exchangeOf(r)
 	ex.outcome = OutcomeReplayed
+	linkOrigin(ex, resp.Header)
 	h := w.Header()
 	for k, v := range resp.Header {
-		if k == requestIDHeader {
+		if k == requestIDHeader || k == traceOriginHeader {
 			continue
 		}
 		h[k] = v

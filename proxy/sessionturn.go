@@ -51,7 +51,9 @@ func (p *Proxy) sessionTurn(q *session.Queue) middleware {
 			if ex := exchangeOf(r); ex != nil && ex.keyed && ex.route != nil {
 				deadline = ex.start.Add(ex.route.timeout)
 			}
-			turn, err := q.AcquireUntil(r.Context(), k, deadline)
+			ctx, span := p.startSpan(r.Context(), spanSessionWait)
+			turn, err := q.AcquireUntil(ctx, k, deadline)
+			endSpan(span, err)
 			if err != nil {
 				switch {
 				case errors.Is(err, session.ErrQueueFull):

@@ -65,7 +65,7 @@ type upstreamCall struct {
 func (p *Proxy) newUpstream() http.Handler {
 	rp := &httputil.ReverseProxy{
 		Rewrite:   p.rewrite,
-		Transport: p.metrics.transport(p.opts.Transport),
+		Transport: p.metrics.transport(p.traceTransport(p.opts.Transport)),
 		// 0: ReverseProxy already flushes every write of an answer of
 		// unknown length and of text/event-stream, so streams go out as
 		// received; an answer of known length is written once, when whole,
@@ -246,6 +246,7 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 	res.Header.Del(requestIDHeader)
 	if call.capture != nil {
 		call.capture.start(res, call.ex.route.drop)
+		markOrigin(call.ex, call.capture.header)
 	}
 	return nil
 }

@@ -279,3 +279,17 @@ func (m *ACME) Close() error {
 	})
 	return nil
 }
+
+// Leaves returns the leaf certificates the cache holds for the managed
+// domains (for their expiry metric); on-demand names are not included.
+func (m *ACME) Leaves() []*x509.Certificate {
+	var out []*x509.Certificate
+	for _, d := range m.opts.Domains {
+		for _, c := range m.cache.AllMatchingCertificates(d) {
+			if c.Leaf != nil {
+				out = append(out, c.Leaf)
+			}
+		}
+	}
+	return out
+}

@@ -63,7 +63,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	a, err := app.New(cfg, app.Options{Logger: log, Version: version})
+	a, err := app.New(cfg, app.Options{Logger: log, Version: version, Revision: buildRevision()})
 	if err != nil {
 		lns.Public.Close()
 		lns.Admin.Close()

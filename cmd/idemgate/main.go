@@ -14,13 +14,35 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/idemgate/idemgate/internal/openapi"
 )
 
-// version is stamped at build time: -ldflags "-X main.version=v1.2.3".
-var version = "dev"
+// version and revision are stamped at build time: -ldflags "-X
+// main.version=v1.2.3 -X main.revision=<commit>" (the Makefile and the
+// Dockerfile do). Without a stamped revision, the Go toolchain's VCS stamp
+// is used when there is one.
+var (
+	version  = "dev"
+	revision = ""
+)
+
+// buildRevision is the build's VCS revision, "" when unknown.
+func buildRevision() string {
+	if revision != "" {
+		return revision
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				return s.Value
+			}
+		}
+	}
+	return ""
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -50,8 +72,12 @@ const usage = `usage:
   idemgate validate --config FILE   check a config; print the routes it understood
   idemgate validate --against SPEC CONFIG   report writes of an OpenAPI document no route protects
   idemgate healthcheck [--addr A]   probe the admin listener's /readyz; exit 0 if ready
+  idemgate config [--config FILE]   print the effective config (defaults + file + IDEMGATE_* environment), secrets redacted
   idemgate routes import SPEC       print routes from an OpenAPI/Swagger document (see routes import -h)
   idemgate version                  print the version
+  idemgate help                     print this help (also -h, --help)
+
+Run "idemgate --config FILE -h" for the proxy's flags.
 `
 
 // run is main without the process: tests call it with their own context,
@@ -61,7 +87,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
 		cmd, args = args[0], args[1:]
 	}
+	if cmd == "" && len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
 	switch cmd {
+	case "config":
+		return runConfig(args, stdout, stderr)
 	case "":
 		return runServe(ctx, args, stdout, stderr)
 	case "demo":
@@ -73,7 +105,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "routes":
 		return usageErr(openapi.RunRoutes(args, stdout, stderr))
 	case "version":
-		fmt.Fprintln(stdout, "idemgate", version)
+		if rev := buildRevision(); rev != "" {
+			fmt.Fprintln(stdout, "idemgate", version, rev)
+		} else {
+			fmt.Fprintln(stdout, "idemgate", version)
+		}
 		return nil
 	case "help":
 		fmt.Fprint(stdout, usage)

@@ -51,6 +51,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	a, err := app.New(cfg, app.Options{
 		Logger:     log,
 		Version:    version,
+		Revision:   buildRevision(),
 		ConfigPath: *path, // reloaded on change and on SIGHUP
 		AdminToken: os.Getenv(app.AdminTokenEnv),
 	})

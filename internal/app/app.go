@@ -39,6 +39,9 @@ type Options struct {
 	Transport http.RoundTripper
 	// Version is reported by /healthz and idemgate_build_info.
 	Version string
+	// Revision is the VCS commit of the build, idemgate_build_info's
+	// revision label ("" when unknown).
+	Revision string
 	// ConfigPath is the file watched for changes and read again on SIGHUP;
 	// "" reloads nothing.
 	ConfigPath string
@@ -91,6 +94,7 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	a := &App{cfg: cfg, o: o, log: o.Logger}
+	logConfigWarnings(cfg, a.log)
 	defer func() {
 		if err != nil {
 			a.closers.close()
@@ -102,7 +106,7 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	a.reg, a.metrics, a.reloads = newRegistry(o.Version, &a.limits)
+	a.reg, a.metrics, a.reloads = newRegistry(o.Version, o.Revision, &a.limits)
 	ms := metered.New(st.store, a.reg)
 	a.store, a.ping, a.epoch, a.built = ms, st.ping, st.epoch, st
 	if _, ok := st.store.(keystore.ClaimStore); ok {
@@ -113,15 +117,21 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 	if st.cache != nil {
 		a.reg.MustRegister(replayCacheCollector{st.cache})
 	}
+	registerStoreGauges(a.reg, st)
+	initRouteSeries(a.store, a.reloads, cfg)
 	if a.tls, err = newTLS(cfg, st.client, a.log, &a.closers); err != nil {
 		return nil, err
 	}
+	registerTLSGauges(a.reg, a.tls)
 	popts, err := proxyOptions(cfg, o.Transport, a.store, a.metrics, a.log)
 	if err != nil {
 		return nil, err
 	}
 	if a.releaser != nil {
 		popts.Releaser = a.releaser
+	}
+	if popts.Tracer, err = newTracer(cfg, o.Version, a.log, &a.closers); err != nil {
+		return nil, err
 	}
 	// The limiters and the queue are the reload's to replace: they go on
 	// stacks of their own, which the app's stack closes.

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/idemgate/idemgate/config"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/proxy"
 )
@@ -15,14 +16,14 @@ import (
 // with the Go and process collectors, the pipeline's metrics, the reload
 // gauges and the limiters' counters (which read whatever limiters the
 // pointer holds: a reload swaps them).
-func newRegistry(version string, limits *atomic.Pointer[limitSet]) (*prometheus.Registry, *proxy.Metrics, *reloadMetrics) {
+func newRegistry(version, revision string, limits *atomic.Pointer[limitSet]) (*prometheus.Registry, *proxy.Metrics, *reloadMetrics) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&limitsCollector{limits},
 	)
-	return reg, proxy.NewMetrics(reg, version), newReloadMetrics(reg)
+	return reg, proxy.NewMetrics(reg, version, revision), newReloadMetrics(reg)
 }
 
 // reloadMetrics are the configuration reload's gauges and counter.
@@ -67,6 +68,7 @@ func newReloadMetrics(reg prometheus.Registerer) *reloadMetrics {
 	for _, r := range []string{"success", "failure"} {
 		m.reloads.WithLabelValues(r)
 	}
+	m.errTemplates.WithLabelValues("")
 	return m
 }
 
@@ -164,4 +166,24 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(claimReleasesPendingDesc, prometheus.GaugeValue, float64(st.Pending))
 	ch <- prometheus.MustNewConstMetric(claimReleasesDesc, prometheus.CounterValue, float64(st.Released), "released")
 	ch <- prometheus.MustNewConstMetric(claimReleasesDesc, prometheus.CounterValue, float64(st.Dropped), "dropped")
+}
+
+// initRouteSeries makes the per-route series of cfg's routes exist at 0:
+// the errors templates' failures and the store's takeovers (idempotent
+// routes). The proxy makes its own (proxy.Metrics).
+func initRouteSeries(st keystore.Store, rm *reloadMetrics, cfg *config.Config) {
+	for _, r := range cfg.Routes {
+		rm.errTemplates.WithLabelValues(r.Name)
+	}
+	ms, ok := st.(interface{ InitRoutes(...string) })
+	if !ok {
+		return
+	}
+	var names []string
+	for _, r := range cfg.Routes {
+		if r.Idempotent {
+			names = append(names, r.Name)
+		}
+	}
+	ms.InitRoutes(names...)
 }

@@ -192,6 +192,7 @@ func (a *App) applyStages(applied *config.Config) error {
 		undo()
 		return err
 	}
+	initRouteSeries(a.store, a.reloads, applied)
 	if set != a.limits.Load() {
 		rs.limiters.close()
 		rs.limiters = limiters

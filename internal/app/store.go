@@ -34,6 +34,7 @@ type builtStore struct {
 	epoch   keystore.EpochReporter
 	redis   *redisstore.Store
 	cache   *replaycache.Store
+	mem     *memstore.Store // the memory store, for its gauges; nil with Redis
 }
 
 // purgeCache empties the replay cache, if there is one. A store reset
@@ -82,11 +83,11 @@ func newStore(cfg *config.Config, log *slog.Logger, cs *closeStack) (builtStore,
 		cs.push(w.Close)
 		b.epoch = w
 	default:
-		m := memstore.New(memstore.Options{
+		b.mem = memstore.New(memstore.Options{
 			MaxEntries: cfg.Store.Memory.MaxEntries,
 			MaxBytes:   cfg.Store.Memory.MaxBytes,
 		})
-		b.store, b.epoch = m, m
+		b.store, b.epoch = b.mem, b.mem
 		cs.push(b.store.Close)
 	}
 	if env := cfg.Idempotency.EncryptionKeyEnv; env != "" {

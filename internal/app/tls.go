@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/caddyserver/certmagic"
 	"github.com/redis/go-redis/v9"
@@ -22,9 +23,10 @@ import (
 // tlsState is the public listener's TLS (tls.mode files or acme) and the
 // plain-HTTP listener (ACME HTTP-01 and redirects to https).
 type tlsState struct {
-	config *tls.Config   // wraps the public listener; nil with tls.mode none
-	acme   *tlsconf.ACME // tls.mode acme
-	http   *http.Server  // nil when there is no HTTP listener
+	config *tls.Config    // wraps the public listener; nil with tls.mode none
+	acme   *tlsconf.ACME  // tls.mode acme
+	files  *tlsconf.Files // tls.mode files
+	http   *http.Server   // nil when there is no HTTP listener
 }
 
 // newTLS prepares what cfg.tls asks for: it loads the certificate files
@@ -45,6 +47,7 @@ func newTLS(cfg *config.Config, rdb redis.UniversalClient, log *slog.Logger, cs 
 			return nil, fmt.Errorf("tls.cert_file, tls.key_file: %w", err)
 		}
 		cs.push(f.Close)
+		ts.files = f
 		ts.config = f.TLSConfig()
 	case config.TLSACME:
 		opts := tlsconf.ACMEOptions{
@@ -153,6 +156,28 @@ func (a *App) startTLS(lns *Listeners) (err error) {
 	}
 	a.log.Info("tls on", attrs...)
 	return nil
+}
+
+// expiries maps each served certificate's names to its expiry.
+func (ts *tlsState) expiries() map[string]time.Time {
+	out := map[string]time.Time{}
+	if ts.files != nil {
+		if c := ts.files.Certificate(); c != nil {
+			leaf := c.Leaf
+			if leaf == nil && len(c.Certificate) > 0 {
+				leaf, _ = x509.ParseCertificate(c.Certificate[0])
+			}
+			if leaf != nil {
+				leafExpiries(leaf, out)
+			}
+		}
+	}
+	if ts.acme != nil {
+		for _, leaf := range ts.acme.Leaves() {
+			leafExpiries(leaf, out)
+		}
+	}
+	return out
 }
 
 // listenPort is addr's port, 0 if it has none.

@@ -806,3 +806,7 @@ func (sh *shard) compact() {
 		}
 	}
 }
+
+// Limits returns the store's capacity: the most records and bytes it holds
+// (Options.MaxEntries and MaxBytes with their defaults).
+func (s *Store) Limits() (entries int, bytes int64) { return int(s.maxEntries), s.maxBytes }

@@ -57,6 +57,14 @@ func New(s keystore.Store, reg prometheus.Registerer) *Store {
 	}
 	ms.admin, _ = s.(keystore.Admin)
 	ms.claims, _ = s.(keystore.ClaimStore)
+	// Series that exist from the start, so that rate() sees the first
+	// failure.
+	for _, op := range []string{opReserve, opComplete, opRelease, opRenew, opGet} {
+		ms.duration.WithLabelValues(op)
+		for _, kind := range []string{"unavailable", "timeout", "full"} {
+			ms.errs.WithLabelValues(op, kind)
+		}
+	}
 	return ms
 }
 
@@ -228,4 +236,12 @@ func (s *Store) ForceComplete(ctx context.Context, k keystore.Key, resp *keystor
 	err := s.admin.ForceComplete(ctx, k, resp)
 	s.done(opForceComplete, start, err)
 	return err
+}
+
+// InitRoutes makes the takeover series of the named routes exist at 0, so
+// that rate() sees the first takeover.
+func (s *Store) InitRoutes(names ...string) {
+	for _, n := range names {
+		s.takeovers.WithLabelValues(n)
+	}
 }

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/idemgate/idemgate/config"
+	"github.com/idemgate/idemgate/internal/app"
+)
+
+// runConfig prints the effective config: the defaults, then the file (if
+// any), then the IDEMGATE_* environment, as YAML with secrets redacted.
+// Warnings and problems go to stderr; an invalid config is still printed
+// as far as it decodes, and exits 1.
+func runConfig(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("config", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "config file (YAML); without it, the defaults and the environment")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return errUsage
+	}
+	var data []byte
+	if *path != "" {
+		var err error
+		if data, err = os.ReadFile(*path); err != nil {
+			return err
+		}
+	}
+	cfg, err := config.Check(data)
+	if cfg == nil {
+		return err // a syntax error: nothing decoded
+	}
+	for _, w := range config.UnknownEnv(os.Environ(), cfg) {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
+	if err == nil {
+		for _, w := range cfg.Warnings() {
+			fmt.Fprintln(stderr, "warning:", w)
+		}
+	}
+	out, yerr := cfg.EffectiveYAML()
+	if yerr != nil {
+		return yerr
+	}
+	stdout.Write(out)
+	token := "not set: the admin API is disabled"
+	if os.Getenv(app.AdminTokenEnv) != "" {
+		token = "set (" + config.Redacted + ")"
+	}
+	fmt.Fprintf(stdout, "# %s: %s\n", app.AdminTokenEnv, token)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return fmt.Errorf("invalid config")
+	}
+	return nil
+}

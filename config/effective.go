@@ -1,0 +1,100 @@
+package config
+
+import (
+	"bytes"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Redacted replaces a secret's value in [Config.EffectiveYAML].
+const Redacted = "<redacted>"
+
+// secretKeys are the keys whose values are secrets. The *_env keys name a
+// variable, not its value: they are printed as they are.
+var secretKeys = map[string]bool{
+	"store.redis.password": true,
+}
+
+// EffectiveYAML returns c as YAML, every key in the order of the reference,
+// with secrets (store.redis.password) replaced by [Redacted]: what
+// `idemgate config` prints, so that the defaults, the file and the
+// environment can be seen merged.
+func (c *Config) EffectiveYAML() ([]byte, error) {
+	doc := &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{effectiveNode(reflect.ValueOf(c).Elem(), "")}}
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(doc); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+func scalar(tag, v string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: v} }
+
+// effectiveNode is v (the value of key) as a YAML node.
+func effectiveNode(v reflect.Value, key string) *yaml.Node {
+	if secretKeys[key] && !v.IsZero() {
+		return scalar("!!str", Redacted)
+	}
+	if v.Type() == durationType {
+		return scalar("!!str", time.Duration(v.Int()).String())
+	}
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return scalar("!!null", "null")
+		}
+		return effectiveNode(v.Elem(), key)
+	case reflect.Struct:
+		n := &yaml.Node{Kind: yaml.MappingNode}
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
+			if name == "" || name == "-" || !f.IsExported() {
+				continue
+			}
+			n.Content = append(n.Content, scalar("!!str", name), effectiveNode(v.Field(i), joinKey(key, name)))
+		}
+		return n
+	case reflect.Map:
+		n := &yaml.Node{Kind: yaml.MappingNode}
+		keys := v.MapKeys()
+		slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
+		for _, k := range keys {
+			n.Content = append(n.Content, scalar("!!str", k.String()), effectiveNode(v.MapIndex(k), joinKey(key, k.String())))
+		}
+		if len(keys) == 0 {
+			n.Style = yaml.FlowStyle
+		}
+		return n
+	case reflect.Slice, reflect.Array:
+		n := &yaml.Node{Kind: yaml.SequenceNode}
+		for i := range v.Len() {
+			n.Content = append(n.Content, effectiveNode(v.Index(i), key))
+		}
+		if v.Len() == 0 {
+			n.Style = yaml.FlowStyle
+		}
+		return n
+	case reflect.String:
+		return scalar("!!str", v.String())
+	case reflect.Bool:
+		return scalar("", strconv.FormatBool(v.Bool()))
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return scalar("", strconv.FormatInt(v.Int(), 10))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return scalar("", strconv.FormatUint(v.Uint(), 10))
+	case reflect.Float32, reflect.Float64:
+		return scalar("", strconv.FormatFloat(v.Float(), 'g', -1, 64))
+	}
+	return scalar("!!str", "")
+}
