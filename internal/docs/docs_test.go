@@ -535,3 +535,37 @@ func TestGoCurl(t *testing.T) {
 		t.Errorf("curl -s of an empty GET wrote %q; want the body only", out)
 	}
 }
+
+var fileMarkerRE = regexp.MustCompile(`^<!-- file: (\S+) -->$`)
+
+// TestFileBlocks: a block marked "<!-- file: PATH -->" shows PATH exactly,
+// so that a file the tests check (a chart scenario, say) and the text a
+// reader copies are one.
+func TestFileBlocks(t *testing.T) {
+	t.Parallel()
+	n := 0
+	for _, f := range markdownFiles(t) {
+		lines := strings.Split(read(t, f), "\n")
+		for i, l := range lines {
+			m := fileMarkerRE.FindStringSubmatch(strings.TrimSpace(l))
+			if m == nil {
+				continue
+			}
+			n++
+			if i+1 >= len(lines) || !strings.HasPrefix(lines[i+1], "```") {
+				t.Errorf("%s:%d: a file marker not followed by a fenced block", f, i+1)
+				continue
+			}
+			var shown strings.Builder
+			for j := i + 2; j < len(lines) && !strings.HasPrefix(lines[j], "```"); j++ {
+				shown.WriteString(lines[j] + "\n")
+			}
+			if want := read(t, m[1]); shown.String() != want {
+				t.Errorf("%s:%d shows other text than %s:\nshown:\n%s\nfile:\n%s", f, i+2, m[1], shown.String(), want)
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no block is marked as a file's text (README's Helm values should be)")
+	}
+}
