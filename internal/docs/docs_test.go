@@ -569,3 +569,42 @@ func TestFileBlocks(t *testing.T) {
 		t.Error("no block is marked as a file's text (README's Helm values should be)")
 	}
 }
+
+// TestCodesDocumented: every code the proxy answers with (newProblem in
+// proxy/) is a row of docs/codes.md's table with its status, and every
+// outcome it records (the Outcome constants) is named there.
+func TestCodesDocumented(t *testing.T) {
+	t.Parallel()
+	codes := read(t, "docs/codes.md")
+	files, err := filepath.Glob(filepath.Join(root, "proxy", "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	problemRE := regexp.MustCompile(`newProblem\((\d{3}), "([a-z_]+)"`)
+	outcomeRE := regexp.MustCompile(`(?m)^\s*Outcome\w+\s*=\s*"([a-z_]+)"`)
+	nCodes, nOutcomes := 0, 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range problemRE.FindAllStringSubmatch(string(b), -1) {
+			nCodes++
+			if !regexp.MustCompile("(?m)^\\| `" + m[2] + "` \\| " + m[1]).MatchString(codes) {
+				t.Errorf("docs/codes.md has no row | `%s` | %s |", m[2], m[1])
+			}
+		}
+		for _, m := range outcomeRE.FindAllStringSubmatch(string(b), -1) {
+			nOutcomes++
+			if !strings.Contains(codes, "`"+m[1]+"`") {
+				t.Errorf("docs/codes.md does not name the outcome %s", m[1])
+			}
+		}
+	}
+	if nCodes < 15 || nOutcomes < 15 {
+		t.Fatalf("found %d codes and %d outcomes in proxy/; the patterns no longer match", nCodes, nOutcomes)
+	}
+}
