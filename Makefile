@@ -10,7 +10,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null)
 BIN       ?= $(CURDIR)/bin/idemgate
 
-.PHONY: all test test-deploy test-monitoring validate-examples need-gcc bench-e2e check fmt-check vet unit build bench fuzz redis-start redis-stop lint clean
+.PHONY: all docs test test-deploy test-monitoring validate-examples need-gcc bench-e2e check fmt-check vet unit build bench fuzz redis-start redis-stop lint clean
 
 all: check build
 
@@ -114,6 +114,23 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzNormalize$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 0 ./internal/gql/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 0 ./internal/gql/
 	$(GO) test -run '^$$' -fuzz '^FuzzResolveToken$$' -fuzztime $(FUZZTIME) ./internal/identity/
+
+# docs: renders docs/*.dot to SVG with Graphviz (installed from Debian's
+# packages when dot is missing, as root; never part of `make test`). Each SVG
+# gets its source's SHA-256 in a comment, which internal/docs compares with
+# the source, so the check needs no Graphviz.
+docs:
+	@command -v dot >/dev/null 2>&1 || { \
+		[ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null || { \
+			echo "dot is missing: make docs needs Graphviz (apt-get install graphviz)" >&2; exit 1; }; \
+		echo "installing graphviz: make docs renders docs/*.dot" >&2; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -qq --no-install-recommends graphviz >&2 || { \
+			apt-get update -qq >&2 && apt-get install -y -qq --no-install-recommends graphviz >&2; }; }
+	@set -e; for f in docs/*.dot; do \
+		svg=$${f%.dot}.svg; sum=$$(sha256sum "$$f" | cut -d' ' -f1); \
+		dot -Tsvg "$$f" | sed "1a<!-- rendered by make docs from $$(basename $$f) sha256:$$sum -->" > "$$svg.tmp"; \
+		mv "$$svg.tmp" "$$svg"; echo "$$svg"; done
 
 # lint: golangci-lint v2 (built with go install; slow, so not part of test).
 lint:

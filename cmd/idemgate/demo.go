@@ -74,7 +74,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 // demoCommands are the lines `idemgate demo` prints; its test runs them.
-func demoCommands(proxy, upstream string) []string {
+func demoCommands(proxy string) []string {
 	// The client's identity: the default, the Authorization header
 	// (require_identity is on by default).
 	const id = `-H 'Authorization: Bearer demo-client' `
@@ -86,7 +86,7 @@ func demoCommands(proxy, upstream string) []string {
 		`curl -si -X POST ` + proxy + `/ucp/v1/carts ` + id + `-H 'Content-Type: application/json' -d '{"items":[]}'`,
 		`curl -si -X POST ` + proxy + `/ucp/v1/checkout-sessions/cart_1/complete ` + id + `-H 'Idempotency-Key: pay-1'`,
 		`curl -si -X POST ` + proxy + `/ucp/v1/checkout-sessions/cart_1/complete ` + id + `-H 'Idempotency-Key: pay-1'`,
-		`curl -s ` + upstream + `/demo/stats`,
+		`curl -s ` + proxy + `/demo/stats`,
 	}
 }
 
@@ -106,9 +106,9 @@ Try:
 		"# 5. a write without a key: runs unprotected",
 		"# 6. a checkout: creates order_1",
 		"# 7. its retry: the same order, not a second checkout",
-		"# 8. what the upstream ran: 3 writes (2 carts, 1 checkout)",
+		"# 8. what the upstream ran (passed through: no route matches): 3 writes (2 carts, 1 checkout)",
 	}
-	for i, c := range demoCommands(proxy, upstream) {
+	for i, c := range demoCommands(proxy) {
 		fmt.Fprintf(w, "  %s\n  %s\n\n", notes[i], c)
 	}
 	fmt.Fprintln(w, "Ctrl-C stops the demo.")

@@ -212,4 +212,11 @@ func TestDemo(t *testing.T) {
 	if strings.Contains(stderr.String(), "demo-1") || strings.Contains(stderr.String(), "pay-1") || strings.Contains(stderr.String(), "demo-client") {
 		t.Errorf("a key reached the log")
 	}
+	// The demo does not warn about its own configuration (issue 21: its
+	// first curl used to log the trusted_proxies warning).
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		if strings.Contains(l, `"level":"WARN"`) || strings.Contains(l, `"level":"ERROR"`) {
+			t.Errorf("the demo logged %s", l)
+		}
+	}
 }

@@ -233,8 +233,10 @@ helm install shop-api charts/idemgate -n shop -f my-values.yaml
 helm test shop-api -n shop        # runs idemgate validate on the installed config
 ` + "```" + `
 
-The project's README (Deploying, Kubernetes with Helm) explains the modes (` + "`sidecar`, `standalone`, `include`" + `),
-the memory and Redis stores, upgrades and the named templates for your own charts.
+The project's docs/operations.md (Deploying, Kubernetes with Helm) explains the modes (` + "`sidecar`, `standalone`, `include`" + `)
+and the named templates for your own charts; docs/guarantees.md the memory and Redis stores and upgrades.
+The default image, ` + "`ghcr.io/idemgate/idemgate:<appVersion>`" + `, is not published: build it with the repository's
+` + "`Dockerfile`" + `, push it to your registry and set ` + "`image.repository`" + ` and ` + "`image.tag`" + `.
 
 ## Requirements
 
@@ -244,7 +246,7 @@ the memory and Redis stores, upgrades and the named templates for your own chart
 
 - ` + "`serviceMonitor.enabled`" + ` or ` + "`podMonitor.enabled`" + `: Prometheus Operator scraping of ` + "`/metrics`" + ` on the admin port.
 - ` + "`prometheusRule.enabled`" + `: the alerting rules of ` + "`deploy/monitoring/idemgate-rules.yaml`" + `, each with a runbook in the
-  project README (Runbooks); rendered only where the cluster serves ` + "`monitoring.coreos.com/v1`" + ` unless
+  project's docs/operations.md (Runbooks); rendered only where the cluster serves ` + "`monitoring.coreos.com/v1`" + ` unless
   ` + "`prometheusRule.skipCapabilityCheck`" + `.
 - ` + "`grafanaDashboard.enabled`" + `: the Grafana dashboard as a ConfigMap labelled ` + "`grafana_dashboard: \"1\"`" + `.
 

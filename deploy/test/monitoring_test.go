@@ -385,8 +385,8 @@ func TestPromQLSelectors(t *testing.T) {
 }
 
 // TestMetricListCoversCode: every metric the Go code registers (Name: in
-// an Opts, a histogramOpts name, a NewDesc) is in metrics.txt; README's
-// Metrics table names only listed metrics, with their listed types.
+// an Opts, a histogramOpts name, a NewDesc) is in metrics.txt; the
+// Metrics table of docs/operations.md names only listed metrics, with their listed types.
 func TestMetricListCoversCode(t *testing.T) {
 	t.Parallel()
 	defs := readMetricList(t)
@@ -426,21 +426,21 @@ func TestMetricListCoversCode(t *testing.T) {
 		t.Fatalf("found %d metric registrations in the Go code; the pattern no longer matches how metrics are registered", found)
 	}
 
-	// The README's Metrics table names only listed metrics.
-	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	// The Metrics table of docs/operations.md names only listed metrics.
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rows := regexp.MustCompile("(?m)^\\| `(idemgate_[a-z0-9_]+)` \\| ([a-z]+) \\|").FindAllSubmatch(readme, -1)
 	if len(rows) < 10 {
-		t.Fatalf("found %d rows in README's Metrics table; the pattern no longer matches it", len(rows))
+		t.Fatalf("found %d rows in the Metrics table of docs/operations.md; the pattern no longer matches it", len(rows))
 	}
 	for _, r := range rows {
 		name, typ := string(r[1]), string(r[2])
 		if d, ok := defs[name]; !ok {
-			t.Errorf("README's Metrics table has %s, which metrics.txt does not list", name)
+			t.Errorf("docs/operations.md's Metrics table has %s, which metrics.txt does not list", name)
 		} else if d.typ != typ {
-			t.Errorf("README says %s is a %s; metrics.txt says %s", name, typ, d.typ)
+			t.Errorf("docs/operations.md says %s is a %s; metrics.txt says %s", name, typ, d.typ)
 		}
 	}
 }
@@ -507,14 +507,14 @@ func githubAnchors(t *testing.T, path string) map[string]bool {
 
 // TestAlertRules: the rule file decodes strictly; every alert has a
 // severity, a summary, a description and a runbook_url that points at a
-// README heading; every expression reads only listed metrics; the alerts
+// heading of docs/operations.md; every expression reads only listed metrics; the alerts
 // the project promises are all there.
 func TestAlertRules(t *testing.T) {
 	t.Parallel()
 	defs := readMetricList(t)
 	rf := readRules(t, rulesFile)
-	anchors := githubAnchors(t, filepath.Join(repoRoot, "README.md"))
-	const runbooks = "https://github.com/idemgate/idemgate/blob/main/README.md#"
+	anchors := githubAnchors(t, filepath.Join(repoRoot, "docs", "operations.md"))
+	const runbooks = "https://github.com/idemgate/idemgate/blob/main/docs/operations.md#"
 	alerts := map[string]bool{}
 	for _, g := range rf.Groups {
 		if !strings.HasPrefix(g.Name, "idemgate") {
@@ -542,7 +542,7 @@ func TestAlertRules(t *testing.T) {
 			}
 			anchor, ok := strings.CutPrefix(r.Annotations["runbook_url"], runbooks)
 			if !ok || !anchors[anchor] {
-				t.Errorf("alert %s: runbook_url %q is not a heading of README.md", r.Alert, r.Annotations["runbook_url"])
+				t.Errorf("alert %s: runbook_url %q is not a heading of docs/operations.md", r.Alert, r.Annotations["runbook_url"])
 			}
 			if anchor != strings.ToLower(r.Alert) {
 				t.Errorf("alert %s: runbook_url anchor %q; want its own section #%s", r.Alert, anchor, strings.ToLower(r.Alert))
