@@ -21,9 +21,9 @@ COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 ARG TARGETOS TARGETARCH
-# VERSION is what `idemgate version` prints; REVISION (the source commit)
-# is idemgate_build_info's revision label.
+# VERSION is what `idemgate version` prints.
 ARG VERSION=dev
+# REVISION is the source commit: idemgate_build_info's revision label.
 ARG REVISION=
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
