@@ -188,6 +188,7 @@ func TestRoundTrip(t *testing.T) {
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("X-Test-Op", op)
 				req.Header.Set("UCP-Agent", `profile="https://platform.example.com/.well-known/ucp"`)
+				req.Header.Set("Authorization", "Bearer roundtrip-client") // the default identity source (require_identity)
 				if key != "" {
 					req.Header.Set("Idempotency-Key", key)
 				}
