@@ -22,7 +22,7 @@ proxy=$(sed -n 's|^ *proxy *\(http://[^ ]*\) .*|\1|p' "$out")
 [ -n "$admin" ] && [ -n "$proxy" ] || { echo "metrics-check: demo did not start:"; cat "$out"; exit 1; }
 
 for _ in 1 2; do
-	curl -fsS -o /dev/null -X POST -H 'Idempotency-Key: metrics-check' -H 'Content-Type: application/json' \
+	curl -fsS -o /dev/null -X POST -H 'Authorization: Bearer metrics-check' -H 'Idempotency-Key: metrics-check' -H 'Content-Type: application/json' \
 		-d '{"items":[]}' "$proxy/ucp/v1/carts" || true
 done
 curl -fsS -o /dev/null "$proxy/ucp/v1/carts/1" || true
