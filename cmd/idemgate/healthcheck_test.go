@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemgate/idemgate/internal/app"
 	"github.com/idemgate/idemgate/internal/testutil"
 )
 
@@ -116,7 +117,7 @@ func TestAdminAddr(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := adminAddr(tt.flag, tt.config, env(tt.env))
+			got, err := app.AdminAddr(tt.flag, tt.config, env(tt.env))
 			if gotErr := err != nil; gotErr != tt.wantErr {
 				t.Fatalf("adminAddr = %q, %v; want error %v", got, err, tt.wantErr)
 			}
@@ -144,7 +145,7 @@ func TestProbeURL(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.listen, func(t *testing.T) {
 			t.Parallel()
-			got, err := probeURL(tt.listen, "/readyz")
+			got, err := app.ProbeURL(tt.listen, "/readyz")
 			if gotErr := err != nil; gotErr != tt.wantErr {
 				t.Fatalf("probeURL(%q) = %q, %v; want error %v", tt.listen, got, err, tt.wantErr)
 			}

@@ -33,7 +33,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	logOut := stderr
 	if *flushEvery > 0 {
-		lb := newLogBuffer(stderr, 64<<10, *flushEvery)
+		lb := app.NewLogBuffer(stderr, 64<<10, *flushEvery)
 		defer lb.Close()
 		logOut = lb
 	}

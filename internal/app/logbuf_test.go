@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"strings"
@@ -11,7 +11,7 @@ import (
 func TestLogBuffer(t *testing.T) {
 	t.Parallel()
 	var out testutil.SyncBuffer
-	b := newLogBuffer(&out, 1<<16, 20*time.Millisecond)
+	b := NewLogBuffer(&out, 1<<16, 20*time.Millisecond)
 	b.Write([]byte("one\n"))
 	// Flushed by the interval, without Close.
 	deadline := time.Now().Add(5 * time.Second)

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"bufio"
@@ -7,12 +7,12 @@ import (
 	"time"
 )
 
-// logBuffer batches log lines into few writes. One access-log line per
+// LogBuffer batches log lines into few writes. One access-log line per
 // request would otherwise cost one write system call each, a measurable
 // share of a proxied request (bench/). A line waits at most the flush
 // interval; Close flushes what is left. Lines are lost only if the process
 // dies abruptly, and then at most one interval's worth.
-type logBuffer struct {
+type LogBuffer struct {
 	mu   sync.Mutex // protects w
 	w    *bufio.Writer
 	stop chan struct{}
@@ -20,9 +20,9 @@ type logBuffer struct {
 	once sync.Once
 }
 
-// newLogBuffer buffers up to size bytes for w and flushes every interval.
-func newLogBuffer(w io.Writer, size int, every time.Duration) *logBuffer {
-	b := &logBuffer{w: bufio.NewWriterSize(w, size), stop: make(chan struct{}), done: make(chan struct{})}
+// NewLogBuffer buffers up to size bytes for w and flushes every interval.
+func NewLogBuffer(w io.Writer, size int, every time.Duration) *LogBuffer {
+	b := &LogBuffer{w: bufio.NewWriterSize(w, size), stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(b.done)
 		t := time.NewTicker(every)
@@ -40,20 +40,20 @@ func newLogBuffer(w io.Writer, size int, every time.Duration) *logBuffer {
 }
 
 // Write appends one log line; slog writes each record with one call.
-func (b *logBuffer) Write(p []byte) (int, error) {
+func (b *LogBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.w.Write(p)
 }
 
-func (b *logBuffer) flush() {
+func (b *LogBuffer) flush() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.w.Flush()
 }
 
 // Close stops the flusher and flushes. It is idempotent.
-func (b *logBuffer) Close() error {
+func (b *LogBuffer) Close() error {
 	b.once.Do(func() {
 		close(b.stop)
 		<-b.done
