@@ -9,8 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,92 +16,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/internal/testutil"
 )
 
-// ownRedis is a redis-server of the test's own, without persistence, run as
-// a child process on its own port (the test server's port + 80 + n), so that
-// a test may flush, pause or kill it without touching the servers other
-// tests share. Only this process is ever signalled, by PID.
-type ownRedis struct {
-	t    *testing.T
-	addr string
-	dir  string
-	mu   sync.Mutex // protects cmd
-	cmd  *exec.Cmd
-}
-
-func startOwnRedis(t *testing.T, n int) *ownRedis {
-	t.Helper()
-	_, port, err := net.SplitHostPort(redistest.Addr(t)) // skips without the test servers
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &ownRedis{t: t, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(p+80+n)), dir: t.TempDir()}
-	r.start()
-	t.Cleanup(r.kill)
-	return r
-}
-
-// start runs redis-server and waits (bounded) until it answers.
-func (r *ownRedis) start() {
-	r.t.Helper()
-	_, port, _ := net.SplitHostPort(r.addr)
-	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--daemonize", "no", "--dir", r.dir, "--loglevel", "warning")
-	if err := cmd.Start(); err != nil {
-		r.t.Fatalf("starting redis-server: %v", err)
-	}
-	r.mu.Lock()
-	r.cmd = cmd
-	r.mu.Unlock()
-	c := r.client()
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := c.Ping(context.Background()).Err()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("own redis-server on %s did not answer: %v", r.addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (r *ownRedis) client() *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: r.addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
-}
-
-func (r *ownRedis) signal(sig syscall.Signal) {
-	r.t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.cmd.Process.Signal(sig); err != nil {
-		r.t.Fatalf("signal %v to own redis-server: %v", sig, err)
-	}
-}
-
-// kill stops the server (SIGKILL: no chance to save anything) and reaps it.
-func (r *ownRedis) kill() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cmd == nil {
-		return
-	}
-	r.cmd.Process.Signal(syscall.SIGCONT)
-	r.cmd.Process.Kill()
-	r.cmd.Wait()
-	r.cmd = nil
-}
+// startOwnRedis is a redis-server of the test's own on the test server's
+// port + 80 + n (redistest.Own).
+func startOwnRedis(t *testing.T, n int) *redistest.Own { return redistest.StartOwn(t, 80+n) }
 
 // gatedUpstream counts executions per key and holds each request until the
 // test opens its gate (or 20 s pass).
@@ -207,7 +126,7 @@ func TestStoreLossFlushAllE2E(t *testing.T) {
 	t.Parallel()
 	own := startOwnRedis(t, 0)
 	up := newGatedUpstream(t)
-	oa := storeLossApp(t, up.URL, own.addr, "1s")
+	oa := storeLossApp(t, up.URL, own.Addr, "1s")
 	if got := testutil.Gathered(t, oa.reg, "idemgate_store_resets_total"); got != 0 {
 		t.Fatalf("idemgate_store_resets_total at start = %v; want 0", got)
 	}
@@ -216,7 +135,7 @@ func TestStoreLossFlushAllE2E(t *testing.T) {
 	first := make(chan e2eAnswer, 1)
 	go func() { first <- post(c, oa.base, "flushed", `{"n":1}`) }()
 	waitArrived(t, up.arrived, "flushed")
-	rc := own.client()
+	rc := own.Client()
 	defer rc.Close()
 	if err := rc.FlushAll(context.Background()).Err(); err != nil {
 		t.Fatal(err)
@@ -257,12 +176,12 @@ func TestStoreLossPausedClaimE2E(t *testing.T) {
 	own := startOwnRedis(t, 1)
 	up := newGatedUpstream(t)
 	up.open()
-	oa := storeLossApp(t, up.URL, own.addr, "300ms")
+	oa := storeLossApp(t, up.URL, own.Addr, "300ms")
 	c := e2eClient(t)
 	if a := post(c, oa.base, "warm", `{}`); a.status != http.StatusCreated {
 		t.Fatalf("warm-up write = %v", a)
 	}
-	own.signal(syscall.SIGSTOP)
+	own.Signal(syscall.SIGSTOP)
 	start := time.Now()
 	a := post(c, oa.base, "paused", `{}`)
 	if a.err != nil || a.status != http.StatusServiceUnavailable || !strings.Contains(a.body, `"idempotency_unavailable"`) {
@@ -270,7 +189,7 @@ func TestStoreLossPausedClaimE2E(t *testing.T) {
 	}
 	t.Logf("503 after %v", time.Since(start).Round(time.Millisecond))
 	time.Sleep(300 * time.Millisecond) // the releaser tries in vain meanwhile
-	own.signal(syscall.SIGCONT)
+	own.Signal(syscall.SIGCONT)
 	resumed := time.Now()
 	var conflicts int
 	for {
@@ -376,7 +295,7 @@ func newReplyMute(t *testing.T, target string) *replyMute {
 func TestStoreLossLostCompletionReplyE2E(t *testing.T) {
 	t.Parallel()
 	own := startOwnRedis(t, 2)
-	mute := newReplyMute(t, own.addr)
+	mute := newReplyMute(t, own.Addr)
 	up := newGatedUpstream(t)
 	oa := storeLossApp(t, up.URL, mute.addr, "300ms")
 	c := e2eClient(t)
@@ -425,13 +344,13 @@ func TestStoreLossRestartE2E(t *testing.T) {
 	own := startOwnRedis(t, 3)
 	up := newGatedUpstream(t)
 	up.open()
-	oa := storeLossApp(t, up.URL, own.addr, "500ms")
+	oa := storeLossApp(t, up.URL, own.Addr, "500ms")
 	waitUntil(t, "the first epoch check", func() bool { return healthResets(t, oa).Checked != nil })
 	if h := healthResets(t, oa); h.Count != 0 || h.Last != nil {
 		t.Fatalf("/healthz resets at start = %+v; want none", h)
 	}
-	own.kill()
-	own.start()
+	own.Kill()
+	own.Start()
 	restarted := time.Now()
 	waitUntil(t, "the restart to be counted", func() bool { return testutil.Gathered(t, oa.reg, "idemgate_store_resets_total") == 1 })
 	t.Logf("reset counted %v after the restart", time.Since(restarted).Round(time.Millisecond))
@@ -461,7 +380,7 @@ upstream: {url: "` + up.URL + `"}
 edge_limit: {rate: 0}
 store:
   backend: redis
-  redis: {addrs: ["` + own.addr + `"], key_prefix: "` + e2ePrefix(t) + `", timeout: 300ms}
+  redis: {addrs: ["` + own.Addr + `"], key_prefix: "` + e2ePrefix(t) + `", timeout: 300ms}
 routes:
   - {name: pay, method: POST, path: /pay, idempotent: true}
 `))
@@ -488,7 +407,7 @@ routes:
 	if r := post(c, base, "warm", `{}`); r.status != http.StatusCreated {
 		t.Fatalf("warm-up write = %v", r)
 	}
-	own.signal(syscall.SIGSTOP)
+	own.Signal(syscall.SIGSTOP)
 	if r := post(c, base, "lost", `{}`); r.status != http.StatusServiceUnavailable {
 		t.Fatalf("keyed write with Redis paused = %v; want 503", r)
 	}

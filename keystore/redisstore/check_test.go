@@ -38,7 +38,7 @@ func TestCheck(t *testing.T) {
 					t.Fatalf("CONFIG SET %s %q: %v", k, v, err)
 				}
 			}
-			o := ClientOptions{Addrs: []string{r.addr}, Timeout: time.Second}
+			o := ClientOptions{Addrs: []string{r.Addr}, Timeout: time.Second}
 			if tc.user != "" {
 				o.Username, o.Password = tc.user, "pw"
 			}
@@ -50,8 +50,8 @@ func TestCheck(t *testing.T) {
 			var got []string
 			for _, f := range Check(ctx, c) {
 				got = append(got, f.Problem)
-				if f.Server != r.addr || f.Detail == "" {
-					t.Errorf("finding %+v: want server %s and a detail", f, r.addr)
+				if f.Server != r.Addr || f.Detail == "" {
+					t.Errorf("finding %+v: want server %s and a detail", f, r.Addr)
 				}
 			}
 			if strings.Join(got, ",") != strings.Join(tc.want, ",") {

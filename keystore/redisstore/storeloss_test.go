@@ -1,11 +1,8 @@
 package redisstore
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
-	"os/exec"
 	"strconv"
 	"sync"
 	"syscall"
@@ -19,86 +16,15 @@ import (
 	"github.com/idemgate/idemgate/keystore/storetest"
 )
 
-// ownRedis is a redis-server of the test's own, without persistence, run as
-// a child process on its own port (the standalone test server's port + 50 +
-// n), so that a test may flush, pause or kill it without touching the
-// servers other tests share. Only this process is ever signalled, by PID.
-type ownRedis struct {
-	t    *testing.T
-	addr string
-	mu   sync.Mutex // protects cmd
-	cmd  *exec.Cmd
-}
+// ownRedis is a redis-server of the test's own on the test server's port
+// + 50 + n (redistest.Own), with a store client.
+type ownRedis struct{ *redistest.Own }
 
-func startOwnRedis(t *testing.T, n int) *ownRedis {
-	t.Helper()
-	o := clientOptions(t, redistest.Standalone) // skips without the test servers
-	_, port, err := net.SplitHostPort(o.Addrs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &ownRedis{t: t, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(p+50+n))}
-	r.start()
-	t.Cleanup(r.kill)
-	return r
-}
-
-// start runs redis-server and waits (bounded) until it answers.
-func (r *ownRedis) start() {
-	r.t.Helper()
-	_, port, _ := net.SplitHostPort(r.addr)
-	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--daemonize", "no", "--dir", r.t.TempDir(), "--loglevel", "warning")
-	if err := cmd.Start(); err != nil {
-		r.t.Fatalf("starting redis-server: %v", err)
-	}
-	r.mu.Lock()
-	r.cmd = cmd
-	r.mu.Unlock()
-	c := redis.NewClient(&redis.Options{Addr: r.addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := c.Ping(context.Background()).Err()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("own redis-server on %s did not answer: %v", r.addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (r *ownRedis) signal(sig syscall.Signal) {
-	r.t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.cmd.Process.Signal(sig); err != nil {
-		r.t.Fatalf("signal %v to own redis-server: %v", sig, err)
-	}
-}
-
-// kill stops the server (SIGKILL: no chance to save anything) and reaps it.
-func (r *ownRedis) kill() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cmd == nil {
-		return
-	}
-	r.cmd.Process.Signal(syscall.SIGCONT)
-	r.cmd.Process.Kill()
-	r.cmd.Wait()
-	r.cmd = nil
-}
+func startOwnRedis(t *testing.T, n int) *ownRedis { return &ownRedis{redistest.StartOwn(t, 50+n)} }
 
 func (r *ownRedis) client(t *testing.T, timeout time.Duration) redis.UniversalClient {
 	t.Helper()
-	c, err := NewClient(ClientOptions{Addrs: []string{r.addr}, Timeout: timeout})
+	c, err := NewClient(ClientOptions{Addrs: []string{r.Addr}, Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +117,7 @@ func TestLostClaimReplyReleased(t *testing.T) {
 	defer r.Close(ctx)
 
 	released, control := storetest.NewTestKey(t), storetest.NewTestKey(t)
-	own.signal(syscall.SIGSTOP)
+	own.Signal(syscall.SIGSTOP)
 	var wg sync.WaitGroup
 	for _, k := range []keystore.Key{released, control} {
 		wg.Go(func() {
@@ -209,7 +135,7 @@ func TestLostClaimReplyReleased(t *testing.T) {
 	if st := r.Stats(); st.Pending != 1 || st.Released != 0 {
 		t.Fatalf("Releaser while Redis is paused: %+v; want 1 pending", st)
 	}
-	own.signal(syscall.SIGCONT)
+	own.Signal(syscall.SIGCONT)
 	resumed := time.Now()
 
 	var won keystore.Reservation
@@ -273,8 +199,8 @@ func TestRestartWithoutPersistenceDetected(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	own.kill()
-	own.start()
+	own.Kill()
+	own.Start()
 	restarted := time.Now()
 	select {
 	case r := <-resets:
