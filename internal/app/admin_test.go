@@ -164,7 +164,7 @@ upstream: {url: "`+up.URL+`"}
 edge_limit: {rate: 0}
 idempotency: {tenant: shop-1}`+store+`
 routes:
-  - {name: pay, method: POST, path: /pay, idempotent: true, timeout: 300ms}
+  - {name: pay, method: POST, path: /pay, idempotent: true, timeout: 2s}
 `, "", &token)
 			testAdminRepair(t, oa, up, token)
 		})

@@ -41,9 +41,3 @@ func (r replayCacheCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(replayEntriesDesc, prometheus.GaugeValue, float64(s.Entries))
 	ch <- prometheus.MustNewConstMetric(replayBytesDesc, prometheus.GaugeValue, float64(s.Bytes))
 }
-
-// storeReset is what a store reset (the Redis store's epoch watcher,
-// redisstore.EpochOptions.OnReset) must call: it empties the replay cache,
-// so that this process stops replaying answers the store lost. Without a
-// replay cache it does nothing.
-func (a *App) storeReset() { a.built.purgeCache() }

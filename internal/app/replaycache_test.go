@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -13,10 +12,11 @@ import (
 
 // TestReplayCacheE2E: two replicas on one real Redis, each with its replay
 // cache (the default). A replay is served from the cache of the replica
-// that saw it before; after a store loss that replica still replays the
-// answer it holds while the key is claimed anew on the other; an
-// operator's release on replica A drops the key from replica B's cache
-// (Pub/Sub), so B's next request runs instead of a stale replay.
+// that saw it before; after a store loss the epoch watcher cannot see,
+// that replica still replays the answer it holds while the key is claimed
+// anew on the other; an operator's release on replica A drops the key from
+// replica B's cache (Pub/Sub), so B's next request runs instead of a stale
+// replay; a loss the epoch watcher sees empties the caches.
 func TestReplayCacheE2E(t *testing.T) {
 	t.Parallel()
 	addr, prefix := redistest.Addr(t), e2ePrefix(t)
@@ -29,12 +29,18 @@ store:
   backend: redis
   redis: {addrs: ["` + addr + `"], key_prefix: "` + prefix + `", timeout: 3s}
 routes:
-  - {name: pay, method: POST, path: /pay, idempotent: true, timeout: 300ms}
+  - {name: pay, method: POST, path: /pay, idempotent: true, timeout: 2s}
 `
 	token := "admin-token-0123456789abcdef"
 	a, b := startOpsApp(t, yaml, "", &token), startOpsApp(t, yaml, "", nil)
 	if a.built.cache == nil || b.built.cache == nil {
 		t.Fatal("no replay cache with the default store.redis.replay_cache")
+	}
+	// Each cache empties itself when its invalidation subscription is made
+	// (it may have missed messages before): wait for that first purge, so
+	// that it cannot drop what the test caches below.
+	for _, r := range []*opsApp{a, b} {
+		waitUntil(t, "the replay cache's first purge (its subscription)", func() bool { return r.built.cache.Stats().Purges > 0 })
 	}
 	c := e2eClient(t)
 	const key = "cached-1"
@@ -55,7 +61,7 @@ routes:
 			t.Fatalf("replay %d on B = %v (replayed %q); want the first answer", i, ans, ans.header.Get("Idempotent-Replayed"))
 		}
 	}
-	if s := b.built.cache.Stats(); s.Hits != 1 || s.Misses != 1 || s.Entries != 1 {
+	if s := b.built.cache.Stats(); s.Hits != 1 || s.Misses != 1 || s.Entries != 1 || s.Purges != 1 {
 		t.Fatalf("B's cache = %+v; want 1 hit, 1 miss, 1 entry", s)
 	}
 	if s := a.built.cache.Stats(); s.Hits != 0 || s.Entries != 0 {
@@ -66,15 +72,26 @@ routes:
 		t.Errorf("B's /metrics lacks idemgate_replay_cache_hits_total 1 and idemgate_replay_cache_entries 1")
 	}
 
-	// Store loss: the record vanishes from Redis. A claims the key anew;
-	// its upstream never answers (504, the claim is kept).
+	// Store loss the epoch watcher cannot see (a failover to a replica
+	// that lagged: the record is gone, the epoch marker is not). A claims
+	// the key anew; its upstream never answers (504, the claim is kept).
+	// (A loss it sees empties the caches: TestReplayCacheOff.)
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
 	keys, err := rdb.Keys(t.Context(), prefix+"*").Result()
-	if err != nil || len(keys) == 0 {
-		t.Fatalf("keys under %s = %v, %v; want the record", prefix, keys, err)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := rdb.Del(t.Context(), keys...).Err(); err != nil {
+	var records []string
+	for _, k := range keys {
+		if !strings.HasPrefix(k, prefix+"epoch") {
+			records = append(records, k)
+		}
+	}
+	if len(records) == 0 {
+		t.Fatalf("keys under %s = %v; want the record", prefix, keys)
+	}
+	if err := rdb.Del(t.Context(), records...).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if ans := pay(a.base, "X-Hang", "1"); ans.status != 504 || up.count("/pay", key) != 2 {
@@ -94,13 +111,7 @@ routes:
 	if rel := doHTTP(t, c, "POST", a.adminBase+"/admin/claims/"+hexKey+"/release", `{"reason":"INC-3: no charge"}`, auth...); rel.status != 200 {
 		t.Fatalf("release on A = %v (key %v)", rel, kb)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for b.built.cache.Stats().Entries != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("B's cache still holds the key 5s after A's release: %+v", b.built.cache.Stats())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitUntil(t, "B's cache to drop the key A released", func() bool { return b.built.cache.Stats().Entries == 0 })
 	if ans := pay(b.base); ans.status != 201 || ans.header.Get("Idempotent-Replayed") != "" || up.count("/pay", key) != 3 {
 		t.Fatalf("B after the release = %v (replayed %q), executions %d; want 201 from a third execution",
 			ans, ans.header.Get("Idempotent-Replayed"), up.count("/pay", key))
@@ -111,44 +122,53 @@ routes:
 			t.Errorf("replay after the rerun = %v; want the third execution's answer", ans)
 		}
 	}
+
+	// A loss the epoch watcher sees (the marker vanishes: FLUSHALL, a
+	// restart without persistence) empties every replica's cache within
+	// its check interval (1s): no replica replays what the store lost.
+	if s := b.built.cache.Stats(); s.Entries != 1 {
+		t.Fatalf("B's cache before the reset = %+v; want the third answer", s)
+	}
+	markers, err := rdb.Keys(t.Context(), prefix+"epoch*").Result()
+	if err != nil || len(markers) == 0 {
+		t.Fatalf("epoch markers under %s = %v, %v", prefix, markers, err)
+	}
+	if err := rdb.Del(t.Context(), markers...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "B's cache to empty after the epoch marker vanished", func() bool { return b.built.cache.Stats().Entries == 0 })
 }
 
 // TestReplayCacheOff: store.redis.replay_cache.max_entries 0 builds no
-// cache, and a store reset is then a no-op; with the cache on, a store
-// reset empties it.
+// cache, and every replay then comes from Redis.
 func TestReplayCacheOff(t *testing.T) {
 	t.Parallel()
-	addr := redistest.Addr(t)
 	up := newCountingUpstream(t)
-	base := `
-upstream: {url: "` + up.URL + `"}
+	off := startOpsApp(t, `
+upstream: {url: "`+up.URL+`"}
 edge_limit: {rate: 0}
 routes:
   - {name: pay, method: POST, path: /pay, idempotent: true}
 store:
   backend: redis
   redis:
-    addrs: ["` + addr + `"]
-    key_prefix: "` + e2ePrefix(t) + `"
-`
-	off := startOpsApp(t, base+"    replay_cache: {max_entries: 0}\n", "", nil)
+    addrs: ["`+redistest.Addr(t)+`"]
+    key_prefix: "`+e2ePrefix(t)+`"
+    replay_cache: {max_entries: 0}
+`, "", nil)
 	if off.built.cache != nil {
 		t.Fatal("a replay cache with max_entries 0")
 	}
-	off.storeReset() // nothing to purge
-	on := startOpsApp(t, base, "", nil)
+	off.built.purgeCache() // a store reset: nothing to purge
 	c := e2eClient(t)
-	for range 2 {
-		doHTTP(t, c, "POST", on.base+"/pay", `{}`, "Idempotency-Key", "k1", "Authorization", "Bearer e2e-client")
+	for i := range 3 {
+		ans := doHTTP(t, c, "POST", off.base+"/pay", `{}`, "Idempotency-Key", "k1", "Authorization", "Bearer e2e-client")
+		if ans.status != 201 || (i > 0) != (ans.header.Get("Idempotent-Replayed") == "true") || up.count("/pay", "k1") != 1 {
+			t.Fatalf("request %d = %v, executions %d; want the first answer, replayed from Redis after the first", i, ans, up.count("/pay", "k1"))
+		}
 	}
-	if s := on.built.cache.Stats(); s.Entries != 1 {
-		t.Fatalf("cache = %+v; want 1 entry", s)
-	}
-	on.storeReset()
-	if s := on.built.cache.Stats(); s.Entries != 0 || s.Purges == 0 {
-		t.Fatalf("cache after a store reset = %+v; want empty, purged", s)
-	}
-	if ans := doHTTP(t, c, "POST", on.base+"/pay", `{}`, "Idempotency-Key", "k1", "Authorization", "Bearer e2e-client"); ans.header.Get("Idempotent-Replayed") != "true" || up.count("/pay", "k1") != 1 {
-		t.Fatalf("replay after the purge = %v; want the stored answer, from Redis", ans)
+	m := doHTTP(t, c, "GET", off.adminBase+"/metrics", "")
+	if strings.Contains(m.body, "idemgate_replay_cache_") {
+		t.Error("/metrics has idemgate_replay_cache_* families without a cache")
 	}
 }

@@ -131,11 +131,11 @@ func replayBody(t *testing.T, c keystore.Store, k keystore.Key) string {
 
 // When Redis drops the subscriber's connection, messages published before
 // go-redis resubscribes are lost: the cache empties itself on resubscribe.
-// Not parallel: it kills every Pub/Sub connection of the standalone server,
-// and runs before the parallel tests make theirs.
+// It kills every Pub/Sub connection of a redis-server of its own: on the
+// shared one it would kill other packages' subscriptions too.
 func TestReplayCachePurgedOnResubscribe(t *testing.T) {
-	topo := redistest.Standalone
-	client := newClient(t, topo)
+	t.Parallel()
+	client := startOwnRedis(t, 20).client(t, testTimeout)
 	s := newStore(t, client, redistest.Prefix(t))
 	c := newCached(t, s)
 	ctx := t.Context()
