@@ -169,7 +169,7 @@ func TestStoreLossFlushAllE2E(t *testing.T) {
 
 // Finding 6 of issue 13, end to end: Redis paused (SIGSTOP) while a keyed
 // write claims; the client gets 503 "not processed". Redis resumes and runs
-// the queued claim; the claim id is released within about a second, so a
+// the queued claim; the claim id is released soon after (a releaser round), so a
 // retry runs instead of getting 409 in progress for a whole lease.
 func TestStoreLossPausedClaimE2E(t *testing.T) {
 	t.Parallel()
@@ -201,16 +201,16 @@ func TestStoreLossPausedClaimE2E(t *testing.T) {
 			t.Fatalf("retry after SIGCONT = %v; want 201 or 409 in progress", r)
 		}
 		conflicts++
-		if time.Since(resumed) > 5*time.Second {
+		// Released, a retry runs within a releaser round or two (250 ms +
+		// a 500 ms attempt; proven on an injected clock in keystore);
+		// unreleased, 409 lasts the whole lease (120 s). The bound between
+		// leaves room for a loaded CI.
+		if time.Since(resumed) > 10*time.Second {
 			t.Fatalf("retries still get 409 in progress %v after Redis resumed; the lost claim was not released", time.Since(resumed))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	took := time.Since(resumed)
-	t.Logf("a retry ran %v after Redis resumed (%d × 409 before)", took.Round(time.Millisecond), conflicts)
-	if took > 2*time.Second {
-		t.Errorf("a retry ran %v after Redis resumed; want within about a second", took)
-	}
+	t.Logf("a retry ran %v after Redis resumed (%d × 409 before)", time.Since(resumed).Round(time.Millisecond), conflicts)
 	if n := up.execs.get("paused"); n != 1 {
 		t.Errorf("upstream ran the write %d times; want 1", n)
 	}
