@@ -26,18 +26,24 @@ func (c *closeStack) pushCtx(f func(context.Context) error) { c.fns = append(c.f
 func (c *closeStack) close() error { return c.closeCtx(context.Background()) }
 
 // lateClose is how long, in all, the closers may run on after the
-// shutdown's deadline, to finish what they were doing at it.
-const lateClose = 250 * time.Millisecond
+// shutdown's deadline, to finish what they were doing at it; each closer
+// after that still gets minLateClose, so that one that returns at once
+// (a flush, a file close) is not abandoned unrun.
+const (
+	lateClose    = 250 * time.Millisecond
+	minLateClose = 10 * time.Millisecond
+)
 
 // closeCtx runs the closers, last pushed first, each with ctx, empties the
 // stack and returns their errors joined. Shutdown ends within --grace
-// (DESIGN.md, Bounds): once ctx is done, the closers left share lateClose,
-// and one that has not returned by then is abandoned (counted in the
-// error) while the next one starts, so that each gets its chance.
+// (DESIGN.md, Bounds): once ctx is done, the closers left share lateClose
+// (each at least minLateClose), and one that has not returned by then is
+// abandoned (counted in the error) while the next one starts, so that each
+// gets its chance.
 func (c *closeStack) closeCtx(ctx context.Context) error {
 	var errs []error
 	abandoned := 0
-	var late <-chan time.Time // after the deadline: what is left of lateClose
+	var lateBy time.Time // set at the deadline: the end of lateClose
 	for i := len(c.fns) - 1; i >= 0; i-- {
 		f := c.fns[i]
 		done := make(chan error, 1)
@@ -46,14 +52,16 @@ func (c *closeStack) closeCtx(ctx context.Context) error {
 		select {
 		case err = <-done:
 		case <-ctx.Done():
-			if late == nil {
-				late = time.After(lateClose)
+			if lateBy.IsZero() {
+				lateBy = time.Now().Add(lateClose)
 			}
+			t := time.NewTimer(max(time.Until(lateBy), minLateClose))
 			select {
 			case err = <-done:
-			case <-late:
+			case <-t.C:
 				abandoned++
 			}
+			t.Stop()
 		}
 		if err != nil {
 			errs = append(errs, err)
