@@ -46,6 +46,7 @@ type scenario struct {
 type run struct {
 	RPS        float64          `json:"rps"`
 	Requests   int64            `json:"requests"`
+	Sent       int64            `json:"sent"` // the warm-up's requests included
 	P50        float64          `json:"p50_ms"`
 	P99        float64          `json:"p99_ms"`
 	P999       float64          `json:"p999_ms"`
@@ -53,6 +54,10 @@ type run struct {
 	Errors     int64            `json:"errors"`
 	Replayed   int64            `json:"replayed"`
 	Statuses   map[string]int64 `json:"statuses"`
+	// CPUPerReq is the CPU time (user + system) the process serving the
+	// scenario spent per request sent, in µs; 0 when unknown (nginx, whose
+	// work is in a child process).
+	CPUPerReq float64 `json:"-"`
 }
 
 var (
@@ -143,6 +148,10 @@ func drive() int {
 		start(filepath.Join(*bin, "idemgate"), "--config", writeConfig(dir, "redis.yaml", redisAddr, "127.0.0.1:18095", "redis"))
 		redisProc = procs[len(procs)-1]
 	}
+	serving[upAddr], serving[bareAddr], serving[memAddr] = procs[0], procs[1], memProc
+	if redisProc != nil {
+		serving[redisAddr] = redisProc
+	}
 	for _, a := range []string{upAddr, bareAddr, memAddr} {
 		waitListening(a)
 	}
@@ -210,7 +219,7 @@ func drive() int {
 				failed = true
 				continue
 			}
-			log.Printf("round %d, %-40s %9.0f req/s  p50 %.2f ms  p99 %.2f ms", round, s.name, r.RPS, r.P50, r.P99)
+			log.Printf("round %d, %-40s %9.0f req/s  p50 %.2f ms  p99 %.2f ms  CPU %.0f µs/req", round, s.name, r.RPS, r.P50, r.P99, r.CPUPerReq)
 			results[s.name] = append(results[s.name], r)
 		}
 	}
@@ -334,6 +343,8 @@ func runOne(s scenario, prefix string, fixedRate float64) (run, error) {
 		res.Body.Close()
 	}
 	before := executions()
+	proc := serving[hostOf(s.url)]
+	cpuBefore := procCPU(proc)
 	args := []string{"-url", s.url, "-method", s.method, "-c", fmt.Sprint(*conns), "-d", dur.String(),
 		"-warmup", "1s", "-key", keyMode(s.key), "-key-prefix", prefix, "-expect", fmt.Sprint(s.expect), "-ids", fmt.Sprint(max(s.ids, 1))}
 	if s.body != "" {
@@ -358,6 +369,9 @@ func runOne(s scenario, prefix string, fixedRate float64) (run, error) {
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		return run{}, fmt.Errorf("loadgen output %q: %v", out.String(), err)
 	}
+	if cpu := procCPU(proc) - cpuBefore; cpu > 0 && r.Sent > 0 {
+		r.CPUPerReq = float64(cpu.Microseconds()) / float64(r.Sent)
+	}
 	delta := executions() - before
 	switch {
 	case r.Unexpected > 0 || r.Errors > 0:
@@ -373,6 +387,42 @@ func runOne(s scenario, prefix string, fixedRate float64) (run, error) {
 		return r, fmt.Errorf("the upstream executed %d requests for %d answers; want every one", delta, r.Requests)
 	}
 	return r, nil
+}
+
+// serving maps a scenario's host:port to the process that serves it.
+var serving = map[string]*exec.Cmd{}
+
+func hostOf(rawURL string) string {
+	h, _, _ := strings.Cut(strings.TrimPrefix(rawURL, "http://"), "/")
+	return h
+}
+
+// procCPU is the user + system CPU time p has used, from /proc/PID/stat
+// (utime and stime, fields 14 and 15, in clock ticks of 1/100 s: Linux's
+// USER_HZ on every architecture Go supports here); 0 when unknown.
+func procCPU(p *exec.Cmd) time.Duration {
+	if p == nil || p.Process == nil {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces: count from its ")".
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
 func keyMode(k string) string {
@@ -401,26 +451,39 @@ func printTable(scenarios []scenario, results map[string][]run) {
 		return 0
 	}
 	fmt.Printf("\nClosed loop, %d connections, %s per run, %d interleaved rounds (median, min–max):\n\n", *conns, *dur, *rounds)
-	fmt.Println("| scenario | req/s | min–max | × direct | × bare | p50 ms | p99 ms |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
+	fmt.Println("| scenario | req/s | min–max | × direct | × bare | p50 ms | p99 ms | CPU µs/req | min–max | CPU × bare |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	cpu := func(r run) float64 { return r.CPUPerReq }
+	bareCPU := func(name string) float64 {
+		if rs := results[name]; len(rs) > 0 {
+			m, _, _ := median(rs, cpu)
+			return m
+		}
+		return 0
+	}
 	for _, s := range scenarios {
 		rs := results[s.name]
 		if len(rs) == 0 {
-			fmt.Printf("| %s | failed | | | | | |\n", s.name)
+			fmt.Printf("| %s | failed | | | | | | | | |\n", s.name)
 			continue
 		}
 		m, lo, hi := median(rs, rps)
 		p50, _, _ := median(rs, func(r run) float64 { return r.P50 })
 		p99, _, _ := median(rs, func(r run) float64 { return r.P99 })
 		d, b := baseline("direct "+s.base), baseline("bare "+s.base)
-		fmt.Printf("| %s | %.0f | %.0f–%.0f | %.2f | %.2f | %.2f | %.2f |\n", s.name, m, lo, hi, ratio(m, d), ratio(m, b), p50, p99)
+		c, clo, chi := median(rs, cpu)
+		cpuCols := "| | |"
+		if c > 0 {
+			cpuCols = fmt.Sprintf("%.0f | %.0f–%.0f | %.2f", c, clo, chi, ratio(c, bareCPU("bare "+s.base)))
+		}
+		fmt.Printf("| %s | %.0f | %.0f–%.0f | %.2f | %.2f | %.2f | %.2f | %s |\n", s.name, m, lo, hi, ratio(m, d), ratio(m, b), p50, p99, cpuCols)
 	}
 }
 
 func printLatency(scenarios []scenario) {
 	fmt.Printf("\nFixed rate %.0f req/s, %s, latency from each request's due time (coordinated omission corrected):\n\n", *rate, *dur)
-	fmt.Println("| scenario | p50 ms | p99 ms | p99.9 ms | + p50 over bare | + p99 over bare |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|")
+	fmt.Println("| scenario | p50 ms | p99 ms | p99.9 ms | + p50 over bare | + p99 over bare | CPU µs/req |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
 	var bare run
 	for _, s := range scenarios {
 		if s.base != "POST" || s.name == "direct POST" || strings.HasPrefix(s.name, "nginx") {
@@ -428,13 +491,13 @@ func printLatency(scenarios []scenario) {
 		}
 		r, err := runOne(s, fmt.Sprintf("lat-%d", time.Now().UnixNano()), *rate)
 		if err != nil {
-			fmt.Printf("| %s | failed: %v | | | | |\n", s.name, err)
+			fmt.Printf("| %s | failed: %v | | | | | |\n", s.name, err)
 			continue
 		}
 		if s.name == "bare POST" {
 			bare = r
 		}
-		fmt.Printf("| %s | %.3f | %.3f | %.3f | %+.3f | %+.3f |\n", s.name, r.P50, r.P99, r.P999, r.P50-bare.P50, r.P99-bare.P99)
+		fmt.Printf("| %s | %.3f | %.3f | %.3f | %+.3f | %+.3f | %.0f |\n", s.name, r.P50, r.P99, r.P999, r.P50-bare.P50, r.P99-bare.P99, r.CPUPerReq)
 	}
 }
 

@@ -31,6 +31,7 @@ import (
 
 type result struct {
 	Requests   int64            `json:"requests"`
+	Sent       int64            `json:"sent"` // answered requests, the warm-up's included
 	Seconds    float64          `json:"seconds"`
 	RPS        float64          `json:"rps"`
 	P50        float64          `json:"p50_ms"`
@@ -71,10 +72,12 @@ func main() {
 	}
 	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	g := &gen{client: client, url: *url, method: *method, body: *body, key: *keyMode, prefix: *keyPrefix, expect: *expect, headers: headers, ids: max(*ids, 1)}
+	var warmed int64
 	if *warm > 0 {
-		g.run(*conns, *warm, *rate, false)
+		warmed = g.run(*conns, *warm, *rate, false).Requests
 	}
 	r := g.run(*conns, *dur, *rate, true)
+	r.Sent = warmed + r.Requests
 	json.NewEncoder(os.Stdout).Encode(r)
 	if r.Requests == 0 {
 		os.Exit(1)
@@ -187,7 +190,7 @@ func (g *gen) run(conns int, d time.Duration, rate float64, record bool) result 
 	wg.Wait()
 	elapsed := time.Since(start).Seconds()
 	if !record {
-		return result{}
+		return result{Requests: n.Load()}
 	}
 	slices.Sort(lat)
 	pct := func(p float64) float64 {
