@@ -210,6 +210,10 @@ type Redis struct {
 	// Timeout bounds dialing, each read and each write; there are no silent
 	// retries beyond it. Default 500ms.
 	Timeout time.Duration `mapstructure:"timeout"`
+	// AutoPipeline sends the store calls that concurrent requests make at
+	// the same moment to Redis together, as one pipeline (go-redis's
+	// autopipeliner); false sends each call on its own. Default true.
+	AutoPipeline bool `mapstructure:"auto_pipeline"`
 	// ReplayCache bounds each process's cache of completed answers in
 	// front of the Redis store (keystore/replaycache); used with
 	// store.backend redis only.
@@ -580,10 +584,11 @@ func Default() *Config {
 				MaxBytes:   1 << 30,
 			},
 			Redis: Redis{
-				Addrs:       []string{"127.0.0.1:6379"},
-				KeyPrefix:   "idemgate:",
-				Timeout:     500 * time.Millisecond,
-				ReplayCache: ReplayCache{MaxEntries: 100_000, MaxBytes: 64 << 20},
+				Addrs:        []string{"127.0.0.1:6379"},
+				KeyPrefix:    "idemgate:",
+				Timeout:      500 * time.Millisecond,
+				AutoPipeline: true,
+				ReplayCache:  ReplayCache{MaxEntries: 100_000, MaxBytes: 64 << 20},
 			},
 		},
 		ClientIP:  ClientIP{TrustedProxies: []string{}},

@@ -66,7 +66,7 @@ func newStore(cfg *config.Config, log *slog.Logger, cs *closeStack) (builtStore,
 		if err != nil {
 			return b, err
 		}
-		s, err := redisstore.New(client, redisstore.Options{KeyPrefix: cfg.Store.Redis.KeyPrefix})
+		s, err := redisstore.New(client, redisstore.Options{KeyPrefix: cfg.Store.Redis.KeyPrefix, DirectCalls: !cfg.Store.Redis.AutoPipeline})
 		if err != nil {
 			return b, fmt.Errorf("store.redis: %w", err)
 		}

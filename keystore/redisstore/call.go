@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -32,6 +33,16 @@ type call struct {
 	ns, ni  int
 	scratch []byte
 }
+
+// errNoReply is the error of a pipelined call that had no reply within the
+// client's read timeout; like a read timeout, it is a timeout.
+var errNoReply = timeoutError("redisstore: Redis did not reply in time")
+
+type timeoutError string
+
+func (e timeoutError) Error() string { return string(e) }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
 
 // maxPooledScratch bounds the scratch buffer a pooled call keeps: a call
 // that encoded a large answer leaves its buffer to the garbage collector.
@@ -138,14 +149,46 @@ func (c *call) op() {
 
 // do runs script with c's arguments (EVALSHA, then EVAL if the server's
 // script cache lacks it) and returns the reply.
+//
+// The call goes through the autopipeliner unless Options.DirectCalls: when
+// no batch is on the wire it is sent at once, alone; while one is, it joins
+// the calls that queue meanwhile, and they go as the next pipeline (one
+// batch in flight, in order). A keyed write's two round trips stay two,
+// but concurrent requests share each one's write, read and connection
+// checkout (issue 17: those system calls were most of a Redis keyed
+// write's extra CPU). Each script is atomic, so sharing a pipeline changes
+// nothing a script sees; a connection failure fails every call of its
+// pipeline, each as it would fail alone. Nothing is resent either way
+// (MaxRetries -1, NewClient).
+//
+// A pipelined call waits at most the client's read timeout
+// (store.redis.timeout), as a call of its own does, however many batches
+// are ahead of it when Redis hangs, and never past ctx's deadline. A call
+// that stops waiting may still be sent and run (as a call whose reply is
+// lost may): its arguments then stay with it, and c is left to the garbage
+// collector instead of going back to the pool. Otherwise c is freed.
 func (s *Store) do(ctx context.Context, script lua, c *call) (any, error) {
 	c.argv[1] = script.sha
 	cmd := redis.NewCmd(ctx, c.argv...)
 	cmd.SetFirstKeyPos(3)
-	_ = s.client.Process(ctx, cmd)
+	if s.pipe != nil {
+		wctx, cancel := context.WithTimeout(ctx, s.wait)
+		err := s.pipe.Submit(ctx, cmd).WaitContext(wctx)
+		cancel()
+		if err != nil && wctx.Err() != nil && errors.Is(err, wctx.Err()) {
+			// c may still be on the wire: not freed.
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, fmt.Errorf("%w: no reply within %v", errNoReply, s.wait)
+		}
+	} else {
+		_ = s.client.Process(ctx, cmd)
+	}
 	v, err := cmd.Result()
 	if err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {
-		return script.script.Eval(ctx, s.client, []string{c.key}, c.argv[4:]...).Result()
+		v, err = script.script.Eval(ctx, s.client, []string{c.key}, c.argv[4:]...).Result()
 	}
+	c.free()
 	return v, err
 }

@@ -32,12 +32,23 @@ type Options struct {
 	// [DefaultKeyPrefix]. It must not contain '{' or '}': the record's hash
 	// tag follows it.
 	KeyPrefix string
+	// DirectCalls sends every script call on its own round trip. By
+	// default the calls go through the client's autopipeliner
+	// (redis.Client.AsyncAutoPipeline): calls that concurrent requests make
+	// while an earlier batch is on the wire are sent together as the next
+	// pipeline, one write and one read for all of them (see [Store.do]).
+	DirectCalls bool
 }
 
 // Store is the Redis key store. It is safe for concurrent use by many
 // goroutines and by many processes sharing one Redis. Create it with [New].
 type Store struct {
 	client redis.UniversalClient
+	// pipe is the client's autopipeliner, which the script calls go
+	// through; nil with Options.DirectCalls.
+	pipe *redis.AutoPipeliner
+	// wait bounds a pipelined call's wait: the client's read timeout.
+	wait   time.Duration
 	prefix string
 	closed atomic.Bool
 
@@ -69,7 +80,33 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if strings.ContainsAny(opts.KeyPrefix, "{}") {
 		return nil, fmt.Errorf("redisstore: key prefix %q contains '{' or '}'", opts.KeyPrefix)
 	}
-	return &Store{client: client, prefix: opts.KeyPrefix}, nil
+	s := &Store{client: client, prefix: opts.KeyPrefix}
+	if !opts.DirectCalls {
+		// The client caches its autopipeliner (ordered: one batch in
+		// flight, no flush delay) and closes it with itself.
+		ap, err := client.AsyncAutoPipeline()
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: autopipeliner: %w", err)
+		}
+		s.pipe, s.wait = ap, readTimeout(client)
+	}
+	return s, nil
+}
+
+// readTimeout is client's read timeout ([ClientOptions.Timeout] for a
+// client from [NewClient]), or [DefaultTimeout] when it has none.
+func readTimeout(client redis.UniversalClient) time.Duration {
+	var d time.Duration
+	switch c := client.(type) {
+	case *redis.Client:
+		d = c.Options().ReadTimeout
+	case *redis.ClusterClient:
+		d = c.Options().ReadTimeout
+	}
+	if d <= 0 {
+		return DefaultTimeout
+	}
+	return d
 }
 
 // key returns the Redis key of k: the prefix, then the hex key as the hash
@@ -90,11 +127,10 @@ func (s *Store) check(ctx context.Context) error {
 }
 
 // run runs script on c's record and returns its code and the rest of its
-// reply; c is freed. A failure to reach Redis is returned wrapped;
+// reply; c is freed (see [Store.do]). A failure to reach Redis is returned wrapped;
 // codeCorrupt becomes ErrCorrupt.
 func (s *Store) run(ctx context.Context, name string, script lua, c *call) (int64, []any, error) {
 	v, err := s.do(ctx, script, c)
-	c.free()
 	if err != nil {
 		return 0, nil, wrapErr(name, err)
 	}
