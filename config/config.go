@@ -210,9 +210,10 @@ type Redis struct {
 	// Timeout bounds dialing, each read and each write; there are no silent
 	// retries beyond it. Default 500ms.
 	Timeout time.Duration `mapstructure:"timeout"`
-	// AutoPipeline sends the store calls that concurrent requests make at
-	// the same moment to Redis together, as one pipeline (go-redis's
-	// autopipeliner); false sends each call on its own. Default true.
+	// AutoPipeline sends the store calls that concurrent requests make
+	// while Redis is busy with earlier ones together, as one pipeline
+	// (keystore/redisstore's pipeliner); false sends each call on its own.
+	// Default true.
 	AutoPipeline bool `mapstructure:"auto_pipeline"`
 	// ReplayCache bounds each process's cache of completed answers in
 	// front of the Redis store (keystore/replaycache); used with

@@ -61,8 +61,16 @@ func (r *Own) Start() {
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		err := c.Ping(context.Background()).Err()
+		info, err := c.InfoMap(context.Background(), "server").Result()
 		if err == nil {
+			// The server that answers must be ours: a server left on the
+			// port (by a test binary that was killed) would take our
+			// signals' place, and ours has exited on the taken port.
+			if pid := info["Server"]["process_id"]; pid != strconv.Itoa(cmd.Process.Pid) {
+				cmd.Process.Kill()
+				cmd.Wait()
+				r.t.Fatalf("own redis-server: %s is taken by another redis-server (pid %s), not ours (pid %d)", r.Addr, pid, cmd.Process.Pid)
+			}
 			return
 		}
 		if time.Now().After(deadline) {

@@ -34,7 +34,7 @@ type call struct {
 	scratch []byte
 }
 
-// errNoReply is the error of a pipelined call that had no reply within the
+// errNoReply is the error of a queued call that had no reply within the
 // client's read timeout; like a read timeout, it is a timeout.
 var errNoReply = timeoutError("redisstore: Redis did not reply in time")
 
@@ -150,37 +150,25 @@ func (c *call) op() {
 // do runs script with c's arguments (EVALSHA, then EVAL if the server's
 // script cache lacks it) and returns the reply.
 //
-// The call goes through the autopipeliner unless Options.DirectCalls: when
-// no batch is on the wire it is sent at once, alone; while one is, it joins
-// the calls that queue meanwhile, and they go as the next pipeline (one
-// batch in flight, in order). A keyed write's two round trips stay two,
-// but concurrent requests share each one's write, read and connection
-// checkout (issue 17: those system calls were most of a Redis keyed
-// write's extra CPU). Each script is atomic, so sharing a pipeline changes
-// nothing a script sees; a connection failure fails every call of its
-// pipeline, each as it would fail alone. Nothing is resent either way
-// (MaxRetries -1, NewClient).
-//
-// A pipelined call waits at most the client's read timeout
-// (store.redis.timeout), as a call of its own does, however many batches
-// are ahead of it when Redis hangs, and never past ctx's deadline. A call
-// that stops waiting may still be sent and run (as a call whose reply is
-// lost may): its arguments then stay with it, and c is left to the garbage
-// collector instead of going back to the pool. Otherwise c is freed.
+// The call goes through the store's pipeliner unless Options.DirectCalls
+// (see [pipeliner]): alone when nothing else is on the wire, else with the
+// calls made meanwhile, as the next pipeline. A queued call waits at most
+// the client's read timeout (store.redis.timeout), as a call of its own
+// does, however many calls are ahead of it when Redis hangs, and never past
+// ctx's deadline. A call that stops waiting may still be sent and run (as a
+// call whose reply is lost may): its arguments then stay with it, and c is
+// left to the garbage collector instead of going back to the pool.
+// Otherwise c is freed.
 func (s *Store) do(ctx context.Context, script lua, c *call) (any, error) {
 	c.argv[1] = script.sha
 	cmd := redis.NewCmd(ctx, c.argv...)
 	cmd.SetFirstKeyPos(3)
 	if s.pipe != nil {
-		wctx, cancel := context.WithTimeout(ctx, s.wait)
-		err := s.pipe.Submit(ctx, cmd).WaitContext(wctx)
-		cancel()
-		if err != nil && wctx.Err() != nil && errors.Is(err, wctx.Err()) {
-			// c may still be on the wire: not freed.
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
+		if ok, err := s.pipe.process(ctx, cmd); !ok {
+			if errors.Is(err, errNoReply) {
+				err = fmt.Errorf("%w: none within %v", err, s.pipe.wait)
 			}
-			return nil, fmt.Errorf("%w: no reply within %v", errNoReply, s.wait)
+			return nil, err // c may still be sent: not freed
 		}
 	} else {
 		_ = s.client.Process(ctx, cmd)

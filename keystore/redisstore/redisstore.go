@@ -33,10 +33,9 @@ type Options struct {
 	// tag follows it.
 	KeyPrefix string
 	// DirectCalls sends every script call on its own round trip. By
-	// default the calls go through the client's autopipeliner
-	// (redis.Client.AsyncAutoPipeline): calls that concurrent requests make
-	// while an earlier batch is on the wire are sent together as the next
-	// pipeline, one write and one read for all of them (see [Store.do]).
+	// default, calls that concurrent requests make while another call is
+	// on the wire are sent together as the next pipeline, one write and
+	// one read for all of them (see [pipeliner]).
 	DirectCalls bool
 }
 
@@ -44,11 +43,8 @@ type Options struct {
 // goroutines and by many processes sharing one Redis. Create it with [New].
 type Store struct {
 	client redis.UniversalClient
-	// pipe is the client's autopipeliner, which the script calls go
-	// through; nil with Options.DirectCalls.
-	pipe *redis.AutoPipeliner
-	// wait bounds a pipelined call's wait: the client's read timeout.
-	wait   time.Duration
+	// pipe sends the script calls; nil with Options.DirectCalls.
+	pipe   *pipeliner
 	prefix string
 	closed atomic.Bool
 
@@ -82,13 +78,7 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	}
 	s := &Store{client: client, prefix: opts.KeyPrefix}
 	if !opts.DirectCalls {
-		// The client caches its autopipeliner (ordered: one batch in
-		// flight, no flush delay) and closes it with itself.
-		ap, err := client.AsyncAutoPipeline()
-		if err != nil {
-			return nil, fmt.Errorf("redisstore: autopipeliner: %w", err)
-		}
-		s.pipe, s.wait = ap, readTimeout(client)
+		s.pipe = newPipeliner(client)
 	}
 	return s, nil
 }
