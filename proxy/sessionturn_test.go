@@ -619,7 +619,8 @@ func TestSessionLoadTwoReplicas(t *testing.T) {
 		t.Errorf("fallbacks to the local queue = %d; want 0", n)
 	}
 
-	c, err := redisstore.NewClient(redisstore.ClientOptions{Addrs: []string{addr}})
+	// KEYS walks the whole shared server: give it time on a loaded CI.
+	c, err := redisstore.NewClient(redisstore.ClientOptions{Addrs: []string{addr}, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,6 +51,10 @@ func (r *Own) Start() {
 	_, port, _ := net.SplitHostPort(r.Addr)
 	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--daemonize", "no", "--dir", r.dir, "--loglevel", "warning")
+	// Its own process group, so that Kill also ends the children it forks
+	// (an AOF rewrite after CONFIG SET appendonly yes), which would go on
+	// writing into the test's directory while it is removed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		r.t.Fatalf("starting redis-server: %v", err)
 	}
@@ -95,7 +99,8 @@ func (r *Own) Signal(sig syscall.Signal) {
 	}
 }
 
-// Kill stops the server (SIGKILL: no chance to save anything) and reaps it.
+// Kill stops the server and the children it forked (SIGKILL to its process
+// group: no chance to save anything) and reaps it.
 func (r *Own) Kill() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -103,6 +108,7 @@ func (r *Own) Kill() {
 		return
 	}
 	r.cmd.Process.Signal(syscall.SIGCONT)
+	syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL) // the group: the server and its children
 	r.cmd.Process.Kill()
 	r.cmd.Wait()
 	r.cmd = nil
