@@ -190,7 +190,38 @@ func drive() int {
 		scenarios = slices.DeleteFunc(scenarios, func(s scenario) bool { return !slices.Contains(keep, s.name) })
 	}
 
-	if *prefillN > 0 {
+	failed := false
+	// measure runs the rounds, then the fixed-rate runs, and prints both
+	// tables under title.
+	measure := func(title string) (map[string][]run, map[string]run) {
+		fmt.Printf("\n### %s\n", title)
+		results := map[string][]run{}
+		for round := 1; round <= *rounds; round++ {
+			for i, s := range scenarios {
+				r, err := runOne(s, fmt.Sprintf("r%d-%d-%d", round, i, time.Now().UnixNano()), 0)
+				if err != nil {
+					log.Printf("round %d, %s: FAILED: %v", round, s.name, err)
+					failed = true
+					continue
+				}
+				log.Printf("round %d, %-40s %9.0f req/s  p50 %.2f ms  p99 %.2f ms  CPU %.0f µs/req", round, s.name, r.RPS, r.P50, r.P99, r.CPUPerReq)
+				results[s.name] = append(results[s.name], r)
+			}
+		}
+		printTable(scenarios, results)
+		var fixed map[string]run
+		if *rate > 0 {
+			fixed = printLatency(scenarios)
+		}
+		return results, fixed
+	}
+	if *prefillN <= 0 {
+		measure("Empty stores")
+	} else {
+		// The same processes, before and after the pre-fill (issue 17:
+		// with 1 M records stored, keyed write throughput and fixed-rate
+		// pass-through p99 within 15 % of the same run on an empty store).
+		emptyRes, emptyFixed := measure("Empty stores")
 		targets := map[string]*exec.Cmd{memAddr: memProc}
 		if redisProc != nil {
 			targets[redisAddr] = redisProc
@@ -201,31 +232,12 @@ func drive() int {
 			}
 			log.Printf("prefilled %s with %d records: idemgate RSS %s", addr, *prefillN, rss(p))
 		}
+		fullRes, fullFixed := measure(fmt.Sprintf("After pre-filling each idemgate's store with %d records", *prefillN))
+		printFilled(scenarios, emptyRes, fullRes, emptyFixed, fullFixed)
 	}
-	defer func() {
-		log.Printf("idemgate RSS at the end: memory store %s", rss(memProc))
-		if redisProc != nil {
-			log.Printf("idemgate RSS at the end: Redis store %s", rss(redisProc))
-		}
-	}()
-
-	results := map[string][]run{}
-	failed := false
-	for round := 1; round <= *rounds; round++ {
-		for i, s := range scenarios {
-			r, err := runOne(s, fmt.Sprintf("r%d-%d-%d", round, i, time.Now().UnixNano()), 0)
-			if err != nil {
-				log.Printf("round %d, %s: FAILED: %v", round, s.name, err)
-				failed = true
-				continue
-			}
-			log.Printf("round %d, %-40s %9.0f req/s  p50 %.2f ms  p99 %.2f ms  CPU %.0f µs/req", round, s.name, r.RPS, r.P50, r.P99, r.CPUPerReq)
-			results[s.name] = append(results[s.name], r)
-		}
-	}
-	printTable(scenarios, results)
-	if *rate > 0 {
-		printLatency(scenarios)
+	log.Printf("idemgate RSS at the end: memory store %s", rss(memProc))
+	if redisProc != nil {
+		log.Printf("idemgate RSS at the end: Redis store %s", rss(redisProc))
 	}
 	if failed {
 		return 1
@@ -480,13 +492,14 @@ func printTable(scenarios []scenario, results map[string][]run) {
 	}
 }
 
-func printLatency(scenarios []scenario) {
+func printLatency(scenarios []scenario) map[string]run {
 	fmt.Printf("\nFixed rate %.0f req/s, %s, latency from each request's due time (coordinated omission corrected):\n\n", *rate, *dur)
 	fmt.Println("| scenario | p50 ms | p99 ms | p99.9 ms | + p50 over bare | + p99 over bare | CPU µs/req |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
-	var bare run
+	out := map[string]run{}
+	bare := map[string]run{}
 	for _, s := range scenarios {
-		if s.base != "POST" || s.name == "direct POST" || strings.HasPrefix(s.name, "nginx") {
+		if strings.HasPrefix(s.name, "direct") || strings.HasPrefix(s.name, "nginx") {
 			continue
 		}
 		r, err := runOne(s, fmt.Sprintf("lat-%d", time.Now().UnixNano()), *rate)
@@ -494,10 +507,36 @@ func printLatency(scenarios []scenario) {
 			fmt.Printf("| %s | failed: %v | | | | | |\n", s.name, err)
 			continue
 		}
-		if s.name == "bare POST" {
-			bare = r
+		out[s.name] = r
+		if s.name == "bare "+s.base {
+			bare[s.base] = r
 		}
-		fmt.Printf("| %s | %.3f | %.3f | %.3f | %+.3f | %+.3f | %.0f |\n", s.name, r.P50, r.P99, r.P999, r.P50-bare.P50, r.P99-bare.P99, r.CPUPerReq)
+		b := bare[s.base]
+		fmt.Printf("| %s | %.3f | %.3f | %.3f | %+.3f | %+.3f | %.0f |\n", s.name, r.P50, r.P99, r.P999, r.P50-b.P50, r.P99-b.P99, r.CPUPerReq)
+	}
+	return out
+}
+
+// printFilled compares the runs after the pre-fill with those before:
+// closed-loop throughput (median of the rounds) and fixed-rate p99, for
+// every idemgate scenario.
+func printFilled(scenarios []scenario, empty, full map[string][]run, emptyFixed, fullFixed map[string]run) {
+	fmt.Printf("\nPre-filled ÷ empty, the same processes (issue 17 target: keyed writes' req/s and the pass-through's fixed-rate p99 within 15 %%):\n\n")
+	fmt.Println("| scenario | req/s empty | req/s filled | filled ÷ empty | fixed-rate p99 empty ms | filled ms | filled ÷ empty |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
+	rps := func(r run) float64 { return r.RPS }
+	for _, s := range scenarios {
+		if !strings.HasPrefix(s.name, "idemgate") || len(empty[s.name]) == 0 || len(full[s.name]) == 0 {
+			continue
+		}
+		e, _, _ := median(empty[s.name], rps)
+		f, _, _ := median(full[s.name], rps)
+		ef, ff := emptyFixed[s.name], fullFixed[s.name]
+		p99 := "| | |"
+		if ef.Requests > 0 && ff.Requests > 0 {
+			p99 = fmt.Sprintf("%.3f | %.3f | %.2f", ef.P99, ff.P99, ratio(ff.P99, ef.P99))
+		}
+		fmt.Printf("| %s | %.0f | %.0f | %.2f | %s |\n", s.name, e, f, ratio(f, e), p99)
 	}
 }
 
