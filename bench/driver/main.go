@@ -27,6 +27,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -61,18 +62,19 @@ type run struct {
 }
 
 var (
-	bin      = flag.String("bin", "bench/.bin", "directory of the built binaries")
-	rounds   = flag.Int("rounds", 3, "interleaved rounds")
-	dur      = flag.Duration("d", 5*time.Second, "measured duration of one run")
-	conns    = flag.Int("c", 64, "connections")
-	rate     = flag.Float64("rate", 2000, "fixed rate for the latency runs (0 skips them)")
-	redis    = flag.String("redis", "", "Redis address for the Redis-store scenarios (empty skips them)")
-	only     = flag.String("only", "", "comma-separated scenario names to run (default all)")
-	workdir  = flag.String("work", "", "scratch directory (default a temp dir)")
-	pinCPUs  = flag.Bool("pin", true, "pin servers to CPU 1 and the load generator to CPU 0")
-	nginxBin = flag.String("nginx", "nginx", "nginx binary (empty skips nginx)")
-	cacheN   = flag.Int("replay-cache", 100000, "store.redis.replay_cache.max_entries of the Redis-store idemgate (0: no replay cache)")
-	prefillN = flag.Int("prefill", 0, "keyed first writes sent to each idemgate (memory and Redis store) before the rounds, so that its store holds that many records while measured (issue 17: 1000000)")
+	bin         = flag.String("bin", "bench/.bin", "directory of the built binaries")
+	rounds      = flag.Int("rounds", 3, "interleaved rounds")
+	dur         = flag.Duration("d", 5*time.Second, "measured duration of one run")
+	conns       = flag.Int("c", 64, "connections")
+	rate        = flag.Float64("rate", 2000, "fixed rate for the latency runs (0 skips them)")
+	fixedRounds = flag.Int("fixed-rounds", 3, "interleaved rounds of the fixed-rate runs")
+	redis       = flag.String("redis", "", "Redis address for the Redis-store scenarios (empty skips them)")
+	only        = flag.String("only", "", "comma-separated scenario names to run (default all)")
+	workdir     = flag.String("work", "", "scratch directory (default a temp dir)")
+	pinCPUs     = flag.Bool("pin", true, "pin servers to CPU 1 and the load generator to CPU 0")
+	nginxBin    = flag.String("nginx", "nginx", "nginx binary (empty skips nginx)")
+	cacheN      = flag.Int("replay-cache", 100000, "store.redis.replay_cache.max_entries of the Redis-store idemgate (0: no replay cache)")
+	prefillN    = flag.Int("prefill", 0, "keyed first writes sent to each idemgate (memory and Redis store) before the rounds, so that its store holds that many records while measured (issue 17: 1000000)")
 )
 
 const (
@@ -102,8 +104,7 @@ func drive() int {
 	var procs []*exec.Cmd
 	defer func() {
 		for _, p := range procs {
-			p.Process.Kill()
-			p.Wait()
+			stop(p)
 		}
 	}()
 	// idemgate's log (the access log included) goes to a file in dir, as
@@ -294,6 +295,21 @@ func prefill(url string, n int) error {
 		return fmt.Errorf("the upstream executed %d requests for %d prefill writes", ran, n)
 	}
 	return nil
+}
+
+// stop ends p: SIGTERM first, so that nginx's master ends its workers
+// (SIGKILL left them serving the port into the next run), then SIGKILL if
+// it is still there after 5 s.
+func stop(p *exec.Cmd) {
+	p.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { p.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		p.Process.Kill()
+		<-done
+	}
 }
 
 // rss returns a process's resident set size, from /proc.
@@ -493,26 +509,45 @@ func printTable(scenarios []scenario, results map[string][]run) {
 }
 
 func printLatency(scenarios []scenario) map[string]run {
-	fmt.Printf("\nFixed rate %.0f req/s, %s, latency from each request's due time (coordinated omission corrected):\n\n", *rate, *dur)
-	fmt.Println("| scenario | p50 ms | p99 ms | p99.9 ms | + p50 over bare | + p99 over bare | CPU µs/req |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
-	out := map[string]run{}
-	bare := map[string]run{}
+	var runs []scenario
 	for _, s := range scenarios {
-		if strings.HasPrefix(s.name, "direct") || strings.HasPrefix(s.name, "nginx") {
+		if !strings.HasPrefix(s.name, "direct") && !strings.HasPrefix(s.name, "nginx") {
+			runs = append(runs, s)
+		}
+	}
+	// Interleaved rounds, as for the closed loop: one run's p99 moves by
+	// 2× with the machine's load, a median of several much less.
+	all := map[string][]run{}
+	for round := 1; round <= *fixedRounds; round++ {
+		for _, s := range runs {
+			r, err := runOne(s, fmt.Sprintf("lat-%d", time.Now().UnixNano()), *rate)
+			if err != nil {
+				log.Printf("fixed rate, round %d, %s: FAILED: %v", round, s.name, err)
+				continue
+			}
+			all[s.name] = append(all[s.name], r)
+		}
+	}
+	fmt.Printf("\nFixed rate %.0f req/s, %s per run, %d interleaved rounds (median, min–max), latency from each request's due time (coordinated omission corrected):\n\n", *rate, *dur, *fixedRounds)
+	fmt.Println("| scenario | p50 ms | p99 ms | p99 min–max | p99.9 ms | + p50 over bare | + p99 over bare | CPU µs/req |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|")
+	out := map[string]run{}
+	for _, s := range runs {
+		rs := all[s.name]
+		if len(rs) == 0 {
+			fmt.Printf("| %s | failed | | | | | | |\n", s.name)
 			continue
 		}
-		r, err := runOne(s, fmt.Sprintf("lat-%d", time.Now().UnixNano()), *rate)
-		if err != nil {
-			fmt.Printf("| %s | failed: %v | | | | | |\n", s.name, err)
-			continue
-		}
-		out[s.name] = r
-		if s.name == "bare "+s.base {
-			bare[s.base] = r
-		}
-		b := bare[s.base]
-		fmt.Printf("| %s | %.3f | %.3f | %.3f | %+.3f | %+.3f | %.0f |\n", s.name, r.P50, r.P99, r.P999, r.P50-b.P50, r.P99-b.P99, r.CPUPerReq)
+		var m run
+		m.Requests = 1
+		m.P50, _, _ = median(rs, func(r run) float64 { return r.P50 })
+		var lo, hi float64
+		m.P99, lo, hi = median(rs, func(r run) float64 { return r.P99 })
+		m.P999, _, _ = median(rs, func(r run) float64 { return r.P999 })
+		m.CPUPerReq, _, _ = median(rs, func(r run) float64 { return r.CPUPerReq })
+		out[s.name] = m
+		b := out["bare "+s.base]
+		fmt.Printf("| %s | %.3f | %.3f | %.3f–%.3f | %.3f | %+.3f | %+.3f | %.0f |\n", s.name, m.P50, m.P99, lo, hi, m.P999, m.P50-b.P50, m.P99-b.P99, m.CPUPerReq)
 	}
 	return out
 }
