@@ -81,11 +81,19 @@ routes:
 		{"turn after 1.2s, slow upstream", "c2", "1200ms", "8s", http.StatusGatewayTimeout, "upstream_timeout", 1900 * time.Millisecond, 2900 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// The write goes on a connection opened before it is timed: a
+			// dial on a loaded CI can lose its SYN and wait a second for the
+			// retransmission, which would count against the timeout.
+			wc := e2eClient(t)
+			if w := put(wc, oa.base+"/carts/warm-"+tc.cart, "warm-"+tc.cart); w.status != http.StatusCreated {
+				t.Fatalf("warm-up write = %v", w)
+			}
+			waitArrived(t, arrived, "warm-"+tc.cart)
 			held := make(chan e2eAnswer, 1)
 			go func() { held <- put(c, oa.base+"/carts/"+tc.cart+"/hold", "hold-"+tc.cart, "X-Sleep", tc.holdFor) }()
 			waitArrived(t, arrived, "hold-"+tc.cart)
 			start := time.Now()
-			a := put(c, oa.base+"/carts/"+tc.cart, "write-"+tc.cart, "X-Sleep", tc.sleep)
+			a := put(wc, oa.base+"/carts/"+tc.cart, "write-"+tc.cart, "X-Sleep", tc.sleep)
 			took := time.Since(start)
 			if a.err != nil || a.status != tc.status || !strings.Contains(a.body, `"`+tc.code+`"`) {
 				t.Errorf("write behind the holder = %v; want %d %s", a, tc.status, tc.code)
