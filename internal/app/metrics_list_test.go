@@ -121,6 +121,8 @@ var conditional = map[string]string{
 	"idemgate_redis_pool_timeouts_total":                "store.backend redis",
 	"idemgate_redis_pool_total_conns":                   "store.backend redis",
 	"idemgate_redis_pool_idle_conns":                    "store.backend redis",
+	"idemgate_store_pipelines_total":                    "store.backend redis",
+	"idemgate_store_pipelined_calls_total":              "store.backend redis",
 	"idemgate_replay_cache_hits_total":                  "store.backend redis",
 	"idemgate_replay_cache_misses_total":                "store.backend redis",
 	"idemgate_replay_cache_purges_total":                "store.backend redis",
