@@ -157,8 +157,11 @@ routes:
 	}
 	took := time.Since(stopped)
 	t.Logf("taken over %v after the holder stopped renewing (lease 3s)", took.Round(time.Millisecond))
-	if took > 4500*time.Millisecond {
-		t.Errorf("taken over %v after the holder stopped; want within lease 3s + 1.5s", took)
+	// The lease (3 s) and the waiter's poll; the margin also covers a dial
+	// whose SYN a loaded CI retransmits (1 s). Without the lease the
+	// waiter would wait for the old 10 s fallback.
+	if took > 6*time.Second {
+		t.Errorf("taken over %v after the holder stopped; want within lease 3s + 3s", took)
 	}
 	if took < time.Second {
 		t.Errorf("taken over %v after the holder stopped; its lock (renewed every 1s) should have held at least 2s", took)
