@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -165,9 +164,6 @@ func (s *Store) do(ctx context.Context, script lua, c *call) (any, error) {
 	cmd.SetFirstKeyPos(3)
 	if s.pipe != nil {
 		if ok, err := s.pipe.process(ctx, cmd); !ok {
-			if errors.Is(err, errNoReply) {
-				err = fmt.Errorf("%w: none within %v", err, s.pipe.wait)
-			}
 			return nil, err // c may still be sent: not freed
 		}
 	} else {

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,12 +40,9 @@ type pipeliner struct {
 	// its own would have.
 	wait time.Duration
 
-	lanes int // sends on the wire at most (pipelineLanes); then calls queue
-
 	mu    sync.Mutex
-	busy  int        // sends on the wire
+	busy  int        // sends on the wire, at most pipelineLanes
 	queue []*pending // calls waiting for the next batch, oldest first
-	spare []*pending // the previous queue's array, for reuse
 
 	batches, pipelined atomic.Uint64 // pipelines sent, and the calls in them
 }
@@ -74,7 +72,7 @@ type pending struct {
 var pendingPool = sync.Pool{New: func() any { return &pending{done: make(chan struct{}, 1)} }}
 
 func newPipeliner(client redis.UniversalClient) *pipeliner {
-	return &pipeliner{client: client, wait: readTimeout(client), lanes: pipelineLanes}
+	return &pipeliner{client: client, wait: readTimeout(client)}
 }
 
 // process runs cmd, alone or in a pipeline. It reports false when the
@@ -82,7 +80,7 @@ func newPipeliner(client redis.UniversalClient) *pipeliner {
 // may still be sent: cmd's arguments must then stay intact; err says why.
 func (p *pipeliner) process(ctx context.Context, cmd *redis.Cmd) (ok bool, err error) {
 	p.mu.Lock()
-	if p.busy < p.lanes {
+	if p.busy < pipelineLanes {
 		p.busy++
 		p.mu.Unlock()
 		_ = p.client.Process(ctx, cmd)
@@ -104,54 +102,44 @@ func (p *pipeliner) process(ctx context.Context, cmd *redis.Cmd) (ok bool, err e
 	case <-ctx.Done():
 		err = ctx.Err()
 	case <-t.C:
-		err = errNoReply
+		err = fmt.Errorf("%w: none within %v", errNoReply, p.wait)
 	}
 	q.gone.Store(true) // q stays with the batch; the GC takes it
 	return false, err
 }
 
 // next ends a send: the queue, if any, goes next on a goroutine of its
-// own (the caller has its reply and returns).
+// own (the caller has its reply and returns), on the lane just freed.
 func (p *pipeliner) next() {
-	p.mu.Lock()
-	if len(p.queue) == 0 {
-		p.busy--
-		p.mu.Unlock()
-		return
+	if batch := p.release(); batch != nil {
+		go p.drain(batch)
 	}
-	batch := p.take()
-	p.mu.Unlock()
-	go p.drain(batch)
-}
-
-// take removes up to maxBatch calls from the queue. The caller holds p.mu.
-func (p *pipeliner) take() []*pending {
-	n := min(len(p.queue), maxBatch)
-	batch := p.queue[:n:n]
-	if n == len(p.queue) {
-		p.queue, p.spare = p.spare[:0], nil
-	} else {
-		p.queue = p.queue[n:]
-	}
-	return batch
 }
 
 // drain sends batches until the queue is empty.
 func (p *pipeliner) drain(batch []*pending) {
-	for {
+	for ; batch != nil; batch = p.release() {
 		p.send(batch)
-		p.mu.Lock()
-		if p.spare == nil && cap(batch) <= 4*maxBatch {
-			p.spare = batch[:0]
-		}
-		if len(p.queue) == 0 {
-			p.busy--
-			p.mu.Unlock()
-			return
-		}
-		batch = p.take()
-		p.mu.Unlock()
 	}
+}
+
+// release ends a send: it returns up to maxBatch queued calls to send next
+// on the same lane, or frees the lane and returns nil when none queue.
+func (p *pipeliner) release() []*pending {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.queue) == 0 {
+		p.busy--
+		return nil
+	}
+	n := min(len(p.queue), maxBatch)
+	batch := p.queue[:n:n]
+	if n == len(p.queue) {
+		p.queue = nil
+	} else {
+		p.queue = p.queue[n:]
+	}
+	return batch
 }
 
 // send runs batch's calls as one pipeline (one alone as it is) and wakes
