@@ -196,23 +196,11 @@ func drive() int {
 	// tables under title.
 	measure := func(title string) (map[string][]run, map[string]run) {
 		fmt.Printf("\n### %s\n", title)
-		results := map[string][]run{}
-		for round := 1; round <= *rounds; round++ {
-			for i, s := range scenarios {
-				r, err := runOne(s, fmt.Sprintf("r%d-%d-%d", round, i, time.Now().UnixNano()), 0)
-				if err != nil {
-					log.Printf("round %d, %s: FAILED: %v", round, s.name, err)
-					failed = true
-					continue
-				}
-				log.Printf("round %d, %-40s %9.0f req/s  p50 %.2f ms  p99 %.2f ms  CPU %.0f µs/req", round, s.name, r.RPS, r.P50, r.P99, r.CPUPerReq)
-				results[s.name] = append(results[s.name], r)
-			}
-		}
+		results := interleave(scenarios, *rounds, 0, &failed)
 		printTable(scenarios, results)
 		var fixed map[string]run
 		if *rate > 0 {
-			fixed = printLatency(scenarios)
+			fixed = printLatency(scenarios, &failed)
 		}
 		return results, fixed
 	}
@@ -469,26 +457,42 @@ func median(rs []run, f func(run) float64) (med, lo, hi float64) {
 	return vs[len(vs)/2], vs[0], vs[len(vs)-1]
 }
 
+// interleave runs every scenario once per round, in turn, n rounds (closed
+// loop when rate is 0), and returns each scenario's runs; a failed run is
+// logged and sets *failed.
+func interleave(scenarios []scenario, n int, rate float64, failed *bool) map[string][]run {
+	results := map[string][]run{}
+	for round := 1; round <= n; round++ {
+		for i, s := range scenarios {
+			r, err := runOne(s, fmt.Sprintf("r%d-%d-%d", round, i, time.Now().UnixNano()), rate)
+			if err != nil {
+				log.Printf("round %d (rate %g), %s: FAILED: %v", round, rate, s.name, err)
+				*failed = true
+				continue
+			}
+			log.Printf("round %d, %-40s %9.0f req/s  p50 %.2f ms  p99 %.2f ms  CPU %.0f µs/req", round, s.name, r.RPS, r.P50, r.P99, r.CPUPerReq)
+			results[s.name] = append(results[s.name], r)
+		}
+	}
+	return results
+}
+
+// medianOf is the median of f over the runs of the scenario named name, 0
+// when it has none.
+func medianOf(results map[string][]run, name string, f func(run) float64) float64 {
+	if rs := results[name]; len(rs) > 0 {
+		m, _, _ := median(rs, f)
+		return m
+	}
+	return 0
+}
+
 func printTable(scenarios []scenario, results map[string][]run) {
 	rps := func(r run) float64 { return r.RPS }
-	baseline := func(name string) float64 {
-		if rs := results[name]; len(rs) > 0 {
-			m, _, _ := median(rs, rps)
-			return m
-		}
-		return 0
-	}
 	fmt.Printf("\nClosed loop, %d connections, %s per run, %d interleaved rounds (median, min–max):\n\n", *conns, *dur, *rounds)
 	fmt.Println("| scenario | req/s | min–max | × direct | × bare | p50 ms | p99 ms | CPU µs/req | min–max | CPU × bare |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	cpu := func(r run) float64 { return r.CPUPerReq }
-	bareCPU := func(name string) float64 {
-		if rs := results[name]; len(rs) > 0 {
-			m, _, _ := median(rs, cpu)
-			return m
-		}
-		return 0
-	}
 	for _, s := range scenarios {
 		rs := results[s.name]
 		if len(rs) == 0 {
@@ -498,17 +502,17 @@ func printTable(scenarios []scenario, results map[string][]run) {
 		m, lo, hi := median(rs, rps)
 		p50, _, _ := median(rs, func(r run) float64 { return r.P50 })
 		p99, _, _ := median(rs, func(r run) float64 { return r.P99 })
-		d, b := baseline("direct "+s.base), baseline("bare "+s.base)
+		d, b := medianOf(results, "direct "+s.base, rps), medianOf(results, "bare "+s.base, rps)
 		c, clo, chi := median(rs, cpu)
 		cpuCols := "| | |"
 		if c > 0 {
-			cpuCols = fmt.Sprintf("%.0f | %.0f–%.0f | %.2f", c, clo, chi, ratio(c, bareCPU("bare "+s.base)))
+			cpuCols = fmt.Sprintf("%.0f | %.0f–%.0f | %.2f", c, clo, chi, ratio(c, medianOf(results, "bare "+s.base, cpu)))
 		}
 		fmt.Printf("| %s | %.0f | %.0f–%.0f | %.2f | %.2f | %.2f | %.2f | %s |\n", s.name, m, lo, hi, ratio(m, d), ratio(m, b), p50, p99, cpuCols)
 	}
 }
 
-func printLatency(scenarios []scenario) map[string]run {
+func printLatency(scenarios []scenario, failed *bool) map[string]run {
 	var runs []scenario
 	for _, s := range scenarios {
 		if !strings.HasPrefix(s.name, "direct") && !strings.HasPrefix(s.name, "nginx") {
@@ -517,17 +521,7 @@ func printLatency(scenarios []scenario) map[string]run {
 	}
 	// Interleaved rounds, as for the closed loop: one run's p99 moves by
 	// 2× with the machine's load, a median of several much less.
-	all := map[string][]run{}
-	for round := 1; round <= *fixedRounds; round++ {
-		for _, s := range runs {
-			r, err := runOne(s, fmt.Sprintf("lat-%d", time.Now().UnixNano()), *rate)
-			if err != nil {
-				log.Printf("fixed rate, round %d, %s: FAILED: %v", round, s.name, err)
-				continue
-			}
-			all[s.name] = append(all[s.name], r)
-		}
-	}
+	all := interleave(runs, *fixedRounds, *rate, failed)
 	fmt.Printf("\nFixed rate %.0f req/s, %s per run, %d interleaved rounds (median, min–max), latency from each request's due time (coordinated omission corrected):\n\n", *rate, *dur, *fixedRounds)
 	fmt.Println("| scenario | p50 ms | p99 ms | p99 min–max | p99.9 ms | + p50 over bare | + p99 over bare | CPU µs/req |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|")
