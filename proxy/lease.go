@@ -96,20 +96,31 @@ func (h *leaseHandle) renew() {
 }
 
 // stop ends the renewals and waits for a renewal in progress, so that no
-// renewal races the record's completion.
+// renewal races the record's completion. The claim still counts for the
+// renewer's close until release.
 func (h *leaseHandle) stop() {
 	h.mu.Lock()
 	h.stopped = true
 	h.timer.Stop()
 	h.mu.Unlock()
 	h.renewing.Wait()
+}
+
+// release ends the claim's part in the renewer, after its record: work the
+// record left behind was handed to background while the claim still
+// counted, so that the renewer's WaitGroup never goes from zero to one
+// while close waits on it (a panic, seen when a shutdown met a completion
+// that failed).
+func (h *leaseHandle) release() {
 	h.rn.claims.Add(-1)
 	h.rn.wg.Done()
 }
 
 // background runs f in a goroutine the renewer owns: work a claim leaves
-// behind when its request is over (retrying a failed completion). f must
-// return soon after stop is done (the shutdown's deadline passed).
+// behind when its request is over (retrying a failed completion). The
+// caller must hold a claim (before its release), so that the WaitGroup is
+// not at zero. f must return soon after stop is done (the shutdown's
+// deadline passed).
 func (rn *renewer) background(f func(stop context.Context)) {
 	rn.wg.Add(1)
 	rn.tasks.Add(1)

@@ -47,6 +47,7 @@ func TestLeaseRenewal(t *testing.T) {
 			}
 		}
 		h.stop()
+		h.release()
 		time.Sleep(lease + time.Millisecond)
 		if !takenOver(renewed, lease) {
 			t.Error("a lease after stop = still held; want it ended")
@@ -63,6 +64,7 @@ func TestLeaseRenewal(t *testing.T) {
 			t.Error("a claim at max_lease = still held; want its last renewal to end there")
 		}
 		h2.stop()
+		h2.release()
 		rn.close(context.Background())
 
 		lost := keystore.NewKey("lost")
@@ -73,9 +75,45 @@ func TestLeaseRenewal(t *testing.T) {
 		h3 := rn.start(lost, res.Token, lease, time.Hour)
 		time.Sleep(lease / 2)
 		h3.stop()
+		h3.release()
 		if _, err := st.Renew(ctx, lost, res.Token, lease); !errors.Is(err, keystore.ErrNotFound) {
 			t.Errorf("Renew after release = %v; want ErrNotFound", err)
 		}
 		rn.close(context.Background())
+	})
+}
+
+// A claim's record may hand work to the background (a completion that
+// failed) while a shutdown's close waits for the claims: close waits for
+// that work too, and the WaitGroup never goes from zero to one under it
+// (before, the claim's count ended at stop, before its record, and a
+// shutdown met a failed completion with "WaitGroup is reused before
+// previous Wait has returned").
+func TestRenewerCloseWaitsForTheRecordsWork(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New(memstore.Options{})
+		defer st.Close()
+		var rn renewer
+		rn.init(st, slog.New(slog.DiscardHandler), time.Now)
+		k := keystore.NewKey("record-then-close")
+		res, err := st.Reserve(context.Background(), k, keystore.ReserveOptions{Lease: time.Second, Retention: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := rn.start(k, res.Token, time.Second, time.Hour)
+		closed := make(chan [2]int64, 1)
+		go func() {
+			tasks, claims := rn.close(context.Background())
+			closed <- [2]int64{tasks, claims}
+		}()
+		synctest.Wait() // close waits for the claim
+		h.stop()
+		ran := false
+		rn.background(func(context.Context) { time.Sleep(time.Second); ran = true })
+		h.release()
+		if got := <-closed; got != [2]int64{} || !ran {
+			t.Errorf("close = %v, background work ran %v; want it to wait for the work, nothing abandoned", got, ran)
+		}
 	})
 }

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -51,24 +50,7 @@ func startOpsApp(t *testing.T, yaml, configPath string, token *string) *opsApp {
 		a.Close()
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- a.Serve(ctx, 5*time.Second, lns) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-served:
-				if err != nil {
-					t.Errorf("serve = %v", err)
-				}
-			case <-time.After(15 * time.Second):
-				t.Errorf("app did not stop within 15s")
-			}
-		})
-	}
-	t.Cleanup(stop)
+	stop := serveUntilCleanup(t, a, lns)
 	return &opsApp{App: a, base: "http://" + lns.Public.Addr().String(), adminBase: "http://" + lns.Admin.Addr().String(), logs: logs, stop: stop}
 }
 

@@ -74,8 +74,7 @@ func startReplica(t *testing.T, cfg *config.Config) string {
 }
 
 // serveTestApp serves a on loopback listeners until the test ends and
-// returns its public base URL; cleanup cancels it and waits (at most 15 s)
-// for serve to return.
+// returns its public base URL (see serveUntilCleanup).
 func serveTestApp(t *testing.T, a *App) string {
 	t.Helper()
 	lns, err := Listen("127.0.0.1:0", "127.0.0.1:0")
@@ -83,10 +82,18 @@ func serveTestApp(t *testing.T, a *App) string {
 		a.Close()
 		t.Fatal(err)
 	}
+	serveUntilCleanup(t, a, lns)
+	return "http://" + lns.Public.Addr().String()
+}
+
+// serveUntilCleanup serves a on lns (grace 5 s) and returns stop, which
+// cancels it and waits, at most 15 s, for Serve to return; stop runs at
+// the test's cleanup too, and only its first call acts.
+func serveUntilCleanup(t *testing.T, a *App, lns *Listeners) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- a.Serve(ctx, 5*time.Second, lns) }()
-	t.Cleanup(func() {
+	stop = sync.OnceFunc(func() {
 		cancel()
 		select {
 		case err := <-served:
@@ -94,10 +101,11 @@ func serveTestApp(t *testing.T, a *App) string {
 				t.Errorf("serve = %v", err)
 			}
 		case <-time.After(15 * time.Second):
-			t.Errorf("replica did not stop within 15s")
+			t.Errorf("app did not stop within 15s")
 		}
 	})
-	return "http://" + lns.Public.Addr().String()
+	t.Cleanup(stop)
+	return stop
 }
 
 // e2eClient is an HTTP client with room for many concurrent connections.
@@ -500,7 +508,9 @@ func TestRedisE2ELateCompletionFenced(t *testing.T) {
 	addr := redistest.Addr(t)
 	var execs execCounter
 	up, arrived, release := e2eHangingUpstream(t, &execs)
-	yaml := e2eYAML(up.URL, addr, e2ePrefix(t), "idempotency: {lease: 1s, max_lease: 1s}\n")
+	// A lease of 3 s: B's first retry must come while A still holds it,
+	// also on a loaded CI (1 s was not always enough).
+	yaml := e2eYAML(up.URL, addr, e2ePrefix(t), "idempotency: {lease: 3s, max_lease: 3s}\n")
 	// Validate refuses this config on purpose (upstream.timeout exceeds
 	// max_lease: exactly the frozen replica this test plays), so it is only
 	// parsed.

@@ -6,7 +6,6 @@ package app
 // unless IDEMGATE_REQUIRE_REDIS=1).
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -54,20 +53,7 @@ func startTLSApp(t *testing.T, cfg *config.Config) tlsApp {
 	if lns.HTTP != nil {
 		app.http = lns.HTTP.Addr().String()
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- a.Serve(ctx, 5*time.Second, lns) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-served:
-			if err != nil {
-				t.Errorf("serve = %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Errorf("app did not stop within 15s")
-		}
-	})
+	serveUntilCleanup(t, a, lns)
 	return app
 }
 
