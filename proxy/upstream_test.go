@@ -3,10 +3,12 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -371,5 +373,60 @@ func TestTrustedProxyForwarding(t *testing.T) {
 	}
 	if got.Header.Get("X-Forwarded-Proto") != "https" {
 		t.Errorf("X-Forwarded-Proto = %q; want the trusted proxy's https", got.Header.Get("X-Forwarded-Proto"))
+	}
+}
+
+// writeCounter counts the Write calls on the connections it dials: one
+// per system call that sends to the upstream.
+type writeCounter struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c writeCounter) Write(b []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(b)
+}
+
+// A keyed request's body, read whole, goes upstream with its headers in
+// one write; a pass-through body is streamed, and net/http flushes its
+// headers first (issue 17: one system call less per keyed write).
+func TestKeyedRequestIsOneWrite(t *testing.T) {
+	up := newUpstream(t)
+	var writes atomic.Int64
+	tr := NewTransport()
+	dial := tr.DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return writeCounter{Conn: c, writes: &writes}, nil
+	}
+	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) { o.Transport = tr })
+	body := `{"items":[{"sku":"A1","qty":2}]}`
+	cases := []struct {
+		name, method, path, key string
+		want                    int64
+	}{
+		{"keyed POST", "POST", "/ucp/v1/carts", "k-one-write", 1},
+		{"keyed PUT", "PUT", "/ucp/v1/carts/c1", "k-one-write-put", 1},
+		{"keyless POST on a keyed route", "POST", "/ucp/v1/carts", "", 2},
+		{"POST on no route", "POST", "/elsewhere", "", 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := writes.Load()
+			r := tp.do(t, tc.method, tc.path, tc.key, body)
+			if r.status != http.StatusCreated {
+				t.Fatalf("%s %s = %v", tc.method, tc.path, r)
+			}
+			if got := writes.Load() - before; got != tc.want {
+				t.Errorf("writes upstream = %d, want %d", got, tc.want)
+			}
+			if !bytes.Contains(r.body, []byte(strconv.Quote(body))) {
+				t.Errorf("the upstream echoed %s, want the body %s", r.body, body)
+			}
+		})
 	}
 }
