@@ -83,6 +83,7 @@ const (
 	nginxAddr = "127.0.0.1:18083"
 	memAddr   = "127.0.0.1:18084"
 	redisAddr = "127.0.0.1:18085"
+	floorAddr = "127.0.0.1:18086"
 	body      = `{"items":[{"sku":"tea","qty":2},{"sku":"coffee","qty":1}],"note":"benchmark"}`
 )
 
@@ -148,6 +149,10 @@ func drive() int {
 	if *redis != "" {
 		start(filepath.Join(*bin, "idemgate"), "--config", writeConfig(dir, "redis.yaml", redisAddr, "127.0.0.1:18095", "redis"))
 		redisProc = procs[len(procs)-1]
+		// The floor of a Redis keyed write: the bare proxy plus the two
+		// Redis round trips and nothing else (bench/bareproxy -redis).
+		start(filepath.Join(*bin, "bareproxy"), "-listen", floorAddr, "-upstream", "http://"+upAddr, "-redis", *redis)
+		serving[floorAddr] = procs[len(procs)-1]
 	}
 	serving[upAddr], serving[bareAddr], serving[memAddr] = procs[0], procs[1], memProc
 	if redisProc != nil {
@@ -161,6 +166,7 @@ func drive() int {
 	}
 	if *redis != "" {
 		waitListening(redisAddr)
+		waitListening(floorAddr)
 	}
 
 	get := "/ucp/v1/carts/cart_1"
@@ -179,6 +185,7 @@ func drive() int {
 	}
 	if *redis != "" {
 		scenarios = append(scenarios,
+			scenario{name: "floor keyed write (bare + 2 Redis round trips)", url: "http://" + floorAddr + "/ucp/v1/carts", method: "POST", body: body, key: "unique", expect: 201, execs: "all", base: "POST"},
 			scenario{name: "idemgate keyed first write (Redis)", url: "http://" + redisAddr + "/ucp/v1/carts", method: "POST", body: body, key: "unique", expect: 201, execs: "all", base: "POST"},
 			scenario{name: "idemgate replay (Redis)", url: "http://" + redisAddr + "/ucp/v1/carts", method: "POST", body: body, key: "fixed", expect: 201, execs: "none", replays: true, base: "POST"},
 		)
