@@ -58,6 +58,11 @@ type Options struct {
 	// (idempotency.drop_headers): an operator's answer loses them as an
 	// upstream's does, and the answer to the operator names them.
 	DropHeaders []string
+	// RouteDropHeaders returns the drop_headers of the running route named
+	// route, and false when it has none of its own (or is gone): then
+	// DropHeaders apply. An operator's answer for a route's record loses
+	// what that route's upstream answers lose. Nil: DropHeaders always.
+	RouteDropHeaders func(route string) (names []string, ok bool)
 	// Registerer, when set, gets idemgate_admin_requests_total.
 	Registerer prometheus.Registerer
 	// Logger receives one line per request. Default: discard.
@@ -102,11 +107,7 @@ func New(o Options) (*Handler, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = 5 * time.Second
 	}
-	drop := make(map[string]bool, len(o.DropHeaders))
-	for _, name := range o.DropHeaders {
-		drop[textproto.CanonicalMIMEHeaderKey(name)] = true
-	}
-	h := &Handler{o: o, token: sha256.Sum256([]byte(o.Token)), drop: drop}
+	h := &Handler{o: o, token: sha256.Sum256([]byte(o.Token)), drop: canonicalSet(o.DropHeaders)}
 	if o.Registerer != nil {
 		cv := prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "idemgate_admin_requests_total",
@@ -344,14 +345,14 @@ func (h *Handler) complete(w http.ResponseWriter, r *http.Request) {
 	if !h.decode(w, r, "complete", &req) || !h.checkReason(w, r, "complete", req.Reason) {
 		return
 	}
-	resp, dropped, msg := h.answerOf(req)
+	ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
+	defer cancel()
+	route := h.routeOf(ctx, k)
+	resp, dropped, msg := h.answerOf(req, h.dropFor(route))
 	if msg != "" {
 		h.fail(w, r, "complete", http.StatusBadRequest, "invalid_request", msg)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
-	defer cancel()
-	route := h.routeOf(ctx, k)
 	if err := h.o.Store.ForceComplete(ctx, k, resp); err != nil {
 		h.storeFailed(w, r, "complete", k.String(), err, slog.String("reason", req.Reason), slog.String("route", route))
 		return
@@ -370,18 +371,37 @@ func (h *Handler) complete(w http.ResponseWriter, r *http.Request) {
 	h.ok(w, r, "complete", out)
 }
 
+// dropFor returns the canonical names of the headers an answer for a
+// record of route loses: the route's own drop_headers, or the global ones.
+func (h *Handler) dropFor(route string) map[string]bool {
+	if h.o.RouteDropHeaders != nil && route != "" {
+		if names, ok := h.o.RouteDropHeaders(route); ok {
+			return canonicalSet(names)
+		}
+	}
+	return h.drop
+}
+
+func canonicalSet(names []string) map[string]bool {
+	set := make(map[string]bool, len(names))
+	for _, name := range names {
+		set[textproto.CanonicalMIMEHeaderKey(name)] = true
+	}
+	return set
+}
+
 // answerOf checks an operator's answer and converts it under the rules of
-// an upstream's (DESIGN.md, Admin listener): headers in DropHeaders, and
-// the per-attempt Traceresponse and Server-Timing, are left out (dropped
-// names them, sorted); a body over MaxResponseBytes is refused. msg says
-// what is wrong with it.
-func (h *Handler) answerOf(req completion) (resp *keystore.Response, dropped []string, msg string) {
-	resp, dropped, msg = h.answerOfChecked(req)
+// an upstream's (DESIGN.md, Admin listener): headers in drop (the record's
+// route's drop_headers), and the per-attempt Traceresponse and
+// Server-Timing, are left out (dropped names them, sorted); a body over
+// MaxResponseBytes is refused. msg says what is wrong with it.
+func (h *Handler) answerOf(req completion, drop map[string]bool) (resp *keystore.Response, dropped []string, msg string) {
+	resp, dropped, msg = h.answerOfChecked(req, drop)
 	slices.Sort(dropped)
 	return resp, slices.Compact(dropped), msg
 }
 
-func (h *Handler) answerOfChecked(req completion) (resp *keystore.Response, dropped []string, msg string) {
+func (h *Handler) answerOfChecked(req completion, drop map[string]bool) (resp *keystore.Response, dropped []string, msg string) {
 	if req.Status < 200 || req.Status > 599 {
 		return nil, nil, "status must be a final HTTP status from 200 to 599"
 	}
@@ -416,7 +436,7 @@ func (h *Handler) answerOfChecked(req completion) (resp *keystore.Response, drop
 				return nil, nil, fmt.Sprintf("header %q has a value with CR, LF or NUL", cname)
 			}
 		}
-		if h.drop[cname] || cname == "Traceresponse" || cname == "Server-Timing" {
+		if drop[cname] || cname == "Traceresponse" || cname == "Server-Timing" {
 			dropped = append(dropped, cname)
 			continue
 		}

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,9 +54,18 @@ func newFixture(t *testing.T, tok string) *fixture {
 		},
 		MaxResponseBytes: 64,
 		DropHeaders:      []string{"set-cookie"},
-		Registerer:       reg,
-		Logger:           slog.New(slog.NewJSONHandler(logs, nil)),
-		Now:              clk.Now,
+		RouteDropHeaders: func(route string) ([]string, bool) {
+			switch route {
+			case "drops_order":
+				return []string{"x-order"}, true
+			case "drops_none":
+				return []string{}, true
+			}
+			return nil, false
+		},
+		Registerer: reg,
+		Logger:     slog.New(slog.NewJSONHandler(logs, nil)),
+		Now:        clk.Now,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -434,5 +445,40 @@ func TestProblemRequestID(t *testing.T) {
 		case sent == "bad id" && id == sent:
 			t.Errorf("sent %q: the unsafe ID was kept", sent)
 		}
+	}
+}
+
+// An operator's answer loses what the record's route drops: the route's own
+// drop_headers replace the global ones, as for an upstream's answer.
+func TestCompleteDropsTheRoutesHeaders(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, token)
+	for _, c := range []struct {
+		route       string
+		kept, dropd string
+	}{
+		{"pay", "[Content-Type X-Order]", "[Server-Timing Set-Cookie]"},         // no drop_headers of its own: the global ones
+		{"drops_order", "[Content-Type Set-Cookie]", "[Server-Timing X-Order]"}, // its own replace the global ones
+		{"drops_none", "[Content-Type Set-Cookie X-Order]", "[Server-Timing]"},  // its own: none (per-attempt headers still go)
+		{"", "[Content-Type X-Order]", "[Server-Timing Set-Cookie]"},            // no route recorded
+	} {
+		t.Run("route="+c.route, func(t *testing.T) {
+			k, _ := f.claim(t, "cookie-"+c.route, c.route)
+			a := f.admin(t, "POST", "/admin/claims/"+k.String()+"/complete",
+				`{"reason":"INC-45","status":201,"headers":{"Set-Cookie":["sid=1"],"X-Order":["7"],"Server-Timing":["db;dur=3"],"Content-Type":["application/json"]},"body":"{}"}`)
+			if a.status != 200 {
+				t.Fatalf("complete = %d %s", a.status, a.raw)
+			}
+			if got := fmt.Sprint(a.body["headers"], " ", a.body["dropped_headers"]); got != c.kept+" "+c.dropd {
+				t.Errorf("kept, dropped = %s; want %s %s", got, c.kept, c.dropd)
+			}
+			rec, err := f.store.Get(context.Background(), k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(slices.Sorted(maps.Keys(rec.Response.Header))); got != c.kept {
+				t.Errorf("stored headers %s; want %s", got, c.kept)
+			}
+		})
 	}
 }

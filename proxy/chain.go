@@ -81,6 +81,19 @@ func (p *Proxy) Reload(st Stages) error {
 // [New] or [Proxy.Reload]).
 func (p *Proxy) Stages() Stages { return p.cur.Load().src }
 
+// RouteDropHeaders returns the drop_headers of the running route named
+// name, and false when that route has none of its own (the global
+// Idempotency.DropHeaders apply) or is not running. The admin API's
+// complete drops what the record's route drops.
+func (p *Proxy) RouteDropHeaders(name string) ([]string, bool) {
+	for _, r := range p.cur.Load().src.Routes {
+		if r.Name == name {
+			return r.DropHeaders, r.DropHeaders != nil
+		}
+	}
+	return nil, false
+}
+
 // serveStages runs a request through the stages current at its arrival.
 func (p *Proxy) serveStages(w http.ResponseWriter, r *http.Request) {
 	ex := exchangeOf(r)

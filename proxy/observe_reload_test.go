@@ -111,3 +111,33 @@ func TestReloadUnderLoad(t *testing.T) {
 		t.Errorf("request failed during reloads: %s", e)
 	}
 }
+
+// RouteDropHeaders answers from the running routes: a route's own
+// drop_headers (even none), false for a route without them or a route
+// gone, and a reload's routes at once.
+func TestRouteDropHeadersFollowsReload(t *testing.T) {
+	up := newUpstream(t)
+	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) {
+		o.Stages.Routes = []Route{
+			{Name: "pay", Method: "POST", Path: "/pay", Idempotent: true, DropHeaders: []string{"X-Secret"}},
+			{Name: "none", Method: "POST", Path: "/none", Idempotent: true, DropHeaders: []string{}},
+			{Name: "global", Method: "POST", Path: "/global", Idempotent: true},
+		}
+	})
+	check := func(name string, want []string, wantOK bool) {
+		t.Helper()
+		got, ok := tp.p.RouteDropHeaders(name)
+		if ok != wantOK || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("RouteDropHeaders(%q) = %v, %v; want %v, %v", name, got, ok, want, wantOK)
+		}
+	}
+	check("pay", []string{"X-Secret"}, true)
+	check("none", []string{}, true)
+	check("global", nil, false)
+	check("gone", nil, false)
+	if err := tp.p.Reload(Stages{Routes: []Route{{Name: "global", Method: "POST", Path: "/global", Idempotent: true, DropHeaders: []string{"Set-Cookie"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	check("pay", nil, false)
+	check("global", []string{"Set-Cookie"}, true)
+}

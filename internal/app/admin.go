@@ -1,7 +1,6 @@
 package app
 
 import (
-	"encoding/json"
 	"log/slog"
 	"net/http"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/idemgate/idemgate/admin"
 	"github.com/idemgate/idemgate/config"
 	"github.com/idemgate/idemgate/keystore"
+	"github.com/idemgate/idemgate/proxy"
 )
 
 // adminHandler serves the admin listener: /healthz and /readyz (open, for
@@ -38,7 +38,7 @@ func (a *App) adminHandler() http.Handler {
 // setAdminToken (re)builds the admin API with token ("" disables it).
 func (a *App) setAdminToken(token string) {
 	log := a.log.With("component", "admin")
-	h, err := newAdmin(a.cfg, a.store, a.proxy.LookupKey, a.reg, log, token)
+	h, err := newAdmin(a.cfg, a.store, a.proxy, a.reg, log, token)
 	if err != nil {
 		log.Error("admin API disabled", "error", err)
 		return
@@ -53,10 +53,10 @@ func (a *App) setAdminToken(token string) {
 }
 
 // newAdmin builds the admin API on st with token. It finds records by the
-// proxy's scopeKey (the running identity's Lookup) and the config's one
-// tenant rule.
-func newAdmin(cfg *config.Config, st keystore.Store, scopeKey func(string, http.Header, map[string]json.RawMessage, string) (keystore.Key, error),
-	reg prometheus.Registerer, log *slog.Logger, token string) (*admin.Handler, error) {
+// proxy's key look-up (the running identity's Lookup) and the config's one
+// tenant rule, and drops from an operator's answer what the record's
+// running route drops.
+func newAdmin(cfg *config.Config, st keystore.Store, p *proxy.Proxy, reg prometheus.Registerer, log *slog.Logger, token string) (*admin.Handler, error) {
 	ast, ok := st.(admin.Store)
 	if !ok {
 		return nil, errNoAdminStore
@@ -64,7 +64,8 @@ func newAdmin(cfg *config.Config, st keystore.Store, scopeKey func(string, http.
 	return admin.New(admin.Options{
 		Store:            ast,
 		Token:            token,
-		ScopeKey:         scopeKey,
+		ScopeKey:         p.LookupKey,
+		RouteDropHeaders: p.RouteDropHeaders,
 		TenantFor:        cfg.Idempotency.TenantFor,
 		MaxResponseBytes: cfg.Idempotency.MaxResponseBytes,
 		DropHeaders:      cfg.Idempotency.DropHeaders,

@@ -144,9 +144,9 @@ store:
 			oa := startOpsApp(t, `
 upstream: {url: "`+up.URL+`"}
 edge_limit: {rate: 0}
-idempotency: {tenant: shop-1}`+store+`
+idempotency: {tenant: shop-1, drop_headers: [Set-Cookie]}`+store+`
 routes:
-  - {name: pay, method: POST, path: /pay, idempotent: true, timeout: 2s}
+  - {name: pay, method: POST, path: /pay, idempotent: true, timeout: 2s, drop_headers: [X-Secret]}
 `, "", &token)
 			testAdminRepair(t, oa, up, token)
 		})
@@ -205,15 +205,18 @@ func testAdminRepair(t *testing.T, oa *opsApp, up *countingUpstream, token strin
 		{
 			key: "complete-me",
 			repair: func(hexKey string) {
-				body := `{"reason":"INC-2: charge ch_9 exists","status":201,"headers":{"Content-Type":["application/json"]},"body":"{\"charge\":\"ch_9\"}"}`
+				// The route's drop_headers replace the global ones for
+				// an operator's answer too.
+				body := `{"reason":"INC-2: charge ch_9 exists","status":201,"headers":{"Content-Type":["application/json"],"X-Secret":["s"],"Set-Cookie":["sid=1"]},"body":"{\"charge\":\"ch_9\"}"}`
 				if a, _ := adm("POST", "/admin/claims/"+hexKey+"/complete", body); a.status != 200 {
 					t.Fatalf("complete = %v", a)
 				}
 			},
 			check: func(retry httpAnswer) {
 				if retry.status != 201 || retry.header.Get("Idempotent-Replayed") != "true" || retry.body != `{"charge":"ch_9"}` ||
-					retry.header.Get("Content-Type") != "application/json" || up.count("/pay", "complete-me") != 1 {
-					t.Errorf("retry after complete = %v (replayed %q), executions %d; want the operator's answer replayed, 1 execution",
+					retry.header.Get("Content-Type") != "application/json" || up.count("/pay", "complete-me") != 1 ||
+					retry.header.Get("X-Secret") != "" || retry.header.Get("Set-Cookie") != "sid=1" {
+					t.Errorf("retry after complete = %v (replayed %q), executions %d; want the operator's answer replayed without the route's dropped X-Secret, 1 execution",
 						retry, retry.header.Get("Idempotent-Replayed"), up.count("/pay", "complete-me"))
 				}
 			},
