@@ -2,9 +2,9 @@
 # bench/run.sh [driver flags]: idemgate's end-to-end benchmark.
 #
 # Builds idemgate and the bench tools, installs Debian's nginx-light when
-# nginx is missing, starts a standalone Redis (scripts/redis-test.sh) for the
-# Redis-store scenarios, and runs bench/driver, which prints the tables that
-# BENCHMARKS.md records. Traffic stays on 127.0.0.1; every run is bounded.
+# nginx is missing, starts a standalone Redis alone (scripts/redis-test.sh
+# start-standalone) for the Redis-store scenarios, and runs bench/driver,
+# which prints the tables that BENCHMARKS.md records. Traffic stays on 127.0.0.1; every run is bounded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=bench/.bin
@@ -17,7 +17,9 @@ fi
 nginx=$(command -v nginx || echo /usr/sbin/nginx)
 redis_dir=$(mktemp -d)
 export IDEMGATE_REDIS_TEST_PORT=${IDEMGATE_REDIS_TEST_PORT:-19379}
-bash scripts/redis-test.sh start "$redis_dir" >/dev/null
+# Only the standalone server: the test set-up's idle cluster and sentinels
+# would share the measured machine.
+bash scripts/redis-test.sh start-standalone "$redis_dir" >/dev/null
 trap 'bash scripts/redis-test.sh stop "$redis_dir" >/dev/null 2>&1 || true; rm -rf "$redis_dir"' EXIT
 eval "$(bash scripts/redis-test.sh env "$redis_dir")"
 "$bin/driver" -bin "$bin" -nginx "$nginx" -redis "$IDEMGATE_TEST_REDIS_ADDR" "$@"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# redis-test.sh start|stop|env DIR
+# redis-test.sh start|start-standalone|stop|env DIR
 #
 # Runs the real Redis servers the key-store tests need, on 127.0.0.1 only,
 # with every setting on the command line (no system config, no systemd):
@@ -19,7 +19,9 @@
 # binaries from there (with LD_LIBRARY_PATH for liblzf and jemalloc). Every
 # server runs with its own settings. `start` starts whatever is not already
 # running, waits (bounded) until every set-up is ready and writes the exports
-# to DIR/env. It is idempotent. `stop` shuts every server down by port (never
+# to DIR/env. It is idempotent. `start-standalone` starts the standalone
+# server alone (bench/run.sh: no idle cluster or sentinels beside the
+# measured one) and exports only its address. `stop` shuts every server down by port (never
 # by process name). `env` prints DIR/env, e.g.
 #   eval "$(scripts/redis-test.sh env .redis)".
 set -euo pipefail
@@ -27,7 +29,7 @@ set -euo pipefail
 cmd=${1:-}
 dir=${2:-}
 if [[ -z $cmd || -z $dir ]]; then
-	echo "usage: $0 start|stop|env DIR" >&2
+	echo "usage: $0 start|start-standalone|stop|env DIR" >&2
 	exit 2
 fi
 
@@ -248,6 +250,15 @@ start)
 	wait_for "sentinel set-up" sentinel_running
 	write_env
 	;;
+start-standalone)
+	ensure_installed
+	mkdir -p "$dir"
+	dir=$(cd "$dir" && pwd)
+	server "$standalone" "$dir/standalone"
+	wait_for "standalone $standalone" up "$standalone"
+	echo "export IDEMGATE_TEST_REDIS_ADDR=$host:$standalone" >"$dir/env.tmp"
+	mv "$dir/env.tmp" "$dir/env"
+	;;
 stop)
 	find_redis || exit 0
 	for p in "${sentinels[@]}" "$sreplica" "$smaster" "${cluster[@]}" "$standalone"; do
@@ -260,7 +271,7 @@ env)
 	cat "$dir/env"
 	;;
 *)
-	echo "usage: $0 start|stop|env DIR" >&2
+	echo "usage: $0 start|start-standalone|stop|env DIR" >&2
 	exit 2
 	;;
 esac

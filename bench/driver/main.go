@@ -13,6 +13,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -43,6 +44,7 @@ type scenario struct {
 	base    string // "GET" or "POST": which baselines to compare with
 	ids     int    // distinct {id} values in url
 	twin    string // for a filled store's scenario: the same scenario on an empty store
+	redis   bool   // its process uses Redis: Redis's CPU per request is measured too
 }
 
 type run struct {
@@ -60,6 +62,9 @@ type run struct {
 	// scenario spent per request sent, in µs; 0 when unknown (nginx, whose
 	// work is in a child process).
 	CPUPerReq float64 `json:"-"`
+	// RedisCPUPerReq is Redis's CPU time per request sent, in µs, for a
+	// scenario whose process uses Redis; 0 otherwise.
+	RedisCPUPerReq float64 `json:"-"`
 }
 
 var (
@@ -155,6 +160,10 @@ func drive() int {
 	}
 	var redisProc *exec.Cmd
 	if *redis != "" {
+		var err error
+		if redisPID, err = redisProcessID(*redis); err != nil {
+			log.Printf("Redis's CPU is not measured: %v", err)
+		}
 		start(filepath.Join(*bin, "idemgate"), "--config", writeConfig(dir, "redis.yaml", redisAddr, "127.0.0.1:18095", "redis"))
 		redisProc = procs[len(procs)-1]
 		// The floor of a Redis keyed write: the bare proxy plus the two
@@ -196,9 +205,9 @@ func drive() int {
 	}
 	if *redis != "" {
 		scenarios = append(scenarios,
-			scenario{name: "floor keyed write (bare + 2 Redis round trips)", url: "http://" + floorAddr + "/ucp/v1/carts", method: "POST", body: body, key: "unique", expect: 201, execs: "all", base: "POST"},
-			scenario{name: "idemgate keyed first write (Redis)", url: "http://" + redisAddr + "/ucp/v1/carts", method: "POST", body: body, key: "unique", expect: 201, execs: "all", base: "POST"},
-			scenario{name: "idemgate replay (Redis)", url: "http://" + redisAddr + "/ucp/v1/carts", method: "POST", body: body, key: "fixed", expect: 201, execs: "none", replays: true, base: "POST"},
+			scenario{name: "floor keyed write (bare + 2 Redis round trips)", url: "http://" + floorAddr + "/ucp/v1/carts", method: "POST", body: body, key: "unique", expect: 201, execs: "all", base: "POST", redis: true},
+			scenario{name: "idemgate keyed first write (Redis)", url: "http://" + redisAddr + "/ucp/v1/carts", method: "POST", body: body, key: "unique", expect: 201, execs: "all", base: "POST", redis: true},
+			scenario{name: "idemgate replay (Redis)", url: "http://" + redisAddr + "/ucp/v1/carts", method: "POST", body: body, key: "fixed", expect: 201, execs: "none", replays: true, base: "POST", redis: true},
 		)
 	}
 	if fullProc != nil {
@@ -397,6 +406,7 @@ func runOne(s scenario, prefix string, fixedRate float64) (run, error) {
 	before := executions()
 	proc := serving[hostOf(s.url)]
 	cpuBefore := procCPU(proc)
+	redisBefore := pidCPU(redisPID)
 	args := []string{"-url", s.url, "-method", s.method, "-c", fmt.Sprint(*conns), "-d", dur.String(),
 		"-warmup", "1s", "-key", keyMode(s.key), "-key-prefix", prefix, "-expect", fmt.Sprint(s.expect), "-ids", fmt.Sprint(max(s.ids, 1))}
 	if s.body != "" {
@@ -423,6 +433,9 @@ func runOne(s scenario, prefix string, fixedRate float64) (run, error) {
 	}
 	if cpu := procCPU(proc) - cpuBefore; cpu > 0 && r.Sent > 0 {
 		r.CPUPerReq = float64(cpu.Microseconds()) / float64(r.Sent)
+	}
+	if cpu := pidCPU(redisPID) - redisBefore; s.redis && redisPID > 0 && r.Sent > 0 {
+		r.RedisCPUPerReq = float64(cpu.Microseconds()) / float64(r.Sent)
 	}
 	delta := executions() - before
 	switch {
@@ -456,7 +469,46 @@ func procCPU(p *exec.Cmd) time.Duration {
 	if p == nil || p.Process == nil {
 		return 0
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Process.Pid))
+	return pidCPU(p.Process.Pid)
+}
+
+// redisPID is the Redis server's process id (INFO's process_id), 0 when
+// unknown.
+var redisPID int
+
+// redisProcessID asks the Redis at addr for its process id.
+func redisProcessID(addr string) (int, error) {
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := io.WriteString(c, "INFO server\r\n"); err != nil {
+		return 0, err
+	}
+	// A bulk reply: "$<len>\r\n<text>\r\n".
+	b := make([]byte, 0, 4096)
+	for !bytes.Contains(b, []byte("process_id:")) || !bytes.Contains(b[bytes.Index(b, []byte("process_id:")):], []byte("\r\n")) {
+		if len(b) == cap(b) {
+			return 0, errors.New("no process_id in INFO server")
+		}
+		n, err := c.Read(b[len(b):cap(b)])
+		if err != nil {
+			return 0, err
+		}
+		b = b[:len(b)+n]
+	}
+	rest := b[bytes.Index(b, []byte("process_id:"))+len("process_id:"):]
+	return strconv.Atoi(string(rest[:bytes.Index(rest, []byte("\r\n"))]))
+}
+
+// pidCPU is procCPU for a process id.
+func pidCPU(pid int) time.Duration {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
 	}
@@ -526,13 +578,13 @@ func medianOf(results map[string][]run, name string, f func(run) float64) float6
 func printTable(scenarios []scenario, results map[string][]run) {
 	rps := func(r run) float64 { return r.RPS }
 	fmt.Printf("\nClosed loop, %d connections, %s per run, %d interleaved rounds (median, min–max):\n\n", *conns, *dur, *rounds)
-	fmt.Println("| scenario | req/s | min–max | × direct | × bare | p50 ms | p99 ms | CPU µs/req | min–max | CPU × bare |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Println("| scenario | req/s | min–max | × direct | × bare | p50 ms | p99 ms | CPU µs/req | min–max | CPU × bare | Redis CPU µs/req |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	cpu := func(r run) float64 { return r.CPUPerReq }
 	for _, s := range scenarios {
 		rs := results[s.name]
 		if len(rs) == 0 {
-			fmt.Printf("| %s | failed | | | | | | | | |\n", s.name)
+			fmt.Printf("| %s | failed | | | | | | | | | |\n", s.name)
 			continue
 		}
 		m, lo, hi := median(rs, rps)
@@ -544,8 +596,17 @@ func printTable(scenarios []scenario, results map[string][]run) {
 		if c > 0 {
 			cpuCols = fmt.Sprintf("%.0f | %.0f–%.0f | %.2f", c, clo, chi, ratio(c, medianOf(results, "bare "+s.base, cpu)))
 		}
-		fmt.Printf("| %s | %.0f | %.0f–%.0f | %.2f | %.2f | %.2f | %.2f | %s |\n", s.name, m, lo, hi, ratio(m, d), ratio(m, b), p50, p99, cpuCols)
+		fmt.Printf("| %s | %.0f | %.0f–%.0f | %.2f | %.2f | %.2f | %.2f | %s | %s |\n", s.name, m, lo, hi, ratio(m, d), ratio(m, b), p50, p99, cpuCols, redisCPU(rs))
 	}
+}
+
+// redisCPU is the median of Redis's CPU per request over rs, "" when not
+// measured.
+func redisCPU(rs []run) string {
+	if m, _, _ := median(rs, func(r run) float64 { return r.RedisCPUPerReq }); m > 0 {
+		return fmt.Sprintf("%.0f", m)
+	}
+	return ""
 }
 
 func printLatency(scenarios []scenario, failed *bool) map[string]run {
@@ -559,25 +620,25 @@ func printLatency(scenarios []scenario, failed *bool) map[string]run {
 	// 2× with the machine's load, a median of several much less.
 	all := interleave(runs, *fixedRounds, *rate, failed)
 	fmt.Printf("\nFixed rate %.0f req/s, %s per run, %d interleaved rounds (median, min–max), latency from each request's due time (coordinated omission corrected):\n\n", *rate, *dur, *fixedRounds)
-	fmt.Println("| scenario | p50 ms | p99 ms | p99 min–max | p99.9 ms | + p50 over bare | + p99 over bare | CPU µs/req |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Println("| scenario | p50 ms | p50 min–max | p99 ms | p99 min–max | p99.9 ms | + p50 over bare | + p99 over bare | CPU µs/req | Redis CPU µs/req |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	out := map[string]run{}
 	for _, s := range runs {
 		rs := all[s.name]
 		if len(rs) == 0 {
-			fmt.Printf("| %s | failed | | | | | | |\n", s.name)
+			fmt.Printf("| %s | failed | | | | | | | | |\n", s.name)
 			continue
 		}
 		var m run
 		m.Requests = 1
-		m.P50, _, _ = median(rs, func(r run) float64 { return r.P50 })
-		var lo, hi float64
+		var lo50, hi50, lo, hi float64
+		m.P50, lo50, hi50 = median(rs, func(r run) float64 { return r.P50 })
 		m.P99, lo, hi = median(rs, func(r run) float64 { return r.P99 })
 		m.P999, _, _ = median(rs, func(r run) float64 { return r.P999 })
 		m.CPUPerReq, _, _ = median(rs, func(r run) float64 { return r.CPUPerReq })
 		out[s.name] = m
 		b := out["bare "+s.base]
-		fmt.Printf("| %s | %.3f | %.3f | %.3f–%.3f | %.3f | %+.3f | %+.3f | %.0f |\n", s.name, m.P50, m.P99, lo, hi, m.P999, m.P50-b.P50, m.P99-b.P99, m.CPUPerReq)
+		fmt.Printf("| %s | %.3f | %.3f–%.3f | %.3f | %.3f–%.3f | %.3f | %+.3f | %+.3f | %.0f | %s |\n", s.name, m.P50, lo50, hi50, m.P99, lo, hi, m.P999, m.P50-b.P50, m.P99-b.P99, m.CPUPerReq, redisCPU(rs))
 	}
 	return out
 }
