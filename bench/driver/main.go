@@ -592,7 +592,7 @@ func printTable(scenarios []scenario, results map[string][]run) {
 		p99, _, _ := median(rs, func(r run) float64 { return r.P99 })
 		d, b := medianOf(results, "direct "+s.base, rps), medianOf(results, "bare "+s.base, rps)
 		c, clo, chi := median(rs, cpu)
-		cpuCols := "| | |"
+		cpuCols := " | | " // three empty cells
 		if c > 0 {
 			cpuCols = fmt.Sprintf("%.0f | %.0f–%.0f | %.2f", c, clo, chi, ratio(c, medianOf(results, "bare "+s.base, cpu)))
 		}
