@@ -7,8 +7,8 @@ import (
 )
 
 // TestRestartOnly: routes, mode, edge_limit, sessions, the limiter's
-// other keys and the identity reload; everything else, limiter.backend
-// included, needs a restart.
+// other keys, the identity and the idempotency keys a route may override
+// reload; everything else, limiter.backend included, needs a restart.
 func TestRestartOnly(t *testing.T) {
 	t.Parallel()
 	for key, want := range map[string]bool{
@@ -16,7 +16,9 @@ func TestRestartOnly(t *testing.T) {
 		"limiter.max_clients": false, "limiter.ietf_headers": false,
 		"idempotency.require_identity": false, "idempotency.identity_headers": false,
 		"idempotency.identity.cookies": false, "idempotency.identity.jwt.jwks_url": false,
-		"idempotency.header": true, "idempotency.tenant": true,
+		"idempotency.in_progress": false, "idempotency.wait_timeout": false,
+		"idempotency.release_statuses": false, "idempotency.drop_headers": false,
+		"idempotency.header": true, "idempotency.tenant": true, "idempotency.retention": true,
 		"limiter.backend": true, "listen": true, "store.backend": true, "idempotency.lease": true, "upstream.url": true,
 	} {
 		if got := RestartOnly(key); got != want {

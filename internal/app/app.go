@@ -259,8 +259,25 @@ func routeBy(cfg *config.Config) map[string]identity.By {
 	return m
 }
 
-// proxyRoutes converts cfg's routes, with their effective modes.
+// inherit returns own when set (even empty), else global, never nil: a
+// proxy.Route's nil list means the proxy's start-time global.
+func inherit[T any](own, global []T) []T {
+	switch {
+	case own != nil:
+		return own
+	case global != nil:
+		return global
+	}
+	return []T{}
+}
+
+// proxyRoutes converts cfg's routes, with their effective modes and their
+// effective in_progress, wait_timeout, release_statuses and drop_headers:
+// a route's own, else the global ones of cfg. So a reload that changes
+// only the global ones applies them to every route that inherits them
+// (config.RestartOnly), and the proxy's start-time globals are never used.
 func proxyRoutes(cfg *config.Config) []proxy.Route {
+	id := cfg.Idempotency
 	var routes []proxy.Route
 	for _, r := range cfg.Routes {
 		pr := proxy.Route{
@@ -274,10 +291,10 @@ func proxyRoutes(cfg *config.Config) []proxy.Route {
 			Observe:           r.EffectiveMode(cfg.Mode) == config.ModeObserve,
 			Protocol:          r.Protocol,
 			Retention:         r.Retention,
-			ReleaseStatuses:   r.ReleaseStatuses,
-			DropHeaders:       r.DropHeaders,
-			InProgress:        r.InProgress,
-			WaitTimeout:       r.WaitTimeout,
+			ReleaseStatuses:   inherit(r.ReleaseStatuses, id.ReleaseStatuses),
+			DropHeaders:       inherit(r.DropHeaders, id.DropHeaders),
+			InProgress:        cmp.Or(r.InProgress, id.InProgress),
+			WaitTimeout:       cmp.Or(r.WaitTimeout, id.WaitTimeout),
 		}
 		if r.Errors != nil {
 			spec := r.Errors.Spec()

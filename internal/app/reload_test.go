@@ -2,6 +2,9 @@ package app
 
 import (
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -346,4 +349,89 @@ func TestReloadSIGHUP(t *testing.T) {
 		t.Errorf("SIGHUP not logged:\n%s", oa.logs.String())
 	}
 	oa.stop()
+}
+
+// TestReloadIdempotencyPolicy: the global in_progress, wait_timeout,
+// release_statuses and drop_headers reload without a restart: the routes
+// that inherit them take the new values at once, and a route with its own
+// keeps those.
+func TestReloadIdempotencyPolicy(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	ran := map[string]int{}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		ran[r.Header.Get("Idempotency-Key")]++
+		mu.Unlock()
+		w.Header().Set("X-A", "a")
+		w.Header().Set("X-B", "b")
+		status := http.StatusCreated
+		if r.Header.Get("X-Fail") != "" {
+			status = http.StatusInternalServerError
+		}
+		w.WriteHeader(status)
+		io.WriteString(w, "{}")
+	}))
+	t.Cleanup(up.Close)
+	yaml := func(policy string) string {
+		return `upstream: {url: "` + up.URL + `"}
+edge_limit: {rate: 0}
+idempotency: {require_identity: false` + policy + `}
+routes:
+  - {name: pay, method: POST, path: /pay, idempotent: true}
+  - {name: own, method: POST, path: /own, idempotent: true, drop_headers: [X-A], in_progress: reject, release_statuses: []}
+`
+	}
+	v1 := yaml(", drop_headers: [X-A]")
+	km := newKubeMount(t, v1)
+	oa := startOpsApp(t, v1, km.path(), nil)
+	c := e2eClient(t)
+	n := 0
+	// twice sends a new keyed write twice (with X-Fail: the upstream
+	// answers 500) and returns the second answer's X-A and X-B, and how
+	// often the upstream ran it.
+	twice := func(path string, fail bool) (string, int) {
+		t.Helper()
+		n++
+		key := fmt.Sprintf("k%d", n)
+		hdr := []string{"Idempotency-Key", key}
+		if fail {
+			hdr = append(hdr, "X-Fail", "1")
+		}
+		var a httpAnswer
+		for range 2 {
+			a = doHTTP(t, c, "POST", oa.base+path, `{}`, hdr...)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return a.header.Get("X-A") + "," + a.header.Get("X-B"), ran[key]
+	}
+	check := func(path string, fail bool, wantHeaders string, wantRuns int) {
+		t.Helper()
+		if h, runs := twice(path, fail); h != wantHeaders || runs != wantRuns {
+			t.Errorf("%s (fail %v): replayed X-A,X-B = %q, ran %d times; want %q, %d", path, fail, h, runs, wantHeaders, wantRuns)
+		}
+	}
+	check("/pay", false, ",b", 1)
+	check("/own", false, ",b", 1)
+	check("/pay", true, ",b", 1) // a 500 keeps the key by default
+
+	km.update(t, yaml(", drop_headers: [X-B], in_progress: wait, wait_timeout: 3s, release_statuses: [500]"))
+	waitUntil(t, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
+	check("/pay", false, "a,", 1) // the new global drop_headers
+	check("/own", false, ",b", 1) // its own
+	if _, runs := twice("/pay", true); runs != 2 {
+		t.Errorf("/pay answered 500 ran %d times; want 2 (release_statuses: [500] releases the key)", runs)
+	}
+	check("/own", true, ",b", 1) // its own release_statuses: none
+	for _, r := range oa.proxy.Stages().Routes {
+		want := map[string]string{"pay": "wait 3s", "own": "reject 3s"}[r.Name]
+		if got := fmt.Sprintf("%s %v", r.InProgress, r.WaitTimeout); got != want {
+			t.Errorf("route %s: in_progress, wait_timeout = %s; want %s", r.Name, got, want)
+		}
+	}
+	if strings.Contains(oa.logs.String(), "need a restart") {
+		t.Errorf("a reload of these keys asked for a restart:\n%s", oa.logs)
+	}
 }
