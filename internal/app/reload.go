@@ -126,6 +126,17 @@ func (a *App) applyConfig(data []byte, readErr error) {
 		}
 	}
 	applied := next.WithKeys(a.cfg, restart)
+	if len(restart) > 0 {
+		// The file is valid on its own, but what would run is the file
+		// with the running values of the keys that need a restart: a
+		// route's timeout checked against the file's max_lease, say, and
+		// then served under the running one, would outlive its lease.
+		if err := applied.Validate(); err != nil {
+			refuse("config reload refused: the file is valid, but not with the running values of the keys that need a restart ("+
+				strings.Join(restart, ", ")+"); restart to apply it", err)
+			return
+		}
+	}
 	changed := config.ChangedKeys(rs.live, applied)
 	switch {
 	case len(changed) > 0:

@@ -435,3 +435,44 @@ routes:
 		t.Errorf("a reload of these keys asked for a restart:\n%s", oa.logs)
 	}
 }
+
+// TestReloadRefusesAMixThatWouldNotValidate: a file valid on its own is
+// refused when, with the running values of the keys that need a restart,
+// it would not be: here a route timeout checked against the file's
+// max_lease would run under the running, shorter one, and outlive its
+// lease. The running config keeps serving; a restart applies the file.
+func TestReloadRefusesAMixThatWouldNotValidate(t *testing.T) {
+	t.Parallel()
+	up := newCountingUpstream(t)
+	cfg := func(maxLease, timeout string) string {
+		return `upstream: {url: "` + up.URL + `", timeout: 20m}
+edge_limit: {rate: 0}
+idempotency: {require_identity: false, max_lease: ` + maxLease + `}
+routes:
+  - {name: pay, method: POST, path: /pay, idempotent: true, timeout: ` + timeout + `}
+`
+	}
+	v1 := cfg("5m", "30s")
+	km := newKubeMount(t, v1)
+	oa := startOpsApp(t, v1, km.path(), nil)
+	if _, err := parseConfig([]byte(cfg("15m", "10m"))); err != nil {
+		t.Fatalf("the new file is invalid on its own: %v", err)
+	}
+	km.update(t, cfg("15m", "10m"))
+	waitUntil(t, "the refusal", func() bool { return oa.reloads(t, "failure") == 1 })
+	if got := oa.proxy.Stages().Routes[0].Timeout; got != 30*time.Second {
+		t.Errorf("route timeout after the refused reload = %v; want 30s (the running config)", got)
+	}
+	logs := oa.logs.String()
+	for _, want := range []string{"not with the running values of the keys that need a restart (idempotency.max_lease)", "routes[0].timeout"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the refusal does not say %q:\n%s", want, logs)
+		}
+	}
+	// A file that is valid with the running max_lease applies the rest.
+	km.update(t, cfg("15m", "4m"))
+	waitUntil(t, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
+	if got := oa.proxy.Stages().Routes[0].Timeout; got != 4*time.Minute {
+		t.Errorf("route timeout = %v; want 4m", got)
+	}
+}
