@@ -4,6 +4,7 @@
 //	idemgate --config FILE            run the proxy
 //	idemgate demo [--listen ADDR]     run the proxy in front of a built-in demo API
 //	idemgate validate --config FILE   check a config and print the routes it has
+//	idemgate validate --diff OLD NEW  what a reload from OLD to NEW does
 //	idemgate version                  print the version
 package main
 
@@ -71,6 +72,7 @@ const usage = `usage:
   idemgate demo [--listen ADDR]     run the proxy in front of a built-in demo API
   idemgate validate --config FILE   check a config; print the routes it understood
   idemgate validate --against SPEC CONFIG   report writes of an OpenAPI document no route protects
+  idemgate validate --diff OLD NEW  what a reload from config OLD to NEW applies, defers to a restart, refuses or does to retries
   idemgate healthcheck [--addr A]   probe the admin listener's /readyz; exit 0 if ready
   idemgate config [--config FILE]   print the effective config (defaults + file + IDEMGATE_* environment), secrets redacted
   idemgate routes import SPEC       print routes from an OpenAPI/Swagger document (see routes import -h)

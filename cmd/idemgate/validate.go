@@ -17,8 +17,16 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "config file (YAML)")
 	against := fs.String("against", "", "OpenAPI/Swagger document: report unprotected writes and routes matching no operation")
+	diff := fs.Bool("diff", false, "validate --diff OLD NEW: what changing the running config OLD to NEW does on a reload")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
+	}
+	if *diff {
+		if fs.NArg() != 2 || *path != "" || *against != "" {
+			fmt.Fprintln(stderr, "idemgate validate --diff OLD NEW: two config files")
+			return errUsage
+		}
+		return runDiff(fs.Arg(0), fs.Arg(1), stdout, stderr)
 	}
 	if *path == "" && fs.NArg() == 1 {
 		*path = fs.Arg(0) // validate --against SPEC CONFIG
@@ -89,6 +97,58 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 		for _, line := range cfg.Idempotency.ExplainIdentity() {
 			fmt.Fprintln(stdout, line)
 		}
+	}
+	return nil
+}
+
+// runDiff prints what a reload from the config at oldPath to the one at
+// newPath does (config.Compare, the reload's own rule): the keys it
+// applies, those that wait for a restart, and what the change does to
+// retries of earlier writes. It fails when either file is invalid or a
+// reload would refuse the new one.
+func runDiff(oldPath, newPath string, stdout, stderr io.Writer) error {
+	load := func(path string) (*config.Config, error) {
+		cfg, err := loadConfig(path)
+		if err != nil {
+			if cfg != nil || errors.Is(err, config.ErrSyntax) {
+				for _, line := range strings.Split(err.Error(), "\n") {
+					fmt.Fprintln(stderr, line)
+				}
+				return nil, fmt.Errorf("%s: invalid config", path)
+			}
+			return nil, err
+		}
+		return cfg, nil
+	}
+	old, err := load(oldPath)
+	if err != nil {
+		return err
+	}
+	next, err := load(newPath)
+	if err != nil {
+		return err
+	}
+	d := config.Compare(old, next)
+	if len(d.Live) == 0 && len(d.Restart) == 0 {
+		fmt.Fprintf(stdout, "%s -> %s: no change\n", oldPath, newPath)
+		return nil
+	}
+	fmt.Fprintf(stdout, "%s -> %s\n", oldPath, newPath)
+	if len(d.Live) > 0 {
+		fmt.Fprintf(stdout, "applied on reload: %s\n", strings.Join(d.Live, ", "))
+	}
+	if len(d.Restart) > 0 {
+		fmt.Fprintf(stdout, "need a restart: %s\n", strings.Join(d.Restart, ", "))
+	}
+	for _, e := range d.Effects {
+		fmt.Fprintln(stdout, "warning:", e)
+	}
+	if d.Refused != nil {
+		for _, line := range strings.Split(d.Refused.Error(), "\n") {
+			fmt.Fprintln(stderr, line)
+		}
+		return fmt.Errorf("%s: a reload would refuse it: valid on its own, but not with the running values of %s; restart to apply it",
+			newPath, strings.Join(d.Restart, ", "))
 	}
 	return nil
 }

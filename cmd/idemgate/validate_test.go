@@ -83,3 +83,72 @@ routes[0].timeout: 3h exceeds idempotency.max_lease (1h, the default): the claim
 		})
 	}
 }
+
+// TestValidateDiff: validate --diff OLD NEW prints what a reload does
+// (config.Compare, the reload's own rule) and fails when a reload would
+// refuse NEW or either file is invalid.
+func TestValidateDiff(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, idem, route string) string {
+		p := filepath.Join(dir, name)
+		if !strings.Contains(idem, "max_lease") {
+			idem = ", max_lease: 5m" + idem
+		}
+		body := `upstream: {url: "http://127.0.0.1:3000", timeout: 1m}
+idempotency: {require_identity: false` + idem + `}
+routes:
+  - {name: pay, method: POST, path: /pay, idempotent: true` + route + `}
+`
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	old := write("old.yaml", "", "")
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("upstream: {url: nope}\n"), 0o600)
+	for _, tc := range []struct {
+		name, new       string
+		stdout, err     string // stdout exactly, after the first line; err "" for none
+		stderrHas       string
+		firstLineSuffix string
+	}{
+		{name: "no change", new: old, firstLineSuffix: ": no change"},
+		{name: "live and restart keys, an effect", new: write("b.yaml", ", lease: 20s, drop_headers: [Set-Cookie]", ", fingerprint_ignore: [/meta]"),
+			stdout: "applied on reload: idempotency.drop_headers, routes\nneed a restart: idempotency.lease\n" +
+				"warning: route pay: fingerprint_ignore can change its requests' fingerprints: a retry of a write made before, with the same key, may get 409 idempotency_key_reused\n"},
+		{name: "refused", new: write("c.yaml", ", max_lease: 15m", ", timeout: 10m"),
+			stdout: "applied on reload: routes\nneed a restart: idempotency.max_lease\n",
+			err:    "c.yaml: a reload would refuse it: valid on its own, but not with the running values of idempotency.max_lease; restart to apply it", stderrHas: "routes[0].timeout: 10m exceeds idempotency.max_lease (5m)"},
+		{name: "invalid", new: bad, err: "bad.yaml: invalid config", stderrHas: "upstream.url"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			err := run(context.Background(), []string{"validate", "--diff", old, tc.new}, &out, &errOut)
+			switch {
+			case tc.err == "" && err != nil:
+				t.Errorf("validate --diff = %v; want nil", err)
+			case tc.err != "" && (err == nil || err.Error() != filepath.Join(dir, tc.err)):
+				t.Errorf("validate --diff = %v; want %q", err, filepath.Join(dir, tc.err))
+			}
+			if !strings.Contains(errOut.String(), tc.stderrHas) {
+				t.Errorf("stderr %q; want %q in it", errOut.String(), tc.stderrHas)
+			}
+			if tc.name == "invalid" {
+				return
+			}
+			first, rest, _ := strings.Cut(out.String(), "\n")
+			if want := old + " -> " + tc.new; !strings.HasPrefix(first, want) || !strings.HasSuffix(first, tc.firstLineSuffix) {
+				t.Errorf("first line %q; want %q%s", first, want, tc.firstLineSuffix)
+			}
+			if rest != tc.stdout {
+				t.Errorf("stdout:\n%s\nwant:\n%s", rest, tc.stdout)
+			}
+		})
+	}
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"validate", "--diff", old}, &out, &errOut); err == nil {
+		t.Errorf("validate --diff with one file = nil; want a usage error")
+	}
+}

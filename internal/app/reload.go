@@ -119,33 +119,33 @@ func (a *App) applyConfig(data []byte, readErr error) {
 		refuse("config reload refused: invalid config", err)
 		return
 	}
-	var restart []string
-	for _, k := range config.ChangedKeys(a.cfg, next) {
-		if config.RestartOnly(k) {
-			restart = append(restart, k)
-		}
-	}
-	applied := next.WithKeys(a.cfg, restart)
-	if len(restart) > 0 {
+	d := config.Compare(a.cfg, next)
+	restart := d.Restart
+	if d.Refused != nil {
 		// The file is valid on its own, but what would run is the file
 		// with the running values of the keys that need a restart: a
 		// route's timeout checked against the file's max_lease, say, and
 		// then served under the running one, would outlive its lease.
-		if err := applied.Validate(); err != nil {
-			refuse("config reload refused: the file is valid, but not with the running values of the keys that need a restart ("+
-				strings.Join(restart, ", ")+"); restart to apply it", err)
-			return
-		}
+		refuse("config reload refused: the file is valid, but not with the running values of the keys that need a restart ("+
+			strings.Join(restart, ", ")+"); restart to apply it", d.Refused)
+		return
 	}
+	applied := next.WithKeys(a.cfg, restart)
 	changed := config.ChangedKeys(rs.live, applied)
 	switch {
 	case len(changed) > 0:
+		effects := config.Compare(rs.live, applied).Effects
 		if err := a.applyStages(applied); err != nil {
 			refuse("config reload refused", err)
 			return
 		}
 		rs.live = applied
 		log.Info("config reloaded", "changed", changed, "routes", len(applied.Routes))
+		if len(effects) > 0 {
+			// DESIGN.md: a reload that changes fingerprints or scopes
+			// says so (idemgate validate --diff does too).
+			log.Warn("config reload affects retries of writes made before it", "effects", effects)
+		}
 	case first && len(restart) == 0:
 		return // the watcher's first read: what the app started with
 	default:

@@ -476,3 +476,21 @@ routes:
 		t.Errorf("route timeout = %v; want 4m", got)
 	}
 }
+
+// TestReloadLogsEffectsOnRetries: a reload that changes a route's
+// fingerprints or the identity says so in its log (DESIGN.md, Config
+// reload), with config.Compare's words.
+func TestReloadLogsEffectsOnRetries(t *testing.T) {
+	t.Parallel()
+	up := newCountingUpstream(t)
+	v1 := reloadYAML(up.URL, "", "")
+	km := newKubeMount(t, v1)
+	oa := startOpsApp(t, v1, km.path(), nil)
+	km.update(t, strings.Replace(v1, "idempotent: true}", "idempotent: true, fingerprint_ignore: [/sent_at]}", 1))
+	waitUntil(t, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
+	logs := oa.logs.String()
+	if !strings.Contains(logs, `"msg":"config reload affects retries of writes made before it"`) ||
+		!strings.Contains(logs, "route pay: fingerprint_ignore can change its requests' fingerprints") {
+		t.Errorf("the reload did not say what it does to retries:\n%s", logs)
+	}
+}

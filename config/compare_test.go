@@ -1,0 +1,82 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+// compareBase is a valid config; compareCase edits replace its lines.
+const compareBase = `upstream: {url: "http://127.0.0.1:3000", timeout: 1m}
+store: {backend: memory, redis: {key_prefix: "a:"}}
+idempotency: {require_identity: false, max_lease: 5m}
+routes:
+  - {name: pay, method: POST, path: /pay, idempotent: true, timeout: 30s}
+  - {name: gql, method: POST, path: /graphql, idempotent: true}
+  - {name: get, method: GET, path: /things}
+`
+
+// TestCompare: the keys a reload applies or defers, the mix it refuses,
+// and each change that affects retries of earlier writes (and those that
+// do not), for validate --diff and the reload's log alike.
+func TestCompare(t *testing.T) {
+	t.Parallel()
+	parse := func(t *testing.T, yaml string) *Config {
+		t.Helper()
+		c, err := Parse([]byte(yaml))
+		if err == nil {
+			err = c.Validate()
+		}
+		if err != nil {
+			t.Fatalf("%v\n%s", err, yaml)
+		}
+		return c
+	}
+	old := parse(t, compareBase)
+	for _, tc := range []struct {
+		name          string
+		from, to      string // a replacement in compareBase
+		live, restart string
+		refused       bool
+		effect        string // a part of the one effect, "" for none
+	}{
+		{name: "nothing", from: "", to: ""},
+		{name: "a live key", from: "max_lease: 5m", to: "max_lease: 5m, drop_headers: [Set-Cookie]", live: "idempotency.drop_headers"},
+		{name: "a restart key", from: "max_lease: 5m", to: "max_lease: 6m", restart: "idempotency.max_lease"},
+		{name: "a mix a reload refuses", from: "max_lease: 5m}", to: "max_lease: 15m}\n", restart: "idempotency.max_lease", live: "routes", refused: true},
+		{name: "fingerprint_ignore", from: "timeout: 30s}", to: "timeout: 30s, fingerprint_ignore: [/meta]}", live: "routes", effect: "route pay: fingerprint_ignore can change"},
+		{name: "protocol", from: "path: /graphql, idempotent: true}", to: "path: /graphql, idempotent: true, protocol: graphql}", live: "routes", effect: "route gql: protocol can change"},
+		{name: "identity", from: "max_lease: 5m}", to: "max_lease: 5m, identity_headers: [X-User]}", live: "idempotency.identity_headers", effect: "changes the scope"},
+		{name: "tenant", from: "max_lease: 5m}", to: "max_lease: 5m, tenant: shop-2}", restart: "idempotency.tenant", effect: "idempotency.tenant changes the scope"},
+		{name: "key header", from: "max_lease: 5m}", to: "max_lease: 5m, header: X-Idempotency-Key}", restart: "idempotency.header", effect: "a retry that still sends its key in Idempotency-Key"},
+		{name: "key prefix", from: `key_prefix: "a:"`, to: `key_prefix: "b:"`, restart: "store.redis.key_prefix", effect: "changes where records are kept"},
+		{name: "a route's timeout", from: "timeout: 30s}", to: "timeout: 40s}", live: "routes"},
+		{name: "a new route", from: "  - {name: get,", to: "  - {name: new, method: POST, path: /new, idempotent: true, fingerprint_ignore: [/a]}\n  - {name: get,", live: "routes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			next := parse(t, strings.Replace(compareBase, tc.from, tc.to, 1))
+			if tc.refused {
+				// The route's timeout above the running max_lease.
+				next = parse(t, strings.Replace(strings.Replace(compareBase, tc.from, tc.to, 1), "timeout: 30s}", "timeout: 10m}", 1))
+			}
+			d := Compare(old, next)
+			if got := strings.Join(d.Live, ","); got != tc.live {
+				t.Errorf("Live = %q; want %q", got, tc.live)
+			}
+			if got := strings.Join(d.Restart, ","); got != tc.restart {
+				t.Errorf("Restart = %q; want %q", got, tc.restart)
+			}
+			if (d.Refused != nil) != tc.refused {
+				t.Errorf("Refused = %v; want refused %v", d.Refused, tc.refused)
+			}
+			if tc.refused && !strings.Contains(d.Refused.Error(), "routes[0].timeout") {
+				t.Errorf("Refused = %v; want it to name routes[0].timeout", d.Refused)
+			}
+			switch {
+			case tc.effect == "" && len(d.Effects) > 0:
+				t.Errorf("Effects = %q; want none", d.Effects)
+			case tc.effect != "" && (len(d.Effects) != 1 || !strings.Contains(d.Effects[0], tc.effect)):
+				t.Errorf("Effects = %q; want one with %q", d.Effects, tc.effect)
+			}
+		})
+	}
+}
