@@ -52,6 +52,14 @@ func newKubeMount(t *testing.T, data string) *kubeMount {
 
 func (m *kubeMount) path() string { return filepath.Join(m.dir, "config.yaml") }
 
+// startWatched runs an app for yaml, watching it in a ConfigMap-style
+// mount that the test updates.
+func startWatched(t *testing.T, yaml string) (*opsApp, *kubeMount) {
+	t.Helper()
+	km := newKubeMount(t, yaml)
+	return startOpsApp(t, yaml, km.path(), nil), km
+}
+
 // update is the kubelet's AtomicWriter: a new timestamped directory, a
 // ..data_tmp symlink to it renamed over ..data, the old directory removed.
 func (m *kubeMount) update(t *testing.T, data string) {
@@ -114,8 +122,7 @@ func TestReloadConfigMap(t *testing.T) {
 	t.Parallel()
 	up := newCountingUpstream(t)
 	v1 := reloadYAML(up.URL, "", "")
-	km := newKubeMount(t, v1)
-	oa := startOpsApp(t, v1, km.path(), nil)
+	oa, km := startWatched(t, v1)
 	c := e2eClient(t)
 	for range 2 {
 		if a := doHTTP(t, c, "POST", oa.base+"/orders", `{}`, "Idempotency-Key", "o1"); a.status != 201 {
@@ -257,8 +264,7 @@ func TestReloadUnderTraffic(t *testing.T) {
 	v1 := reloadYAML(up.URL, "", "")
 	v2 := reloadYAML(up.URL, ordersRoute, "")
 	bad := reloadYAML(up.URL, ordersRoute+ordersRoute, "") // duplicate name
-	km := newKubeMount(t, v1)
-	oa := startOpsApp(t, v1, km.path(), nil)
+	oa, km := startWatched(t, v1)
 	c := e2eClient(t)
 
 	const workers, total = 8, 1000
@@ -384,8 +390,7 @@ routes:
 `
 	}
 	v1 := yaml(", drop_headers: [X-A]")
-	km := newKubeMount(t, v1)
-	oa := startOpsApp(t, v1, km.path(), nil)
+	oa, km := startWatched(t, v1)
 	c := e2eClient(t)
 	n := 0
 	// twice sends a new keyed write twice (with X-Fail: the upstream
@@ -453,8 +458,7 @@ routes:
 `
 	}
 	v1 := cfg("5m", "30s")
-	km := newKubeMount(t, v1)
-	oa := startOpsApp(t, v1, km.path(), nil)
+	oa, km := startWatched(t, v1)
 	if _, err := parseConfig([]byte(cfg("15m", "10m"))); err != nil {
 		t.Fatalf("the new file is invalid on its own: %v", err)
 	}
@@ -484,8 +488,7 @@ func TestReloadLogsEffectsOnRetries(t *testing.T) {
 	t.Parallel()
 	up := newCountingUpstream(t)
 	v1 := reloadYAML(up.URL, "", "")
-	km := newKubeMount(t, v1)
-	oa := startOpsApp(t, v1, km.path(), nil)
+	oa, km := startWatched(t, v1)
 	km.update(t, strings.Replace(v1, "idempotent: true}", "idempotent: true, fingerprint_ignore: [/sent_at]}", 1))
 	waitUntil(t, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
 	logs := oa.logs.String()
