@@ -48,14 +48,14 @@ func diffStruct(a, b reflect.Value, prefix string, out *[]string) {
 // and sizes, and the limiters' backend. Routes, mode, errors, edge_limit,
 // the other limiter keys, sessions, the identity (its sources and
 // require_identity) and the idempotency settings a route may override
-// with its own (in_progress, wait_timeout, release_statuses and
+// with its own (retention, in_progress, wait_timeout, release_statuses and
 // drop_headers, applied to the routes that inherit them) are reloaded.
 func RestartOnly(key string) bool {
 	switch {
 	case key == "routes", key == "mode", key == "errors", strings.HasPrefix(key, "errors."),
 		key == "idempotency.require_identity", key == "idempotency.identity_headers",
 		strings.HasPrefix(key, "idempotency.identity."),
-		key == "idempotency.in_progress", key == "idempotency.wait_timeout",
+		key == "idempotency.retention", key == "idempotency.in_progress", key == "idempotency.wait_timeout",
 		key == "idempotency.release_statuses", key == "idempotency.drop_headers",
 		strings.HasPrefix(key, "edge_limit."),
 		strings.HasPrefix(key, "sessions."),

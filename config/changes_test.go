@@ -18,7 +18,7 @@ func TestRestartOnly(t *testing.T) {
 		"idempotency.identity.cookies": false, "idempotency.identity.jwt.jwks_url": false,
 		"idempotency.in_progress": false, "idempotency.wait_timeout": false,
 		"idempotency.release_statuses": false, "idempotency.drop_headers": false,
-		"idempotency.header": true, "idempotency.tenant": true, "idempotency.retention": true,
+		"idempotency.header": true, "idempotency.tenant": true, "idempotency.retention": false,
 		"limiter.backend": true, "listen": true, "store.backend": true, "idempotency.lease": true, "upstream.url": true,
 	} {
 		if got := RestartOnly(key); got != want {

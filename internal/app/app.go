@@ -272,7 +272,8 @@ func inherit[T any](own, global []T) []T {
 }
 
 // proxyRoutes converts cfg's routes, with their effective modes and their
-// effective in_progress, wait_timeout, release_statuses and drop_headers:
+// effective retention, in_progress, wait_timeout, release_statuses and
+// drop_headers:
 // a route's own, else the global ones of cfg. So a reload that changes
 // only the global ones applies them to every route that inherits them
 // (config.RestartOnly), and the proxy's start-time globals are never used.
@@ -290,7 +291,7 @@ func proxyRoutes(cfg *config.Config) []proxy.Route {
 			FingerprintIgnore: r.FingerprintIgnore,
 			Observe:           r.EffectiveMode(cfg.Mode) == config.ModeObserve,
 			Protocol:          r.Protocol,
-			Retention:         r.Retention,
+			Retention:         cmp.Or(r.Retention, id.Retention),
 			ReleaseStatuses:   inherit(r.ReleaseStatuses, id.ReleaseStatuses),
 			DropHeaders:       inherit(r.DropHeaders, id.DropHeaders),
 			InProgress:        cmp.Or(r.InProgress, id.InProgress),

@@ -357,8 +357,8 @@ func TestReloadSIGHUP(t *testing.T) {
 	oa.stop()
 }
 
-// TestReloadIdempotencyPolicy: the global in_progress, wait_timeout,
-// release_statuses and drop_headers reload without a restart: the routes
+// TestReloadIdempotencyPolicy: the global retention, in_progress,
+// wait_timeout, release_statuses and drop_headers reload without a restart: the routes
 // that inherit them take the new values at once, and a route with its own
 // keeps those.
 func TestReloadIdempotencyPolicy(t *testing.T) {
@@ -422,7 +422,7 @@ routes:
 	check("/own", false, ",b", 1)
 	check("/pay", true, ",b", 1) // a 500 keeps the key by default
 
-	km.update(t, yaml(", drop_headers: [X-B], in_progress: wait, wait_timeout: 3s, release_statuses: [500]"))
+	km.update(t, yaml(", drop_headers: [X-B], in_progress: wait, wait_timeout: 3s, release_statuses: [500], retention: 30h"))
 	waitUntil(t, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
 	check("/pay", false, "a,", 1) // the new global drop_headers
 	check("/own", false, ",b", 1) // its own
@@ -431,9 +431,9 @@ routes:
 	}
 	check("/own", true, ",b", 1) // its own release_statuses: none
 	for _, r := range oa.proxy.Stages().Routes {
-		want := map[string]string{"pay": "wait 3s", "own": "reject 3s"}[r.Name]
-		if got := fmt.Sprintf("%s %v", r.InProgress, r.WaitTimeout); got != want {
-			t.Errorf("route %s: in_progress, wait_timeout = %s; want %s", r.Name, got, want)
+		want := map[string]string{"pay": "wait 3s 30h0m0s", "own": "reject 3s 30h0m0s"}[r.Name]
+		if got := fmt.Sprintf("%s %v %v", r.InProgress, r.WaitTimeout, r.Retention); got != want {
+			t.Errorf("route %s: in_progress, wait_timeout, retention = %s; want %s", r.Name, got, want)
 		}
 	}
 	if strings.Contains(oa.logs.String(), "need a restart") {
