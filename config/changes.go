@@ -43,9 +43,9 @@ func diffStruct(a, b reflect.Value, prefix string, out *[]string) {
 }
 
 // RestartOnly reports whether a changed key (as [ChangedKeys] names it)
-// needs a restart: the listeners, TLS, the store, the upstream, the client
-// address rule, the idempotency settings that decide record keys, leases
-// and sizes, and the limiters' backend. Routes, mode, errors, edge_limit,
+// needs a restart: the listeners, TLS, the store, the client address rule,
+// the idempotency settings that decide record keys, leases and sizes, and
+// the limiters' backend. Routes, mode, errors, the upstream, edge_limit,
 // the other limiter keys, sessions, the identity (its sources and
 // require_identity) and the idempotency settings a route may override
 // with its own (retention, in_progress, wait_timeout, release_statuses and
@@ -55,6 +55,7 @@ func RestartOnly(key string) bool {
 	case key == "routes", key == "mode", key == "errors", strings.HasPrefix(key, "errors."),
 		key == "idempotency.require_identity", key == "idempotency.identity_headers",
 		strings.HasPrefix(key, "idempotency.identity."),
+		strings.HasPrefix(key, "upstream."),
 		key == "idempotency.retention", key == "idempotency.in_progress", key == "idempotency.wait_timeout",
 		key == "idempotency.release_statuses", key == "idempotency.drop_headers",
 		strings.HasPrefix(key, "edge_limit."),

@@ -19,7 +19,7 @@ func TestRestartOnly(t *testing.T) {
 		"idempotency.in_progress": false, "idempotency.wait_timeout": false,
 		"idempotency.release_statuses": false, "idempotency.drop_headers": false,
 		"idempotency.header": true, "idempotency.tenant": true, "idempotency.retention": false,
-		"limiter.backend": true, "listen": true, "store.backend": true, "idempotency.lease": true, "upstream.url": true,
+		"limiter.backend": true, "listen": true, "store.backend": true, "idempotency.lease": true, "upstream.url": false, "upstream.timeout": false, "upstream.host": false,
 	} {
 		if got := RestartOnly(key); got != want {
 			t.Errorf("RestartOnly(%q) = %v; want %v", key, got, want)

@@ -1,6 +1,9 @@
 package proxy
 
-import "net/http"
+import (
+	"errors"
+	"net/http"
+)
 
 // middleware is one stage of the pipeline.
 type middleware func(http.Handler) http.Handler
@@ -38,6 +41,9 @@ func New(opts Options) (*Proxy, error) {
 
 // compile checks st and builds the stages after the outermost ones.
 func (p *Proxy) compile(st Stages) (*stages, error) {
+	if u := st.Upstream; u != nil && (u.URL == nil || u.URL.Scheme == "" || u.URL.Host == "") {
+		return nil, errors.New("proxy: Stages.Upstream.URL must be an absolute URL")
+	}
 	c, err := p.compileRoutes(st)
 	if err != nil {
 		return nil, err

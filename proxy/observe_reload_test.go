@@ -2,9 +2,12 @@ package proxy
 
 import (
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/memstore"
@@ -140,4 +143,52 @@ func TestRouteDropHeadersFollowsReload(t *testing.T) {
 	}
 	check("pay", nil, false)
 	check("global", []string{"Set-Cookie"}, true)
+}
+
+// A reload may change the upstream: requests that arrive after it go to the
+// new one, with its timeout for routes without their own, while a request
+// already running finishes on the old one. A relative URL is refused and
+// changes nothing.
+func TestReloadChangesUpstream(t *testing.T) {
+	arrived := make(chan struct{})
+	release := make(chan struct{})
+	oldUp := newUpstream(t)
+	oldUp.handler = func(w http.ResponseWriter, r *http.Request, n int) {
+		if r.Header.Get("X-Hold") != "" {
+			arrived <- struct{}{}
+			<-release
+		}
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, "old")
+	}
+	newUp := newUpstream(t)
+	newUp.handler = func(w http.ResponseWriter, r *http.Request, n int) {
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, "new")
+	}
+	routes := []Route{{Name: "pay", Method: "POST", Path: "/pay", Idempotent: true}}
+	tp := newTestProxy(t, oldUp.URL, func(o *Options, _ *memstore.Options) { o.Stages.Routes = routes })
+	held := make(chan result, 1)
+	go func() { held <- tp.do(t, "POST", "/pay", "k-held", `{}`, "X-Hold", "1") }()
+	<-arrived
+
+	u, _ := url.Parse(newUp.URL)
+	if err := tp.p.Reload(Stages{Routes: routes, Upstream: &Upstream{URL: &url.URL{Path: "/relative"}}}); err == nil {
+		t.Errorf("Reload with a relative upstream URL = nil; want an error")
+	}
+	if err := tp.p.Reload(Stages{Routes: routes, Upstream: &Upstream{URL: u, Timeout: 7 * time.Second}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/pay", "/elsewhere"} {
+		if r := tp.do(t, "POST", path, "", `{}`); string(r.body) != "new" {
+			t.Errorf("POST %s after the reload = %v; want the new upstream's answer", path, r)
+		}
+	}
+	if got := tp.p.cur.Load().routes[0].timeout; got != 7*time.Second {
+		t.Errorf("the route's timeout = %v; want the new upstream's 7s", got)
+	}
+	close(release)
+	if r := <-held; r.status != http.StatusCreated || string(r.body) != "old" {
+		t.Errorf("the request running during the reload = %v; want the old upstream's answer", r)
+	}
 }

@@ -16,6 +16,15 @@ import (
 	"github.com/idemgate/idemgate/session"
 )
 
+// Upstream is where requests go: the API's base URL, whether the
+// upstream's host is sent instead of the client's, and the default
+// timeout of keyed writes and pass-through requests (0: 60s).
+type Upstream struct {
+	URL     *url.URL
+	Host    bool
+	Timeout time.Duration
+}
+
 // Options configure a [Proxy]. Upstream, Store (when any route is
 // idempotent) and the idempotency sizes are required; other zero fields
 // take the defaults of DESIGN.md.
@@ -83,6 +92,10 @@ type ClaimReleaser interface {
 // stage out.
 type Stages struct {
 	Routes []Route
+	// Upstream, when not nil, is where requests go on these stages, in
+	// place of Options.Upstream, UpstreamHost and Timeout: a reload may
+	// change the upstream (requests already running keep theirs).
+	Upstream *Upstream
 	// PathCase is how the routes' literal path segments compare with a
 	// request's (path_case); the zero value is case-insensitive.
 	PathCase pathtmpl.Case

@@ -35,13 +35,16 @@ type Proxy struct {
 	defIdentity *identity.Resolver
 }
 
+// defaultTimeout is the upstream timeout when none is set.
+const defaultTimeout = 60 * time.Second
+
 // newProxy checks opts and fills in their defaults.
 func newProxy(opts Options) (*Proxy, error) {
 	if opts.Upstream == nil || opts.Upstream.Scheme == "" || opts.Upstream.Host == "" {
 		return nil, errors.New("proxy: Upstream must be an absolute URL")
 	}
 	if opts.Timeout <= 0 {
-		opts.Timeout = 60 * time.Second
+		opts.Timeout = defaultTimeout
 	}
 	if opts.Transport == nil {
 		opts.Transport = NewTransport()

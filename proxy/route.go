@@ -33,11 +33,25 @@ type route struct {
 // outermost stages. It never changes once built.
 type stages struct {
 	src     Stages
+	up      Upstream // the upstream of these stages: Stages.Upstream, or the Options'
 	table   *pathtmpl.Table
 	routes  []*route
 	handler http.Handler
 	errs    *problem.Template // Stages.Errors, compiled
 	log     *slog.Logger
+}
+
+// upstreamOf returns st's upstream: st.Upstream with its defaults, or the
+// Options' upstream.
+func (p *Proxy) upstreamOf(st Stages) Upstream {
+	if st.Upstream == nil {
+		return Upstream{URL: p.opts.Upstream, Host: p.opts.UpstreamHost, Timeout: p.opts.Timeout}
+	}
+	up := *st.Upstream
+	if up.Timeout <= 0 {
+		up.Timeout = defaultTimeout
+	}
+	return up
 }
 
 // compileRoutes checks st.Routes and builds their table, whose literal
@@ -47,7 +61,7 @@ type stages struct {
 // limit.
 func (p *Proxy) compileRoutes(st Stages) (*stages, error) {
 	routes, global := st.Routes, st.Errors
-	c := &stages{log: p.log}
+	c := &stages{log: p.log, up: p.upstreamOf(st)}
 	var entries []pathtmpl.Entry
 	var errs []error
 	var err error
@@ -63,7 +77,7 @@ func (p *Proxy) compileRoutes(st Stages) (*stages, error) {
 		}
 		r := &route{Route: rc, tmpl: t, timeout: rc.Timeout}
 		if r.timeout <= 0 {
-			r.timeout = p.opts.Timeout
+			r.timeout = c.up.Timeout
 		}
 		for _, s := range rc.FingerprintIgnore {
 			ptr, err := canonjson.ParsePointer(s)

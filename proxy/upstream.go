@@ -86,7 +86,7 @@ func (p *Proxy) newUpstream() http.Handler {
 		call := &ex.call
 		call.ex = ex
 		ctx := r.Context()
-		timeout := p.opts.Timeout
+		timeout := ex.stages.up.Timeout
 		if ex.route != nil {
 			timeout = ex.route.timeout
 		}
@@ -132,7 +132,8 @@ func callOf(r *http.Request) *upstreamCall {
 // rewrite forwards the request as received (DESIGN.md step 7).
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	in := pr.In
-	target := p.opts.Upstream
+	up := exchangeOf(in).stages.up
+	target := up.URL
 	pr.SetURL(target)
 	// The raw query is never re-encoded (ReverseProxy "cleans" queries with
 	// ';' or bad escapes before Rewrite runs).
@@ -142,7 +143,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	default:
 		pr.Out.URL.RawQuery = target.RawQuery + "&" + in.URL.RawQuery
 	}
-	if !p.opts.UpstreamHost {
+	if !up.Host {
 		pr.Out.Host = in.Host
 	}
 	p.setForwarded(pr)

@@ -184,9 +184,9 @@ func (a *App) closeReleaser() error {
 
 // proxyOptions converts cfg into the proxy's options, without the stages.
 func proxyOptions(cfg *config.Config, transport http.RoundTripper, st keystore.Store, m *proxy.Metrics, log *slog.Logger) (proxy.Options, error) {
-	up, err := url.Parse(cfg.Upstream.URL)
+	pu, err := proxyUpstream(cfg)
 	if err != nil {
-		return proxy.Options{}, fmt.Errorf("upstream.url: %w", err)
+		return proxy.Options{}, err
 	}
 	trusted, err := cfg.ClientIP.Prefixes()
 	if err != nil {
@@ -194,9 +194,9 @@ func proxyOptions(cfg *config.Config, transport http.RoundTripper, st keystore.S
 	}
 	id := cfg.Idempotency
 	return proxy.Options{
-		Upstream:     up,
-		Timeout:      cfg.Upstream.Timeout,
-		UpstreamHost: cfg.Upstream.Host == config.HostUpstream,
+		Upstream:     pu.URL,
+		Timeout:      pu.Timeout,
+		UpstreamHost: pu.Host,
 		Transport:    transport,
 		Store:        st,
 		Idempotency: proxy.Idempotency{
@@ -269,6 +269,15 @@ func inherit[T any](own, global []T) []T {
 		return global
 	}
 	return []T{}
+}
+
+// proxyUpstream is cfg's upstream (a reload may change it).
+func proxyUpstream(cfg *config.Config) (*proxy.Upstream, error) {
+	u, err := url.Parse(cfg.Upstream.URL)
+	if err != nil {
+		return nil, fmt.Errorf("upstream.url: %w", err)
+	}
+	return &proxy.Upstream{URL: u, Host: cfg.Upstream.Host == config.HostUpstream, Timeout: cfg.Upstream.Timeout}, nil
 }
 
 // proxyRoutes converts cfg's routes, with their effective modes and their

@@ -168,6 +168,11 @@ func (a *App) applyStages(applied *config.Config) error {
 	cur := a.proxy.Stages()
 	st := cur
 	st.Routes, st.Errors = proxyRoutes(applied), applied.Errors.Spec()
+	up, err := proxyUpstream(applied)
+	if err != nil {
+		return err
+	}
+	st.Upstream = up
 	var limiters, queue, ident closeStack
 	undo := func() { ident.close(); queue.close(); limiters.close() }
 	set := a.limits.Load()

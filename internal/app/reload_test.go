@@ -497,3 +497,24 @@ func TestReloadLogsEffectsOnRetries(t *testing.T) {
 		t.Errorf("the reload did not say what it does to retries:\n%s", logs)
 	}
 }
+
+// TestReloadUpstream: upstream.url reloads without a restart; the next
+// requests go to the new upstream.
+func TestReloadUpstream(t *testing.T) {
+	t.Parallel()
+	up1, up2 := newCountingUpstream(t), newCountingUpstream(t)
+	v1 := reloadYAML(up1.URL, "", "")
+	oa, km := startWatched(t, v1)
+	c := e2eClient(t)
+	km.update(t, reloadYAML(up2.URL, "", ""))
+	waitUntil(t, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
+	if a := doHTTP(t, c, "POST", oa.base+"/pay", `{}`, "Idempotency-Key", "u1"); a.status != 201 {
+		t.Fatalf("POST /pay = %v", a)
+	}
+	if n1, n2 := up1.count("/pay", "u1"), up2.count("/pay", "u1"); n1 != 0 || n2 != 1 {
+		t.Errorf("executions: old upstream %d, new %d; want 0, 1", n1, n2)
+	}
+	if strings.Contains(oa.logs.String(), "need a restart") {
+		t.Errorf("upstream.url asked for a restart:\n%s", oa.logs)
+	}
+}
