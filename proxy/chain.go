@@ -41,7 +41,7 @@ func New(opts Options) (*Proxy, error) {
 
 // compile checks st and builds the stages after the outermost ones.
 func (p *Proxy) compile(st Stages) (*stages, error) {
-	if u := st.Upstream; u != nil && (u.URL == nil || u.URL.Scheme == "" || u.URL.Host == "") {
+	if st.Upstream != nil && !absolute(st.Upstream.URL) {
 		return nil, errors.New("proxy: Stages.Upstream.URL must be an absolute URL")
 	}
 	c, err := p.compileRoutes(st)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sync/atomic"
 	"time"
 
@@ -35,12 +36,15 @@ type Proxy struct {
 	defIdentity *identity.Resolver
 }
 
+// absolute reports whether u can be an upstream: an absolute URL.
+func absolute(u *url.URL) bool { return u != nil && u.Scheme != "" && u.Host != "" }
+
 // defaultTimeout is the upstream timeout when none is set.
 const defaultTimeout = 60 * time.Second
 
 // newProxy checks opts and fills in their defaults.
 func newProxy(opts Options) (*Proxy, error) {
-	if opts.Upstream == nil || opts.Upstream.Scheme == "" || opts.Upstream.Host == "" {
+	if !absolute(opts.Upstream) {
 		return nil, errors.New("proxy: Upstream must be an absolute URL")
 	}
 	if opts.Timeout <= 0 {

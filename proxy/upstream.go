@@ -132,7 +132,8 @@ func callOf(r *http.Request) *upstreamCall {
 // rewrite forwards the request as received (DESIGN.md step 7).
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	in := pr.In
-	up := exchangeOf(in).stages.up
+	ex := exchangeOf(in) // the upstream stage's: set for every request it runs
+	up := ex.stages.up
 	target := up.URL
 	pr.SetURL(target)
 	// The raw query is never re-encoded (ReverseProxy "cleans" queries with
@@ -147,19 +148,18 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 		pr.Out.Host = in.Host
 	}
 	p.setForwarded(pr)
-	call := callOf(in)
-	if call != nil && call.ex.held != nil && pr.Out.Body != nil {
+	if ex.held != nil && pr.Out.Body != nil {
 		// A body read whole goes as a *bytes.Reader under io.NopCloser, a
 		// body net/http's Transport knows to be in memory: it then writes
 		// the headers and the body in one system call instead of flushing
 		// the headers first (Go issue 22088). ReverseProxy's own wrapper
 		// hides the held body from that check. One write less per keyed
 		// request (issue 17).
-		pr.Out.Body = io.NopCloser(bytes.NewReader(call.ex.held.Bytes()))
+		pr.Out.Body = io.NopCloser(bytes.NewReader(ex.held.Bytes()))
 	}
 	noResend(pr.Out)
 
-	if call != nil && call.ex.keyed {
+	if ex.keyed {
 		// Stored answers must be plain.
 		pr.Out.Header.Del("Accept-Encoding")
 	}
