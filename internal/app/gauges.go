@@ -8,7 +8,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgate/idemgate/keystore/memstore"
-	"github.com/idemgate/idemgate/keystore/redisstore"
 )
 
 // registerStoreGauges exports what the store's backend knows of its own
@@ -21,31 +20,17 @@ func registerStoreGauges(reg prometheus.Registerer, st builtStore) {
 	if st.client != nil {
 		reg.MustRegister(redisPoolCollector{st.client})
 	}
-	if st.redis != nil {
-		reg.MustRegister(pipelineCollector{st.redis})
+	if r := st.redis; r != nil {
+		// Read at each scrape; zero with store.redis.auto_pipeline false.
+		reg.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "idemgate_store_pipelines_total",
+				Help: "Pipelines of two store calls or more sent to Redis (store.redis.auto_pipeline): calls made while Redis was busy with earlier ones, sent together."},
+				func() float64 { return float64(r.PipelineStats().Batches) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "idemgate_store_pipelined_calls_total",
+				Help: "Store calls sent to Redis in those pipelines; the calls sent alone are in neither family."},
+				func() float64 { return float64(r.PipelineStats().Calls) }),
+		)
 	}
-}
-
-var (
-	pipelinesDesc = prometheus.NewDesc("idemgate_store_pipelines_total",
-		"Pipelines of two store calls or more sent to Redis (store.redis.auto_pipeline): calls made while Redis was busy with earlier ones, sent together.", nil, nil)
-	pipelinedCallsDesc = prometheus.NewDesc("idemgate_store_pipelined_calls_total",
-		"Store calls sent to Redis in those pipelines; the calls sent alone are in neither family.", nil, nil)
-)
-
-// pipelineCollector reads the Redis store's pipeline counts at each
-// scrape (zero with store.redis.auto_pipeline false).
-type pipelineCollector struct{ s *redisstore.Store }
-
-func (c pipelineCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- pipelinesDesc
-	ch <- pipelinedCallsDesc
-}
-
-func (c pipelineCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.s.PipelineStats()
-	ch <- prometheus.MustNewConstMetric(pipelinesDesc, prometheus.CounterValue, float64(s.Batches))
-	ch <- prometheus.MustNewConstMetric(pipelinedCallsDesc, prometheus.CounterValue, float64(s.Calls))
 }
 
 var (
