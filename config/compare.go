@@ -83,8 +83,11 @@ func effects(old, next *Config) []string {
 		out = append(out, fmt.Sprintf("idempotency.header changes from %s to %s: a retry that still sends its key in %s is not keyed, and runs again (or gets 400 on a require_key route)",
 			old.Idempotency.Header, next.Idempotency.Header, old.Idempotency.Header))
 	}
-	if keys := has("store.backend", "store.redis.key_prefix"); len(keys) > 0 {
+	if keys := has("store.backend", "store.redis.key_prefix", "store.redis.db", "store.redis.master_name"); len(keys) > 0 {
 		out = append(out, fmt.Sprintf("%s changes where records are kept: the records written before are not found, and retries of those writes run again", strings.Join(keys, ", ")))
+	}
+	if keys := has("store.redis.addrs"); len(keys) > 0 && next.Store.Backend == StoreRedis {
+		out = append(out, "store.redis.addrs changes: unless the new servers hold the records written before, retries of those writes run again")
 	}
 	return out
 }

@@ -49,6 +49,8 @@ func TestCompare(t *testing.T) {
 		{name: "tenant", from: "max_lease: 5m}", to: "max_lease: 5m, tenant: shop-2}", restart: "idempotency.tenant", effect: "idempotency.tenant changes the scope"},
 		{name: "key header", from: "max_lease: 5m}", to: "max_lease: 5m, header: X-Idempotency-Key}", restart: "idempotency.header", effect: "a retry that still sends its key in Idempotency-Key"},
 		{name: "key prefix", from: `key_prefix: "a:"`, to: `key_prefix: "b:"`, restart: "store.redis.key_prefix", effect: "changes where records are kept"},
+		{name: "redis db", from: `key_prefix: "a:"`, to: `key_prefix: "a:", db: 2`, restart: "store.redis.db", effect: "store.redis.db changes where records are kept"},
+		{name: "redis addrs, memory store", from: `key_prefix: "a:"`, to: `key_prefix: "a:", addrs: ["127.0.0.1:7000"]`, restart: "store.redis.addrs"},
 		{name: "a route's timeout", from: "timeout: 30s}", to: "timeout: 40s}", live: "routes"},
 		{name: "a new route", from: "  - {name: get,", to: "  - {name: new, method: POST, path: /new, idempotent: true, fingerprint_ignore: [/a]}\n  - {name: get,", live: "routes"},
 	} {
