@@ -47,14 +47,10 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
 	if err != nil {
-		lines := strings.Split(err.Error(), "\n")
-		for _, line := range lines {
-			fmt.Fprintln(stderr, line)
+		if n := printProblems(stderr, err); n != 1 {
+			return fmt.Errorf("%s: invalid config (%d problems)", *path, n)
 		}
-		if len(lines) == 1 {
-			return fmt.Errorf("%s: invalid config (1 problem)", *path)
-		}
-		return fmt.Errorf("%s: invalid config (%d problems)", *path, len(lines))
+		return fmt.Errorf("%s: invalid config (1 problem)", *path)
 	}
 	if *against != "" {
 		return openapi.RunAgainst(*against, *path, cfg, stdout, stderr)
@@ -111,9 +107,7 @@ func runDiff(oldPath, newPath string, stdout, stderr io.Writer) error {
 		cfg, err := loadConfig(path)
 		if err != nil {
 			if cfg != nil || errors.Is(err, config.ErrSyntax) {
-				for _, line := range strings.Split(err.Error(), "\n") {
-					fmt.Fprintln(stderr, line)
-				}
+				printProblems(stderr, err)
 				return nil, fmt.Errorf("%s: invalid config", path)
 			}
 			return nil, err
@@ -144,11 +138,19 @@ func runDiff(oldPath, newPath string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "warning:", e)
 	}
 	if d.Refused != nil {
-		for _, line := range strings.Split(d.Refused.Error(), "\n") {
-			fmt.Fprintln(stderr, line)
-		}
+		printProblems(stderr, d.Refused)
 		return fmt.Errorf("%s: a reload would refuse it: valid on its own, but not with the running values of %s; restart to apply it",
 			newPath, strings.Join(d.Restart, ", "))
 	}
 	return nil
+}
+
+// printProblems writes err's problems to w, one a line, and returns how
+// many there were.
+func printProblems(w io.Writer, err error) int {
+	lines := strings.Split(err.Error(), "\n")
+	for _, line := range lines {
+		fmt.Fprintln(w, line)
+	}
+	return len(lines)
 }
