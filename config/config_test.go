@@ -74,6 +74,7 @@ func TestDefaultValues(t *testing.T) {
 		{"store.redis.key_prefix", c.Store.Redis.KeyPrefix, "idemgate:"},
 		{"store.redis.timeout", c.Store.Redis.Timeout, 500 * time.Millisecond},
 		{"store.redis.auto_pipeline", c.Store.Redis.AutoPipeline, true},
+		{"store.redis.record_format", c.Store.Redis.RecordFormat, "compact"},
 		{"store.redis.replay_cache.max_entries", c.Store.Redis.ReplayCache.MaxEntries, 100000},
 		{"store.redis.replay_cache.max_bytes", c.Store.Redis.ReplayCache.MaxBytes, int64(64 << 20)},
 		{"client_ip.trusted_proxies", c.ClientIP.TrustedProxies, []string{}},

@@ -248,6 +248,9 @@ func (c *Config) validateStore(p *problems) {
 	if r.Timeout <= 0 {
 		p.add("store.redis.timeout", ErrRange, "must be > 0; got %s", r.Timeout)
 	}
+	if r.RecordFormat != RecordCompact && r.RecordFormat != RecordHash {
+		p.add("store.redis.record_format", ErrInvalid, "%q: want %q or %q", r.RecordFormat, RecordCompact, RecordHash)
+	}
 	if rc := r.ReplayCache; rc.MaxEntries < 0 {
 		p.add("store.redis.replay_cache.max_entries", ErrRange, "must be >= 0 (0 disables the cache); got %d", rc.MaxEntries)
 	} else if rc.MaxEntries > 0 && rc.MaxBytes <= 0 {

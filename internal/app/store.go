@@ -66,7 +66,15 @@ func newStore(cfg *config.Config, log *slog.Logger, cs *closeStack) (builtStore,
 		if err != nil {
 			return b, err
 		}
-		s, err := redisstore.New(client, redisstore.Options{KeyPrefix: cfg.Store.Redis.KeyPrefix, DirectCalls: !cfg.Store.Redis.AutoPipeline})
+		format := redisstore.FormatCompact
+		if cfg.Store.Redis.RecordFormat == config.RecordHash {
+			format = redisstore.FormatHash
+		}
+		s, err := redisstore.New(client, redisstore.Options{
+			KeyPrefix:    cfg.Store.Redis.KeyPrefix,
+			DirectCalls:  !cfg.Store.Redis.AutoPipeline,
+			RecordFormat: format,
+		})
 		if err != nil {
 			return b, fmt.Errorf("store.redis: %w", err)
 		}

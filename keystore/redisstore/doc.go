@@ -4,17 +4,16 @@
 //
 // # Records
 //
-// Each record is one hash at key_prefix + "{" + hex key + "}". The key is
+// Each record is one value at key_prefix + "{" + hex key + "}". The key is
 // [keystore.Key], a SHA-256 of the request's scope, so raw client input never
 // appears in a key name, and the braces make the whole hex key the Cluster
 // hash tag: records spread over every slot, and all a script touches lies in
-// one slot. Fields:
+// one slot. A record holds:
 //
-//	v    record format, "1"
 //	st   state: 1 in flight, 2 completed, 3 released (tombstone)
 //	fp   fingerprint, 32 raw bytes
 //	rt   route name
-//	tk   fencing token, decimal
+//	tk   fencing token
 //	cl   claimed at, Unix ms (store clock)
 //	le   lease end, Unix ms; 0 unless in flight
 //	ex   expires at, Unix ms: claimed + retention
@@ -23,14 +22,18 @@
 //	ans  the stored answer (completed only), binary: see keystore.EncodeResponse
 //	ci   claim id of the current claim, 16 raw bytes; "" after a release or
 //	     an admin repair; absent in records of the first release
-//	fv   fingerprint version, decimal; absent (read as 1) in records of the
-//	     first release
-//	x…   "x" + a 16-byte claim id: a released claim id's tombstone, its end
-//	     in Unix ms (see ReleaseClaim)
+//	fv   fingerprint version; absent (read as 1) in records of the first
+//	     release
+//	x…   a released claim id's tombstone (16-byte claim id), its end in Unix
+//	     ms (see ReleaseClaim)
 //
-// The format stays "1": the fields added since the first release are
-// optional, so records of either release read in the other (a rolling
-// upgrade runs both).
+// in one of two layouts ([RecordFormat]; scripts.go gives both). The
+// compact one, the default, is a string: a header packed with Lua's struct
+// library, the tombstones, then the answer, so that a script reads and
+// writes it with one GET and one SET. The hash one is the first release's:
+// one hash field per value (and "v" = "1"), numbers in decimal. Every
+// script reads both and writes the store's, so replicas writing either
+// share one Redis; the first release reads only hashes.
 //
 // # Claims and store loss
 //

@@ -90,10 +90,12 @@ end
 return {8, r.st, r.fp, r.rt, r.tk, r.cl, r.le, r.ex, a}
 `)
 
+// A store writing FormatHash writes records the first release reads.
+// (FormatCompact ones it cannot: see RecordFormat.)
 func TestFirstReleaseReadsNewRecords(t *testing.T) {
 	t.Parallel()
 	c := newClient(t, redistest.Standalone)
-	s := newStore(t, c, redistest.Prefix(t))
+	s := newStoreOpts(t, c, Options{KeyPrefix: redistest.Prefix(t), RecordFormat: FormatHash})
 	ctx := t.Context()
 	fp := keystore.Fingerprint(keystore.NewKey("fp", "a"))
 	firstGet := func(k keystore.Key) []any {

@@ -37,6 +37,9 @@ type Options struct {
 	// on the wire are sent together as the next pipeline, one write and
 	// one read for all of them (see [pipeliner]).
 	DirectCalls bool
+	// RecordFormat is the layout records are written in; records in
+	// either are read. Default [FormatCompact].
+	RecordFormat RecordFormat
 }
 
 // Store is the Redis key store. It is safe for concurrent use by many
@@ -46,6 +49,8 @@ type Store struct {
 	// pipe sends the script calls; nil with Options.DirectCalls.
 	pipe   *pipeliner
 	prefix string
+	// lua are the scripts of the record format the store writes.
+	lua    *scripts
 	closed atomic.Bool
 
 	// offset is added to Redis's TIME in every script, in milliseconds. Only
@@ -76,7 +81,10 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if strings.ContainsAny(opts.KeyPrefix, "{}") {
 		return nil, fmt.Errorf("redisstore: key prefix %q contains '{' or '}'", opts.KeyPrefix)
 	}
-	s := &Store{client: client, prefix: opts.KeyPrefix}
+	if opts.RecordFormat != FormatCompact && opts.RecordFormat != FormatHash {
+		return nil, fmt.Errorf("redisstore: unknown record format %d", opts.RecordFormat)
+	}
+	s := &Store{client: client, prefix: opts.KeyPrefix, lua: formatScripts[opts.RecordFormat]}
 	if !opts.DirectCalls {
 		s.pipe = newPipeliner(client)
 	}
@@ -185,7 +193,7 @@ func (s *Store) Reserve(ctx context.Context, k keystore.Key, opts keystore.Reser
 	c.op()
 	c.bytes(opts.ClaimID[:])
 	c.int(int64(fv))
-	code, rest, err := s.run(ctx, "reserve", reserveLua, c)
+	code, rest, err := s.run(ctx, "reserve", s.lua.reserve, c)
 	if err != nil {
 		return keystore.Reservation{}, err
 	}
@@ -251,7 +259,7 @@ func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Cl
 	a.str(c.Route)
 	a.int(c.Claimed.UnixMilli())
 	a.int(c.Expires.UnixMilli())
-	code, rest, err := s.run(ctx, "complete claim", completeClaimLua, a)
+	code, rest, err := s.run(ctx, "complete claim", s.lua.completeClaim, a)
 	if err != nil {
 		return 0, err
 	}
@@ -276,7 +284,7 @@ func (s *Store) ReleaseClaim(ctx context.Context, k keystore.Key, id keystore.Cl
 	c := s.newCall(k)
 	c.bytes(id[:])
 	c.int(ms(lease))
-	code, _, err := s.run(ctx, "release claim", releaseClaimLua, c)
+	code, _, err := s.run(ctx, "release claim", s.lua.releaseClaim, c)
 	if err != nil {
 		return err
 	}
@@ -300,7 +308,7 @@ func (s *Store) complete(ctx context.Context, name string, k keystore.Key, token
 	c.answer(resp)
 	c.op()
 	c.str(force)
-	code, _, err := s.run(ctx, name, completeLua, c)
+	code, _, err := s.run(ctx, name, s.lua.complete, c)
 	if err != nil {
 		return err
 	}
@@ -325,7 +333,7 @@ func (s *Store) release(ctx context.Context, name string, k keystore.Key, token,
 	c.str(token)
 	c.op()
 	c.str(force)
-	code, _, err := s.run(ctx, name, releaseLua, c)
+	code, _, err := s.run(ctx, name, s.lua.release, c)
 	if err != nil {
 		return err
 	}
@@ -346,7 +354,7 @@ func (s *Store) Renew(ctx context.Context, k keystore.Key, token uint64, lease t
 	c := s.newCall(k)
 	c.uint(token)
 	c.int(ms(lease))
-	code, rest, err := s.run(ctx, "renew", renewLua, c)
+	code, rest, err := s.run(ctx, "renew", s.lua.renew, c)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -361,13 +369,18 @@ func (s *Store) Get(ctx context.Context, k keystore.Key) (keystore.Record, error
 	if err := s.check(ctx); err != nil {
 		return keystore.Record{}, err
 	}
-	code, rest, err := s.run(ctx, "get", getLua, s.newCall(k))
+	code, rest, err := s.run(ctx, "get", s.lua.get, s.newCall(k))
 	if err != nil {
 		return keystore.Record{}, err
 	}
 	if code != codeOK {
 		return keystore.Record{}, codeErr("get", code)
 	}
+	return parseRecord(k, rest)
+}
+
+// parseRecord parses the rest of getScript's {8, ...} reply.
+func parseRecord(k keystore.Key, rest []any) (keystore.Record, error) {
 	rec := keystore.Record{
 		Key:                k,
 		State:              keystore.State(integer(rest, 0)),
@@ -384,7 +397,7 @@ func (s *Store) Get(ctx context.Context, k keystore.Key) (keystore.Record, error
 	if rec.State == keystore.StateInFlight {
 		rec.LeaseEnd = time.UnixMilli(integer(rest, 5))
 	}
-	if rec.State == keystore.StateCompleted {
+	if rec.State == keystore.StateCompleted && str(rest, 7) != "" {
 		resp, err := keystore.DecodeResponse(stringBytes(str(rest, 7)))
 		if err != nil {
 			return keystore.Record{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
@@ -454,18 +467,18 @@ func (s *Store) InFlight(ctx context.Context, olderThan time.Duration, limit int
 	return out, nil
 }
 
-// recordFields are the hash fields InFlight reads, in order.
-var recordFields = []string{"v", "st", "fp", "rt", "tk", "cl", "le", "ex", "ci", "fv"}
-
 // scanNode lists the in-flight records on one node claimed at least
-// olderThan ago by that node's clock.
+// olderThan ago by that node's clock. It reads each key it finds with
+// getScript (without answers), which knows both record formats.
 func (s *Store) scanNode(ctx context.Context, c *redis.Client, olderThan time.Duration) ([]keystore.Record, error) {
 	now, err := c.Time(ctx).Result()
 	if err != nil {
 		return nil, err
 	}
-	nowMS := now.UnixMilli() + s.offset.Load()
-	cutoff := nowMS - olderThan.Milliseconds()
+	if err := s.lua.get.script.Load(ctx, c).Err(); err != nil {
+		return nil, err
+	}
+	cutoff := now.UnixMilli() + s.offset.Load() - olderThan.Milliseconds()
 	match := globEscape(s.prefix) + "{*"
 	var out []keystore.Record
 	var cursor uint64
@@ -476,12 +489,11 @@ func (s *Store) scanNode(ctx context.Context, c *redis.Client, olderThan time.Du
 		}
 		if len(keys) > 0 {
 			pipe := c.Pipeline()
-			cmds := make([]*redis.SliceCmd, len(keys))
+			cmds := make([]*redis.Cmd, len(keys))
 			for i, key := range keys {
-				cmds[i] = pipe.HMGet(ctx, key, recordFields...)
+				cmds[i] = s.lua.get.script.EvalSha(ctx, pipe, []string{key}, s.offset.Load(), "1")
 			}
-			// Keys may expire between SCAN and HMGET: all nil fields.
-			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) && !isWrongType(err) {
+			if _, err := pipe.Exec(ctx); err != nil {
 				return out, err
 			}
 			for i, key := range keys {
@@ -489,7 +501,7 @@ func (s *Store) scanNode(ctx context.Context, c *redis.Client, olderThan time.Du
 				if err != nil {
 					return out, err
 				}
-				if ok && rec.State == keystore.StateInFlight && nowMS < rec.Expires.UnixMilli() && rec.Claimed.UnixMilli() <= cutoff {
+				if ok && rec.State == keystore.StateInFlight && rec.Claimed.UnixMilli() <= cutoff {
 					out = append(out, rec)
 				}
 			}
@@ -501,57 +513,31 @@ func (s *Store) scanNode(ctx context.Context, c *redis.Client, olderThan time.Du
 	}
 }
 
-func isWrongType(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE")
-}
-
-// parseListed parses one HMGET of recordFields. ok is false when the key
-// vanished.
-func (s *Store) parseListed(key string, cmd *redis.SliceCmd) (rec keystore.Record, ok bool, err error) {
-	vals, err := cmd.Result()
-	if err != nil {
-		return rec, false, fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
-	}
-	if len(vals) != len(recordFields) || vals[0] == nil {
-		allNil := true
-		for _, v := range vals {
-			allNil = allNil && v == nil
-		}
-		if allNil {
-			return rec, false, nil
-		}
-		return rec, false, fmt.Errorf("%w: %s: unknown record format", ErrCorrupt, key)
-	}
-	field := func(i int) string { v, _ := vals[i].(string); return v }
+// parseListed parses one getScript call of a listing. ok is false when the
+// key vanished or its record expired.
+func (s *Store) parseListed(key string, cmd *redis.Cmd) (rec keystore.Record, ok bool, err error) {
 	k, kerr := keystore.ParseKey(strings.TrimSuffix(strings.TrimPrefix(key, s.prefix+"{"), "}"))
-	st, err1 := strconv.ParseUint(field(1), 10, 8)
-	tk, err2 := strconv.ParseUint(field(4), 10, 64)
-	cl, err3 := strconv.ParseInt(field(5), 10, 64)
-	le, err4 := strconv.ParseInt(field(6), 10, 64)
-	ex, err5 := strconv.ParseInt(field(7), 10, 64)
-	if field(0) != "1" || len(field(2)) != len(rec.Fingerprint) || kerr != nil || errors.Join(err1, err2, err3, err4, err5) != nil {
-		return rec, false, fmt.Errorf("%w: %s: malformed record", ErrCorrupt, key)
+	if kerr != nil {
+		return rec, false, fmt.Errorf("%w: %s: not a record key", ErrCorrupt, key)
 	}
-	rec = keystore.Record{
-		Key:     k,
-		State:   keystore.State(st),
-		Route:   field(3),
-		Token:   tk,
-		Claimed: time.UnixMilli(cl),
-		Expires: time.UnixMilli(ex),
+	v, err := cmd.Result()
+	if err != nil {
+		return rec, false, fmt.Errorf("redisstore: %s: %w", key, err)
 	}
-	copy(rec.Fingerprint[:], field(2))
-	if rec.State == keystore.StateInFlight {
-		rec.LeaseEnd = time.UnixMilli(le)
+	reply, _ := v.([]any)
+	if len(reply) == 0 {
+		return rec, false, fmt.Errorf("redisstore: %s: unexpected reply %T", key, v)
 	}
-	if ci := field(8); len(ci) == len(rec.ClaimID) {
-		copy(rec.ClaimID[:], ci)
+	switch code, _ := reply[0].(int64); code {
+	case codeNotFound:
+		return rec, false, nil
+	case codeCorrupt:
+		return rec, false, fmt.Errorf("%w: %s: %s", ErrCorrupt, key, str(reply, 1))
+	case codeOK:
+		rec, err = parseRecord(k, reply[1:])
+		return rec, err == nil, err
 	}
-	rec.FingerprintVersion = keystore.FingerprintV1
-	if fv, err := strconv.ParseUint(field(9), 10, 8); err == nil && fv > 0 {
-		rec.FingerprintVersion = keystore.FingerprintVersion(fv)
-	}
-	return rec, true, nil
+	return rec, false, fmt.Errorf("redisstore: %s: unexpected reply code %v", key, reply[0])
 }
 
 // globEscape escapes the SCAN MATCH metacharacters in s.

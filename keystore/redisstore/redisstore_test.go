@@ -43,7 +43,16 @@ func newClient(t testing.TB, topo redistest.Topology) redis.UniversalClient {
 
 func newStore(t testing.TB, c redis.UniversalClient, prefix string) *Store {
 	t.Helper()
-	s, err := New(c, Options{KeyPrefix: prefix})
+	return newStoreOpts(t, c, Options{KeyPrefix: prefix})
+}
+
+// formats are the record formats a store writes; tests of what is written
+// run in each.
+var formats = []RecordFormat{FormatCompact, FormatHash}
+
+func newStoreOpts(t testing.TB, c redis.UniversalClient, opts Options) *Store {
+	t.Helper()
+	s, err := New(c, opts)
 	if err != nil {
 		t.Fatalf("New = %v", err)
 	}
@@ -58,11 +67,15 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	redistest.Each(t, func(t *testing.T, topo redistest.Topology) {
 		c := newClient(t, topo)
-		prefix := redistest.Prefix(t)
-		storetest.Run(t, func(t *testing.T) (keystore.Store, func(time.Duration)) {
-			s := newStore(t, c, prefix)
-			return s, s.advance
-		})
+		for _, f := range formats {
+			t.Run(f.String(), func(t *testing.T) {
+				prefix := redistest.Prefix(t)
+				storetest.Run(t, func(t *testing.T) (keystore.Store, func(time.Duration)) {
+					s := newStoreOpts(t, c, Options{KeyPrefix: prefix, RecordFormat: f})
+					return s, s.advance
+				})
+			})
+		}
 	})
 }
 
@@ -143,13 +156,13 @@ func TestScriptFlushFallback(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if got, err := node.ScriptExists(ctx, completeScript.Hash()).Result(); err != nil || got[0] {
+		if got, err := node.ScriptExists(ctx, s.lua.complete.script.Hash()).Result(); err != nil || got[0] {
 			t.Fatalf("SCRIPT EXISTS after flush = %v, %v; want false", got, err)
 		}
 		if err := s.Complete(ctx, k, res.Token, &keystore.Response{Status: 201}); err != nil {
 			t.Fatalf("Complete after SCRIPT FLUSH = %v", err)
 		}
-		if got, err := node.ScriptExists(ctx, completeScript.Hash()).Result(); err != nil || !got[0] {
+		if got, err := node.ScriptExists(ctx, s.lua.complete.script.Hash()).Result(); err != nil || !got[0] {
 			t.Errorf("SCRIPT EXISTS after the fallback = %v, %v; want true (EVAL loads it)", got, err)
 		}
 		if r, err := s.Reserve(ctx, k, reserveOpts("a")); err != nil || r.Response == nil || r.Response.Status != 201 {
@@ -180,14 +193,12 @@ func TestKeysAreHashes(t *testing.T) {
 	if len(keys) != 1 || !keyName.MatchString(strings.TrimPrefix(keys[0], prefix)) || keys[0] != prefix+"{"+k.String()+"}" {
 		t.Fatalf("keys = %q; want one key %q", keys, prefix+"{"+k.String()+"}")
 	}
-	vals, err := c.HGetAll(ctx, keys[0]).Result()
+	v, err := c.Get(ctx, keys[0]).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for f, v := range vals {
-		if strings.Contains(v, raw) || strings.Contains(v, "secret-token") {
-			t.Errorf("field %s = %q contains client input", f, v)
-		}
+	if strings.Contains(v, raw) || strings.Contains(v, "secret-token") {
+		t.Errorf("record %q contains client input", v)
 	}
 }
 
@@ -198,6 +209,20 @@ func TestCorruptValue(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	s := newStore(t, c, prefix)
 	ctx := t.Context()
+	// A compact record in flight, and a copy with byte i set to b.
+	held := storetest.NewTestKey(t)
+	if _, err := s.Reserve(ctx, held, reserveOpts("a")); err != nil {
+		t.Fatal(err)
+	}
+	inFlight, err := c.Get(ctx, s.key(held)).Result()
+	if err != nil || !strings.HasPrefix(inFlight, "igr2") {
+		t.Fatalf("compact record = %q, %v", inFlight, err)
+	}
+	withByte := func(v string, i int, b byte) string {
+		p := []byte(v)
+		p[i] = b
+		return string(p)
+	}
 	for _, tc := range []struct {
 		name  string
 		write func(key string) error
@@ -206,6 +231,12 @@ func TestCorruptValue(t *testing.T) {
 		{"list", func(key string) error { return c.RPush(ctx, key, "x").Err() }},
 		{"foreign hash", func(key string) error { return c.HSet(ctx, key, "session", "abc").Err() }},
 		{"future format", func(key string) error { return c.HSet(ctx, key, "v", "2", "st", "1").Err() }},
+		{"compact, cut short", func(key string) error { return c.Set(ctx, key, inFlight[:30], time.Minute).Err() }},
+		{"compact, future magic", func(key string) error { return c.Set(ctx, key, "igr3"+inFlight[4:], time.Minute).Err() }},
+		{"compact, bad state", func(key string) error { return c.Set(ctx, key, withByte(inFlight, 4, 9), time.Minute).Err() }},
+		{"compact, completed without an answer", func(key string) error {
+			return c.Set(ctx, key, withByte(inFlight, 4, 2), time.Minute).Err()
+		}},
 		{"bad state", func(key string) error {
 			return c.HSet(ctx, key, "v", "1", "st", "9", "fp", strings.Repeat("x", 32), "rt", "r", "tk", "1", "cl", "1", "le", "1", "ex", "99999999999999").Err()
 		}},
@@ -245,10 +276,17 @@ func TestCorruptValue(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Complete(ctx, k, res.Token, &keystore.Response{Status: 200, Body: []byte("ok")}); err != nil {
+		resp := &keystore.Response{Status: 200, Body: []byte("ok")}
+		if err := s.Complete(ctx, k, res.Token, resp); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.HSet(ctx, s.key(k), "ans", "\x01\xff\xff").Err(); err != nil {
+		// A compact record ends with its answer.
+		v, err := c.Get(ctx, s.key(k)).Result()
+		enc := string(keystore.EncodeResponse(resp))
+		if err != nil || !strings.HasSuffix(v, enc) {
+			t.Fatalf("record = %q, %v; want it to end with the answer %q", v, err, enc)
+		}
+		if err := c.Set(ctx, s.key(k), strings.TrimSuffix(v, enc)+"\x01\xff\xff", time.Minute).Err(); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Reserve(ctx, k, reserveOpts("a")); !errors.Is(err, ErrCorrupt) {
@@ -327,13 +365,13 @@ func TestScriptsSafeToResend(t *testing.T) {
 		return out
 	}
 	id := keystore.NewClaimID()
-	r := twice(reserveLua, string(fp[:]), "r", int64(2000), int64(10000), "op-1", string(id[:]), int64(1))
+	r := twice(s.lua.reserve, string(fp[:]), "r", int64(2000), int64(10000), "op-1", string(id[:]), int64(1))
 	if r[0][0] != int64(codeClaim) || r[1][0] != int64(codeClaim) || r[0][1] != r[1][1] {
 		t.Fatalf("reserve twice = %v; want the same claim twice", r)
 	}
 	tok := r[0][1].(int64)
 	tokS := strconv.FormatInt(tok, 10)
-	cmp := twice(completeLua, tokS, keystore.EncodeResponse(&keystore.Response{Status: 200}), "op-2", "0")
+	cmp := twice(s.lua.complete, tokS, keystore.EncodeResponse(&keystore.Response{Status: 200}), "op-2", "0")
 	if cmp[0][0] != int64(codeOK) || cmp[1][0] != int64(codeOK) {
 		t.Errorf("complete twice = %v; want OK twice", cmp)
 	}

@@ -1,6 +1,10 @@
 package redisstore
 
-import "github.com/redis/go-redis/v9"
+import (
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // Every state transition is one of the Lua scripts below, run with EVALSHA
 // (falling back to EVAL when the server's script cache lacks it, e.g. after
@@ -25,13 +29,28 @@ const (
 	codeRevoked  = 9 // the claim's id has a tombstone: nothing was claimed
 )
 
-// prelude is shared by every script: the clock, number helpers and load,
-// which reads and validates the record.
+// A record is stored in one of two layouts ([RecordFormat]); every script
+// reads both and writes the store's.
+//
+//   - compact (the default): a string, one GET and one SET per script. A
+//     fixed header packed with Lua's struct library (compactHeader: magic
+//     "igr2", state, fingerprint version, takeover flag, token, claimed,
+//     lease end and expiry as doubles, the 32-byte fingerprint, then the
+//     route, op and claim id each after its 16-bit length, then the number
+//     of claim tombstones), the tombstones (16-byte claim id, end ms), and
+//     the answer, to the end of the value.
+//   - hash: the first release's layout, a hash with one field per value
+//     ("v" = "1", "st", "fp", "rt", "tk", "cl", "le", "ex", "op", "tko",
+//     "ci", "fv", "ans") and one field "x" .. claim id per tombstone,
+//     numbers in decimal. Replicas of the first release read only this
+//     one (see TestFirstReleaseReadsNewRecords).
+//
+// The key expires when the record and its last live tombstone have.
 //
 // Numbers: Lua 5.1 numbers are doubles, exact for integers below 2^53.
 // Milliseconds (~1.8e12) and microsecond tokens (~1.8e15) fit with room to
-// spare until the year 2255. They are written back with %.0f, never
-// tostring (which switches to exponent notation).
+// spare until the year 2255. In the hash layout they are written with
+// %.0f, never tostring (which switches to exponent notation).
 const prelude = `
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 local K = KEYS[1]
@@ -39,6 +58,8 @@ local OFF = tonumber(ARGV[1])
 local T = redis.call('TIME')
 local NOW = tonumber(T[1]) * 1000 + math.floor(tonumber(T[2]) / 1000) + OFF
 local NOWUS = tonumber(T[1]) * 1000000 + tonumber(T[2]) + OFF * 1000
+local COMPACT = {{compact}}
+local HEAD = '>c4BBBddddc32Hc0Hc0Hc0H'
 
 local function num(s)
   if type(s) ~= 'string' or not string.match(s, '^%d+$') then return nil end
@@ -46,55 +67,113 @@ local function num(s)
 end
 local function fmt(n) return string.format('%.0f', n) end
 
--- load returns the record; or nil (absent or expired) and, when expired, the
--- stale record (for its token); or false and the reason it is corrupt.
-local function load()
+-- A record r: st (1 in flight, 2 completed, 3 released), fp, rt, tk (the
+-- token), cl, le, ex (ms), op, tko, ci, fv,
+-- ans (a completed record's answer) and xs (claim id -> tombstone end ms).
+
+-- decode parses a compact record; false and the reason if it is not one.
+local function decode(v)
+  if string.sub(v, 1, 4) ~= 'igr2' then return false, 'unknown record format' end
+  local ok, _, st, fv, tko, tk, cl, le, ex, fp, rt, op, ci, nx, pos = pcall(struct.unpack, HEAD, v)
+  if not ok then return false, 'malformed record' end
+  local r = {st = st, fv = fv, tko = tko, tk = tk, cl = cl, le = le, ex = ex,
+    fp = fp, rt = rt, op = op, ci = ci, xs = {}}
+  for _ = 1, nx do
+    local id, e
+    ok, id, e, pos = pcall(struct.unpack, '>c16d', v, pos)
+    if not ok then return false, 'malformed record' end
+    r.xs[id] = e
+  end
+  if pos <= #v then r.ans = string.sub(v, pos) end
+  return r
+end
+
+-- loadHash reads a record in the hash layout.
+local function loadHash()
   local ty = redis.call('TYPE', K)['ok']
-  if ty == 'none' then return nil end
-  if ty ~= 'hash' then return false, 'value is a ' .. ty .. ', not a hash' end
-  local f = redis.call('HMGET', K, 'v', 'st', 'fp', 'rt', 'tk', 'cl', 'le', 'ex', 'op', 'tko', 'ci', 'fv')
-  if f[1] ~= '1' then return false, 'unknown record format' end
-  local r = {st = num(f[2]), fp = f[3], rt = f[4], tks = f[5], tk = num(f[5]),
-    cl = num(f[6]), le = num(f[7]), ex = num(f[8]), op = f[9], tko = num(f[10]) or 0,
-    ci = f[11] or '', fv = f[12] and num(f[12]) or 1}
-  if (r.st ~= 1 and r.st ~= 2 and r.st ~= 3) or type(r.fp) ~= 'string' or #r.fp ~= 32 or
-      type(r.rt) ~= 'string' or not r.tk or not r.cl or not r.le or not r.ex or not r.fv then
+  if ty ~= 'hash' then return false, 'value is a ' .. ty .. ', not a record' end
+  local all = redis.call('HGETALL', K)
+  local f, xs = {}, {}
+  for i = 1, #all, 2 do
+    local name = all[i]
+    if string.sub(name, 1, 1) == 'x' and #name == 17 then
+      local e = num(all[i + 1])
+      if e then xs[string.sub(name, 2)] = e end
+    else
+      f[name] = all[i + 1]
+    end
+  end
+  if f.v ~= '1' then return false, 'unknown record format' end
+  local r = {st = num(f.st), fp = f.fp, rt = f.rt, tk = num(f.tk), cl = num(f.cl),
+    le = num(f.le), ex = num(f.ex), op = f.op or '', tko = num(f.tko) or 0, ci = f.ci or '',
+    fv = f.fv and num(f.fv) or 1, ans = f.ans, xs = xs}
+  if type(r.fp) ~= 'string' or #r.fp ~= 32 or type(r.rt) ~= 'string' or not r.tk or
+      not r.cl or not r.le or not r.ex or not r.fv or r.fv > 255 or r.tko > 1 then
     return false, 'malformed record'
   end
+  return r
+end
+
+-- load returns the record; or nil (absent or expired) and, when expired, the
+-- stale record (for its token and tombstones); or false and the reason it
+-- is corrupt.
+local function load()
+  local v = redis.pcall('GET', K)
+  local r, why
+  if v == false then return nil end
+  if type(v) == 'string' then r, why = decode(v) else r, why = loadHash() end
+  if not r then return false, why end
+  if r.st ~= 1 and r.st ~= 2 and r.st ~= 3 then return false, 'malformed record' end
+  if r.st == 2 and (not r.ans or r.ans == '') then return false, 'completed record without an answer' end
   if NOW >= r.ex then return nil, r end
   return r
 end
 
--- revoked tells whether claim id has a live tombstone ("x" .. id = its end,
--- ms). Call it after load() found a hash or nothing.
-local function revoked(id)
-  if id == '' then return false end
-  local e = num(redis.call('HGET', K, 'x' .. id))
+-- revoked tells whether claim id has a live tombstone in r (a record or a
+-- stale one, or nil).
+local function revoked(r, id)
+  if id == '' or not r then return false end
+  local e = r.xs[id]
   return e ~= nil and NOW < e
 end
 
--- recreate deletes the record and writes fields (a flat list) in its place,
--- keeping the live claim tombstones, and expires the key at ex (ms) or when
--- the last tombstone ends, whichever is later.
-local function recreate(fields, ex)
-  local keep = {}
-  local last = ex
-  if redis.call('EXISTS', K) == 1 then
-    for _, name in ipairs(redis.call('HKEYS', K)) do
-      if string.sub(name, 1, 1) == 'x' and #name == 17 then
-        local e = num(redis.call('HGET', K, name))
-        if e and NOW < e then
-          keep[#keep + 1] = name
-          keep[#keep + 1] = fmt(e)
-          if e > last then last = e end
-        end
-      end
+-- save writes r in the store's layout, with its live tombstones, and
+-- expires the key at r.ex or when the last tombstone ends, whichever is
+-- later.
+local function save(r)
+  local last, ids = r.ex, {}
+  for id, e in next, r.xs do
+    if NOW < e then
+      ids[#ids + 1] = id
+      if e > last then last = e end
     end
   end
+  local ttl = fmt(math.max(1, last - NOW))
+  if r.st ~= 2 then r.ans = nil end
+  if COMPACT then
+    local v = struct.pack(HEAD, 'igr2', r.st, r.fv, r.tko, r.tk, r.cl, r.le, r.ex, r.fp,
+      #r.rt, r.rt, #r.op, r.op, #r.ci, r.ci, #ids)
+    if #ids > 0 then
+      local parts = {v}
+      for _, id in ipairs(ids) do parts[#parts + 1] = struct.pack('>c16d', id, r.xs[id]) end
+      v = table.concat(parts)
+    end
+    redis.call('SET', K, v .. (r.ans or ''), 'PX', ttl)
+    return
+  end
+  local f = {'v', '1', 'st', fmt(r.st), 'fp', r.fp, 'rt', r.rt, 'tk', fmt(r.tk), 'cl', fmt(r.cl),
+    'le', fmt(r.le), 'ex', fmt(r.ex), 'op', r.op, 'tko', fmt(r.tko), 'ci', r.ci, 'fv', fmt(r.fv)}
+  if r.ans then
+    f[#f + 1] = 'ans'
+    f[#f + 1] = r.ans
+  end
+  for _, id in ipairs(ids) do
+    f[#f + 1] = 'x' .. id
+    f[#f + 1] = fmt(r.xs[id])
+  end
   redis.call('DEL', K)
-  redis.call('HSET', K, unpack(fields))
-  if #keep > 0 then redis.call('HSET', K, unpack(keep)) end
-  redis.call('PEXPIRE', K, fmt(last - NOW))
+  redis.call('HSET', K, unpack(f))
+  redis.call('PEXPIRE', K, ttl)
 end
 `
 
@@ -116,149 +195,184 @@ end
 // Replies: {1, token, lease end, takeover, claimed, expires},
 // {2, answer, fingerprint version, ms the record still lives},
 // {4, fingerprint version}, {3}, {9}.
-var reserveScript = redis.NewScript(prelude + `
+const reserveScript = `
 local fp, rt, lease, ret, op, ci, fv = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], ARGV[7], tonumber(ARGV[8])
 local r, stale = load()
 if r == false then return {7, stale} end
-if revoked(ci) then return {9} end
+if revoked(r or stale, ci) then return {9} end
 if r and r.st ~= 3 then
   if r.st == 1 and r.op == op then return {1, r.tk, r.le, r.tko, r.cl, r.ex} end
   if r.fv ~= fv or r.fp ~= fp then return {4, r.fv} end
-  if r.st == 2 then
-    local a = redis.call('HGET', K, 'ans')
-    if not a then return {7, 'completed record without an answer'} end
-    return {2, a, r.fv, r.ex - NOW}
-  end
+  if r.st == 2 then return {2, r.ans, r.fv, r.ex - NOW} end
   if NOW < r.le then return {3} end
-  local tk = math.max(r.tk + 1, NOWUS)
-  local le = NOW + lease
-  local ex = math.max(r.ex, NOW + ret)
-  redis.call('HSET', K, 'tk', fmt(tk), 'cl', fmt(NOW), 'le', fmt(le), 'ex', fmt(ex), 'rt', rt, 'op', op, 'tko', '1', 'ci', ci)
-  if redis.call('PTTL', K) < ex - NOW then redis.call('PEXPIRE', K, fmt(ex - NOW)) end
-  return {1, tk, le, 1, NOW, ex}
+  r.tk = math.max(r.tk + 1, NOWUS)
+  r.cl, r.le, r.ex = NOW, NOW + lease, math.max(r.ex, NOW + ret)
+  r.rt, r.op, r.tko, r.ci = rt, op, 1, ci
+  save(r)
+  return {1, r.tk, r.le, 1, NOW, r.ex}
 end
 local prev = r or stale
 local tk = NOWUS
 if prev and prev.tk >= tk then tk = prev.tk + 1 end
-local le, ex = NOW + lease, NOW + ret
-recreate({'v', '1', 'st', '1', 'fp', fp, 'rt', rt, 'tk', fmt(tk), 'cl', fmt(NOW),
-  'le', fmt(le), 'ex', fmt(ex), 'op', op, 'tko', '0', 'ci', ci, 'fv', fmt(fv)}, ex)
-return {1, tk, le, 0, NOW, ex}
-`)
+local n = {st = 1, fp = fp, rt = rt, tk = tk, cl = NOW, le = NOW + lease, ex = NOW + ret,
+  op = op, tko = 0, ci = ci, fv = fv, xs = prev and prev.xs or {}}
+save(n)
+return {1, tk, n.le, 0, NOW, n.ex}
+`
 
 // completeClaimScript: ARGV = offset, claim id, token, answer, op,
 // fingerprint, fingerprint version, route, claimed ms, expires ms. Replies
 // {8, 1} completed (or already completed by this claim), {8, 2} recreated
 // (the record had vanished), {8, 3} expired (vanished, past expires:
 // nothing stored), {6} another claim holds the key.
-var completeClaimScript = redis.NewScript(prelude + `
-local ci, tok, ans, op = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local fp, fv, rt, cl, ex = ARGV[6], ARGV[7], ARGV[8], tonumber(ARGV[9]), tonumber(ARGV[10])
+const completeClaimScript = `
+local ci, tok, ans, op = ARGV[2], num(ARGV[3]), ARGV[4], ARGV[5]
+local fp, fv, rt, cl, ex = ARGV[6], tonumber(ARGV[7]), ARGV[8], tonumber(ARGV[9]), tonumber(ARGV[10])
+if not tok then return {6} end
 local r, stale = load()
 if r == false then return {7, stale} end
 if not r then
-  if revoked(ci) then return {6} end
+  if revoked(stale, ci) then return {6} end
   if NOW >= ex then return {8, 3} end
-  recreate({'v', '1', 'st', '2', 'fp', fp, 'rt', rt, 'tk', tok, 'cl', fmt(cl), 'le', '0',
-    'ex', fmt(ex), 'op', op, 'tko', '0', 'ci', ci, 'fv', fv, 'ans', ans}, ex)
+  save({st = 2, fp = fp, rt = rt, tk = tok, cl = cl, le = 0, ex = ex, op = op, tko = 0,
+    ci = ci, fv = fv, ans = ans, xs = stale and stale.xs or {}})
   return {8, 2}
 end
-if r.ci ~= ci or r.tks ~= tok then return {6} end
+if r.ci ~= ci or r.tk ~= tok then return {6} end
 if r.st == 2 then return {8, 1} end
 if r.st ~= 1 then return {6} end
-redis.call('HSET', K, 'st', '2', 'ans', ans, 'le', '0', 'op', op)
+r.st, r.ans, r.le, r.op = 2, ans, 0, op
+save(r)
 return {8, 1}
-`)
+`
 
 // releaseClaimScript: ARGV = offset, claim id, lease ms. A record in flight
 // under the id is released (a tombstone, as releaseScript leaves); in every
-// case the id gets a tombstone field that ends a lease from now, and the
-// key lives at least that long. A tombstone-only hash is a released record
+// case the id gets a tombstone that ends a lease from now, and the key
+// lives at least that long. A tombstone-only record is a released record
 // with a zero fingerprint and token. Reply {8, 1} if a claim was released,
 // {8, 0} if not.
-var releaseClaimScript = redis.NewScript(prelude + `
+const releaseClaimScript = `
 local ci, lease = ARGV[2], tonumber(ARGV[3])
 local r, stale = load()
 if r == false then return {7, stale} end
 local released = 0
+local rec = r or stale
 if r and r.st == 1 and r.ci == ci then
-  redis.call('HSET', K, 'st', '3', 'le', '0', 'ci', '')
+  r.st, r.le, r.ci = 3, 0, ''
   released = 1
-elseif not r and not stale then
-  redis.call('HSET', K, 'v', '1', 'st', '3', 'fp', string.rep('\0', 32), 'rt', '', 'tk', '0',
-    'cl', fmt(NOW), 'le', '0', 'ex', fmt(NOW + lease), 'tko', '0')
+elseif not rec then
+  rec = {st = 3, fp = string.rep('\0', 32), rt = '', tk = 0, cl = NOW, le = 0, ex = NOW + lease,
+    op = '', tko = 0, ci = '', fv = 1, xs = {}}
 end
-local old = num(redis.call('HGET', K, 'x' .. ci))
-if not old or old < NOW + lease then redis.call('HSET', K, 'x' .. ci, fmt(NOW + lease)) end
-local ttl = redis.call('PTTL', K)
-if ttl < lease then redis.call('PEXPIRE', K, fmt(lease)) end
+local old = rec.xs[ci]
+if not old or old < NOW + lease then rec.xs[ci] = NOW + lease end
+save(rec)
 return {8, released}
-`)
+`
 
 // completeScript: ARGV = offset, token ("" with force), answer, op, force
 // ("1" ignores the token: Admin.ForceComplete).
-var completeScript = redis.NewScript(prelude + `
-local tok, ans, op, force = ARGV[2], ARGV[3], ARGV[4], ARGV[5] == '1'
+const completeScript = `
+local tok, ans, op, force = num(ARGV[2]), ARGV[3], ARGV[4], ARGV[5] == '1'
 local r, why = load()
 if r == false then return {7, why} end
 if not r then return {5} end
-if r.st == 2 and r.op == op and (force or r.tks == tok) then return {8} end
-if r.st ~= 1 or (not force and r.tks ~= tok) then return {6} end
-redis.call('HSET', K, 'st', '2', 'ans', ans, 'le', '0', 'op', op)
-if force then redis.call('HSET', K, 'ci', '') end
+if r.st == 2 and r.op == op and (force or r.tk == tok) then return {8} end
+if r.st ~= 1 or (not force and r.tk ~= tok) then return {6} end
+r.st, r.ans, r.le, r.op = 2, ans, 0, op
+if force then r.ci = '' end
+save(r)
 return {8}
-`)
+`
 
 // releaseScript: ARGV = offset, token, op, force. The record stays as a
 // released tombstone (answer cleared, token kept) until it expires.
-var releaseScript = redis.NewScript(prelude + `
-local tok, op, force = ARGV[2], ARGV[3], ARGV[4] == '1'
+const releaseScript = `
+local tok, op, force = num(ARGV[2]), ARGV[3], ARGV[4] == '1'
 local r, why = load()
 if r == false then return {7, why} end
 if not r then return {5} end
-if r.st == 3 and r.op == op and (force or r.tks == tok) then return {8} end
-if r.st ~= 1 or (not force and r.tks ~= tok) then return {6} end
-redis.call('HSET', K, 'st', '3', 'le', '0', 'op', op, 'ci', '')
-redis.call('HDEL', K, 'ans')
+if r.st == 3 and r.op == op and (force or r.tk == tok) then return {8} end
+if r.st ~= 1 or (not force and r.tk ~= tok) then return {6} end
+r.st, r.le, r.op, r.ci = 3, 0, op, ''
+save(r)
 return {8}
-`)
+`
 
 // renewScript: ARGV = offset, token, lease ms. The lease never ends after
 // the record expires, and never moves back.
-var renewScript = redis.NewScript(prelude + `
-local tok, lease = ARGV[2], tonumber(ARGV[3])
+const renewScript = `
+local tok, lease = num(ARGV[2]), tonumber(ARGV[3])
 local r, why = load()
 if r == false then return {7, why} end
 if not r then return {5} end
-if r.st ~= 1 or r.tks ~= tok then return {6} end
+if r.st ~= 1 or r.tk ~= tok then return {6} end
 local e = math.min(NOW + lease, r.ex)
 if e > r.le then
-  redis.call('HSET', K, 'le', fmt(e))
   r.le = e
+  save(r)
 end
 return {8, r.le}
-`)
+`
 
-// getScript: ARGV = offset. Read-only.
-var getScript = redis.NewScript(prelude + `
+// getScript: ARGV = offset, and "1" to leave the answer out (listings).
+// Read-only.
+const getScript = `
 local r, why = load()
 if r == false then return {7, why} end
 if not r then return {5} end
 local a = ''
-if r.st == 2 then
-  a = redis.call('HGET', K, 'ans')
-  if not a then return {7, 'completed record without an answer'} end
-end
+if r.st == 2 and ARGV[2] ~= '1' then a = r.ans end
 return {8, r.st, r.fp, r.rt, r.tk, r.cl, r.le, r.ex, a, r.ci, r.fv}
-`)
+`
 
-// The scripts with their digests boxed once (call.go).
-var (
-	reserveLua       = newLua(reserveScript)
-	completeClaimLua = newLua(completeClaimScript)
-	releaseClaimLua  = newLua(releaseClaimScript)
-	completeLua      = newLua(completeScript)
-	releaseLua       = newLua(releaseScript)
-	renewLua         = newLua(renewScript)
-	getLua           = newLua(getScript)
+// RecordFormat is the layout a [Store] writes its records in. Every Store
+// reads both.
+type RecordFormat int
+
+const (
+	// FormatCompact stores a record as one string: about half the work
+	// for Redis per keyed write, and less memory, than FormatHash. The
+	// first release (0.1.0) cannot read it.
+	FormatCompact RecordFormat = iota
+	// FormatHash stores a record as the first release's hash, which its
+	// replicas read: for a rolling upgrade from 0.1.0.
+	FormatHash
 )
+
+// String returns the format's name in the configuration.
+func (f RecordFormat) String() string {
+	if f == FormatHash {
+		return "hash"
+	}
+	return "compact"
+}
+
+// scripts are the scripts of one record format, with their digests boxed
+// once (call.go).
+type scripts struct {
+	format                                                              RecordFormat
+	reserve, completeClaim, releaseClaim, complete, release, renew, get lua
+}
+
+func newScripts(f RecordFormat) *scripts {
+	compact := "false"
+	if f == FormatCompact {
+		compact = "true"
+	}
+	p := strings.Replace(prelude, "{{compact}}", compact, 1)
+	l := func(body string) lua { return newLua(redis.NewScript(p + body)) }
+	return &scripts{
+		format:        f,
+		reserve:       l(reserveScript),
+		completeClaim: l(completeClaimScript),
+		releaseClaim:  l(releaseClaimScript),
+		complete:      l(completeScript),
+		release:       l(releaseScript),
+		renew:         l(renewScript),
+		get:           l(getScript),
+	}
+}
+
+var formatScripts = [...]*scripts{FormatCompact: newScripts(FormatCompact), FormatHash: newScripts(FormatHash)}

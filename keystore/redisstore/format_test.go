@@ -1,0 +1,111 @@
+package redisstore
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/keystore"
+	"github.com/idemgate/idemgate/keystore/storetest"
+)
+
+// Replicas that write different record formats share one Redis while
+// store.redis.record_format changes: each reads, fences and carries on the
+// other's records, tombstones included, and rewrites them in its own.
+func TestFormatsReadEachOther(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, redistest.Standalone)
+	prefix := redistest.Prefix(t)
+	for _, wf := range formats {
+		for _, rf := range formats {
+			t.Run(fmt.Sprintf("%s then %s", wf, rf), func(t *testing.T) {
+				w := newStoreOpts(t, c, Options{KeyPrefix: prefix, RecordFormat: wf})
+				r := newStoreOpts(t, c, Options{KeyPrefix: prefix, RecordFormat: rf})
+				ctx := t.Context()
+				typeOf := func(k keystore.Key) string {
+					t.Helper()
+					ty, err := c.Type(ctx, r.key(k)).Result()
+					if err != nil {
+						t.Fatal(err)
+					}
+					return ty
+				}
+				want := map[RecordFormat]string{FormatCompact: "string", FormatHash: "hash"}
+
+				// A claim in flight: held, renewed and completed across formats.
+				k := storetest.NewTestKey(t)
+				res, err := w.Reserve(ctx, k, claimOpts("a", keystore.NewClaimID()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := typeOf(k); got != want[wf] {
+					t.Fatalf("written as a %s; want a %s", got, want[wf])
+				}
+				if rec, err := r.Get(ctx, k); err != nil || rec.State != keystore.StateInFlight || rec.Token != res.Token || rec.ClaimID != res.Claim.ID || rec.Route != "route_a" {
+					t.Fatalf("Get = %+v, %v; want the claim in flight", rec, err)
+				}
+				if _, err := r.Reserve(ctx, k, claimOpts("a", keystore.NewClaimID())); !errors.Is(err, keystore.ErrInFlight) {
+					t.Fatalf("another Reserve = %v; want ErrInFlight", err)
+				}
+				if _, err := r.Renew(ctx, k, res.Token, time.Minute); err != nil {
+					t.Fatalf("Renew = %v", err)
+				}
+				stranger := res.Claim
+				stranger.ID = keystore.NewClaimID()
+				if _, err := r.CompleteClaim(ctx, k, stranger, &keystore.Response{Status: 500}); !errors.Is(err, keystore.ErrLeaseLost) {
+					t.Fatalf("CompleteClaim by another id = %v; want ErrLeaseLost", err)
+				}
+				if how, err := r.CompleteClaim(ctx, k, res.Claim, &keystore.Response{Status: 201, Body: []byte("made")}); err != nil || how != keystore.Completed {
+					t.Fatalf("CompleteClaim = %v, %v; want completed", how, err)
+				}
+				if got := typeOf(k); got != want[rf] {
+					t.Errorf("rewritten as a %s; want a %s", got, want[rf])
+				}
+				for _, s := range []*Store{w, r} {
+					got, err := s.Reserve(ctx, k, claimOpts("a", keystore.NewClaimID()))
+					if err != nil || got.Response == nil || got.Response.Status != 201 || string(got.Response.Body) != "made" {
+						t.Errorf("%s replay = %+v, %v; want the answer", s.lua.format, got, err)
+					}
+				}
+
+				// A claim released by its id: the tombstone fences the id in
+				// either format, and the next claim's token is higher.
+				k = storetest.NewTestKey(t)
+				id := keystore.NewClaimID()
+				res, err = w.Reserve(ctx, k, claimOpts("a", id))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := w.ReleaseClaim(ctx, k, id, time.Minute); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := r.Reserve(ctx, k, claimOpts("a", id)); !errors.Is(err, keystore.ErrLeaseLost) {
+					t.Errorf("Reserve with the released id = %v; want ErrLeaseLost", err)
+				}
+				next, err := r.Reserve(ctx, k, claimOpts("a", keystore.NewClaimID()))
+				if err != nil || next.Token <= res.Token {
+					t.Errorf("next claim = %+v, %v; want a token above %d", next, err, res.Token)
+				}
+				if _, err := w.Reserve(ctx, k, claimOpts("a", id)); !errors.Is(err, keystore.ErrLeaseLost) {
+					t.Errorf("Reserve with the released id, after the rewrite = %v; want ErrLeaseLost", err)
+				}
+
+				// A tombstone alone (the claim's reply was lost before it
+				// arrived), then the claim.
+				k = storetest.NewTestKey(t)
+				id = keystore.NewClaimID()
+				if err := w.ReleaseClaim(ctx, k, id, time.Minute); err != nil {
+					t.Fatal(err)
+				}
+				if rec, err := r.Get(ctx, k); err != nil || rec.State != keystore.StateReleased {
+					t.Errorf("Get of a tombstone = %+v, %v; want released", rec, err)
+				}
+				if _, err := r.Reserve(ctx, k, claimOpts("a", id)); !errors.Is(err, keystore.ErrLeaseLost) {
+					t.Errorf("the late claim = %v; want ErrLeaseLost", err)
+				}
+			})
+		}
+	}
+}
