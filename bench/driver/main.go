@@ -91,7 +91,10 @@ const (
 	redisAddr = "127.0.0.1:18085"
 	floorAddr = "127.0.0.1:18086"
 	fullAddr  = "127.0.0.1:18087" // the memory store filled with -prefill records
-	body      = `{"items":[{"sku":"tea","qty":2},{"sku":"coffee","qty":1}],"note":"benchmark"}`
+	// storeFloorAddr is the floor making its two calls through idemgate's
+	// Redis store (bench/bareproxy -redis -store).
+	storeFloorAddr = "127.0.0.1:18088"
+	body           = `{"items":[{"sku":"tea","qty":2},{"sku":"coffee","qty":1}],"note":"benchmark"}`
 )
 
 func main() { os.Exit(drive()) }
@@ -170,6 +173,10 @@ func drive() int {
 		// Redis round trips and nothing else (bench/bareproxy -redis).
 		start(filepath.Join(*bin, "bareproxy"), "-listen", floorAddr, "-upstream", "http://"+upAddr, "-redis", *redis)
 		serving[floorAddr] = procs[len(procs)-1]
+		// The same with idemgate's store making the two calls: the fenced
+		// scripts without the rest of idemgate.
+		start(filepath.Join(*bin, "bareproxy"), "-listen", storeFloorAddr, "-upstream", "http://"+upAddr, "-redis", *redis, "-store")
+		serving[storeFloorAddr] = procs[len(procs)-1]
 	}
 	serving[upAddr], serving[bareAddr], serving[memAddr] = procs[0], procs[1], memProc
 	if redisProc != nil {
@@ -184,6 +191,7 @@ func drive() int {
 	if *redis != "" {
 		waitListening(redisAddr)
 		waitListening(floorAddr)
+		waitListening(storeFloorAddr)
 	}
 	if fullProc != nil {
 		waitListening(fullAddr)
@@ -206,6 +214,7 @@ func drive() int {
 	if *redis != "" {
 		scenarios = append(scenarios,
 			scenario{name: "floor keyed write (bare + 2 Redis round trips)", url: "http://" + floorAddr + "/ucp/v1/carts", method: "POST", body: body, key: "unique", expect: 201, execs: "all", base: "POST", redis: true},
+			scenario{name: "floor with idemgate's store (bare + Reserve + CompleteClaim)", url: "http://" + storeFloorAddr + "/ucp/v1/carts", method: "POST", body: body, key: "unique", expect: 201, execs: "all", base: "POST", redis: true},
 			scenario{name: "idemgate keyed first write (Redis)", url: "http://" + redisAddr + "/ucp/v1/carts", method: "POST", body: body, key: "unique", expect: 201, execs: "all", base: "POST", redis: true},
 			scenario{name: "idemgate replay (Redis)", url: "http://" + redisAddr + "/ucp/v1/carts", method: "POST", body: body, key: "fixed", expect: 201, execs: "none", replays: true, base: "POST", redis: true},
 		)

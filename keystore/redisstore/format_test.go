@@ -3,6 +3,8 @@ package redisstore
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,5 +109,57 @@ func TestFormatsReadEachOther(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkRecordFormats measures what a keyed first write costs Redis in
+// each format: the CPU Redis reports for its two scripts (INFO
+// commandstats, EVALSHA), and the memory of the completed record (MEMORY
+// USAGE), with a 400-byte answer body. Run it alone: it resets Redis's
+// command statistics.
+//
+//	go test ./keystore/redisstore -run '^$' -bench RecordFormats
+func BenchmarkRecordFormats(b *testing.B) {
+	c := newClient(b, redistest.Standalone)
+	ctx := b.Context()
+	resp := &keystore.Response{Status: 201, Header: map[string][]string{"Content-Type": {"application/json"}}, Body: []byte(strings.Repeat("b", 400))}
+	evalsha := func() float64 {
+		b.Helper()
+		info, err := c.Info(ctx, "commandstats").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for line := range strings.Lines(info) {
+			if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:"); ok {
+				for field := range strings.SplitSeq(strings.TrimSpace(rest), ",") {
+					if v, ok := strings.CutPrefix(field, "usec="); ok {
+						n, _ := strconv.ParseFloat(v, 64)
+						return n
+					}
+				}
+			}
+		}
+		return 0
+	}
+	for _, f := range formats {
+		b.Run(f.String(), func(b *testing.B) {
+			s := newStoreOpts(b, c, Options{KeyPrefix: redistest.Prefix(b), RecordFormat: f, DirectCalls: true})
+			var k keystore.Key
+			if err := c.ConfigResetStat(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				k = storetest.NewTestKey(b)
+				res, err := s.Reserve(ctx, k, claimOpts("a", keystore.NewClaimID()))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.CompleteClaim(ctx, k, res.Claim, resp); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(evalsha()/float64(b.N), "redis-µs/write")
+			b.ReportMetric(float64(c.MemoryUsage(ctx, s.key(k), 0).Val()), "redis-B/record")
+		})
 	}
 }
