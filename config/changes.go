@@ -60,6 +60,7 @@ func RestartOnly(key string) bool {
 		key == "idempotency.release_statuses", key == "idempotency.drop_headers",
 		strings.HasPrefix(key, "edge_limit."),
 		strings.HasPrefix(key, "sessions."),
+		key == "store.redis.record_format",
 		strings.HasPrefix(key, "limiter.") && key != "limiter.backend":
 		return false
 	}

@@ -226,7 +226,8 @@ type Redis struct {
 	// Default true.
 	AutoPipeline bool `mapstructure:"auto_pipeline"`
 	// RecordFormat is the layout records are written in, RecordCompact or
-	// RecordHash; records in either are read. Default RecordCompact.
+	// RecordHash; records in either are read. Reloaded live. Default
+	// RecordCompact.
 	RecordFormat string `mapstructure:"record_format"`
 	// ReplayCache bounds each process's cache of completed answers in
 	// front of the Redis store (keystore/replaycache); used with

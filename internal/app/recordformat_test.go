@@ -104,3 +104,60 @@ func TestRedisE2EMixedRecordFormats(t *testing.T) {
 		t.Errorf("record types in Redis = %v; want hashes and strings", types)
 	}
 }
+
+// store.redis.record_format reloads live: the second step of a rolling
+// upgrade from 0.1.0 (removing record_format: hash) needs no restart.
+func TestReloadRecordFormat(t *testing.T) {
+	t.Parallel()
+	addr := redistest.Addr(t)
+	up := newCountingUpstream(t)
+	prefix := e2ePrefix(t)
+	yaml := func(format string) string {
+		return reloadYAML(up.URL, "", `store: {backend: redis, redis: {addrs: ["`+addr+`"], key_prefix: "`+prefix+`", timeout: 3s, record_format: `+format+`}}`)
+	}
+	oa, km := startWatched(t, yaml("hash"))
+	c := e2eClient(t)
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	// typeOf writes once with key and returns the type of the one new
+	// record in Redis.
+	seen := map[string]bool{}
+	write := func(key string) string {
+		t.Helper()
+		if a := doHTTP(t, c, "POST", oa.base+"/pay", `{}`, "Idempotency-Key", key); a.status != http.StatusCreated {
+			t.Fatalf("POST /pay = %v", a)
+		}
+		keys, err := rdb.Keys(t.Context(), prefix+"{*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, k := range keys {
+			if !seen[k] {
+				seen[k] = true
+				got = append(got, rdb.Type(t.Context(), k).Val())
+			}
+		}
+		if len(got) != 1 {
+			t.Fatalf("new records after one write: %v; want one", got)
+		}
+		return got[0]
+	}
+	if got := write("before"); got != "hash" {
+		t.Fatalf("record_format: hash wrote a %s", got)
+	}
+	km.update(t, yaml("compact"))
+	waitUntil(t, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
+	if got := write("after"); got != "string" {
+		t.Errorf("after the reload to compact, a %s was written; want a string", got)
+	}
+	if a := doHTTP(t, c, "POST", oa.base+"/pay", `{}`, "Idempotency-Key", "before"); a.status != http.StatusCreated || a.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("retry of the hash record after the reload = %v; want its replay", a)
+	}
+	if n := up.count("/pay", "before"); n != 1 {
+		t.Errorf("the write before the reload ran %d times; want once", n)
+	}
+	if strings.Contains(oa.logs.String(), "need a restart") {
+		t.Errorf("record_format asked for a restart:\n%s", oa.logs)
+	}
+}

@@ -209,6 +209,10 @@ func (a *App) applyStages(applied *config.Config) error {
 		return err
 	}
 	initRouteSeries(a.store, a.reloads, applied)
+	if r := a.built.redis; r != nil {
+		// Checked by validation: the format is one of the two.
+		_ = r.SetRecordFormat(recordFormat(applied))
+	}
 	if set != a.limits.Load() {
 		rs.limiters.close()
 		rs.limiters = limiters

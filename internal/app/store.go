@@ -46,6 +46,15 @@ func (b *builtStore) purgeCache() {
 	}
 }
 
+// recordFormat is the Redis store's record format in cfg
+// (store.redis.record_format; reloaded live).
+func recordFormat(cfg *config.Config) redisstore.RecordFormat {
+	if cfg.Store.Redis.RecordFormat == config.RecordHash {
+		return redisstore.FormatHash
+	}
+	return redisstore.FormatCompact
+}
+
 // newStore opens the idempotency store cfg names (store.backend), sealed
 // when idempotency.encryption_key_env is set, and pushes its closers onto
 // cs: the epoch watcher closes before the store, the store before its
@@ -66,14 +75,10 @@ func newStore(cfg *config.Config, log *slog.Logger, cs *closeStack) (builtStore,
 		if err != nil {
 			return b, err
 		}
-		format := redisstore.FormatCompact
-		if cfg.Store.Redis.RecordFormat == config.RecordHash {
-			format = redisstore.FormatHash
-		}
 		s, err := redisstore.New(client, redisstore.Options{
 			KeyPrefix:    cfg.Store.Redis.KeyPrefix,
 			DirectCalls:  !cfg.Store.Redis.AutoPipeline,
-			RecordFormat: format,
+			RecordFormat: recordFormat(cfg),
 		})
 		if err != nil {
 			return b, fmt.Errorf("store.redis: %w", err)

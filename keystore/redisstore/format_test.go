@@ -68,7 +68,7 @@ func TestFormatsReadEachOther(t *testing.T) {
 				for _, s := range []*Store{w, r} {
 					got, err := s.Reserve(ctx, k, claimOpts("a", keystore.NewClaimID()))
 					if err != nil || got.Response == nil || got.Response.Status != 201 || string(got.Response.Body) != "made" {
-						t.Errorf("%s replay = %+v, %v; want the answer", s.lua.format, got, err)
+						t.Errorf("%s replay = %+v, %v; want the answer", s.lua().format, got, err)
 					}
 				}
 
@@ -109,6 +109,38 @@ func TestFormatsReadEachOther(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// SetRecordFormat switches what the store writes from its next call on.
+func TestSetRecordFormat(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, redistest.Standalone)
+	s := newStoreOpts(t, c, Options{KeyPrefix: redistest.Prefix(t), RecordFormat: FormatHash})
+	ctx := t.Context()
+	for _, tc := range []struct {
+		f    RecordFormat
+		want string
+	}{{FormatHash, "hash"}, {FormatCompact, "string"}, {FormatHash, "hash"}} {
+		if err := s.SetRecordFormat(tc.f); err != nil {
+			t.Fatal(err)
+		}
+		k := storetest.NewTestKey(t)
+		if _, err := s.Reserve(ctx, k, claimOpts("a", keystore.NewClaimID())); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Type(ctx, s.key(k)).Val(); got != tc.want {
+			t.Errorf("%s: wrote a %s; want a %s", tc.f, got, tc.want)
+		}
+	}
+	if err := s.SetRecordFormat(RecordFormat(7)); err == nil {
+		t.Error("SetRecordFormat(7) = nil; want an error")
+	}
+	if _, err := New(c, Options{RecordFormat: RecordFormat(-1)}); err == nil {
+		t.Error("New with an unknown format = nil error")
+	}
+	if got := s.lua().format; got != FormatHash {
+		t.Errorf("after a refused format, the store writes %s; want hash", got)
 	}
 }
 

@@ -49,8 +49,9 @@ type Store struct {
 	// pipe sends the script calls; nil with Options.DirectCalls.
 	pipe   *pipeliner
 	prefix string
-	// lua are the scripts of the record format the store writes.
-	lua    *scripts
+	// format holds the scripts of the record format the store writes
+	// (SetRecordFormat swaps them).
+	format atomic.Pointer[scripts]
 	closed atomic.Bool
 
 	// offset is added to Redis's TIME in every script, in milliseconds. Only
@@ -81,15 +82,29 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if strings.ContainsAny(opts.KeyPrefix, "{}") {
 		return nil, fmt.Errorf("redisstore: key prefix %q contains '{' or '}'", opts.KeyPrefix)
 	}
-	if opts.RecordFormat != FormatCompact && opts.RecordFormat != FormatHash {
-		return nil, fmt.Errorf("redisstore: unknown record format %d", opts.RecordFormat)
+	s := &Store{client: client, prefix: opts.KeyPrefix}
+	if err := s.SetRecordFormat(opts.RecordFormat); err != nil {
+		return nil, err
 	}
-	s := &Store{client: client, prefix: opts.KeyPrefix, lua: formatScripts[opts.RecordFormat]}
 	if !opts.DirectCalls {
 		s.pipe = newPipeliner(client)
 	}
 	return s, nil
 }
+
+// SetRecordFormat makes the store write its records in f from its next
+// call on (a config reload). Calls already running finish in the format
+// they began with; every record is read in either.
+func (s *Store) SetRecordFormat(f RecordFormat) error {
+	if f != FormatCompact && f != FormatHash {
+		return fmt.Errorf("redisstore: unknown record format %d", f)
+	}
+	s.format.Store(formatScripts[f])
+	return nil
+}
+
+// lua returns the scripts of the record format the store writes.
+func (s *Store) lua() *scripts { return s.format.Load() }
 
 // readTimeout is client's read timeout ([ClientOptions.Timeout] for a
 // client from [NewClient]), or [DefaultTimeout] when it has none.
@@ -193,7 +208,7 @@ func (s *Store) Reserve(ctx context.Context, k keystore.Key, opts keystore.Reser
 	c.op()
 	c.bytes(opts.ClaimID[:])
 	c.int(int64(fv))
-	code, rest, err := s.run(ctx, "reserve", s.lua.reserve, c)
+	code, rest, err := s.run(ctx, "reserve", s.lua().reserve, c)
 	if err != nil {
 		return keystore.Reservation{}, err
 	}
@@ -259,7 +274,7 @@ func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Cl
 	a.str(c.Route)
 	a.int(c.Claimed.UnixMilli())
 	a.int(c.Expires.UnixMilli())
-	code, rest, err := s.run(ctx, "complete claim", s.lua.completeClaim, a)
+	code, rest, err := s.run(ctx, "complete claim", s.lua().completeClaim, a)
 	if err != nil {
 		return 0, err
 	}
@@ -284,7 +299,7 @@ func (s *Store) ReleaseClaim(ctx context.Context, k keystore.Key, id keystore.Cl
 	c := s.newCall(k)
 	c.bytes(id[:])
 	c.int(ms(lease))
-	code, _, err := s.run(ctx, "release claim", s.lua.releaseClaim, c)
+	code, _, err := s.run(ctx, "release claim", s.lua().releaseClaim, c)
 	if err != nil {
 		return err
 	}
@@ -308,7 +323,7 @@ func (s *Store) complete(ctx context.Context, name string, k keystore.Key, token
 	c.answer(resp)
 	c.op()
 	c.str(force)
-	code, _, err := s.run(ctx, name, s.lua.complete, c)
+	code, _, err := s.run(ctx, name, s.lua().complete, c)
 	if err != nil {
 		return err
 	}
@@ -333,7 +348,7 @@ func (s *Store) release(ctx context.Context, name string, k keystore.Key, token,
 	c.str(token)
 	c.op()
 	c.str(force)
-	code, _, err := s.run(ctx, name, s.lua.release, c)
+	code, _, err := s.run(ctx, name, s.lua().release, c)
 	if err != nil {
 		return err
 	}
@@ -354,7 +369,7 @@ func (s *Store) Renew(ctx context.Context, k keystore.Key, token uint64, lease t
 	c := s.newCall(k)
 	c.uint(token)
 	c.int(ms(lease))
-	code, rest, err := s.run(ctx, "renew", s.lua.renew, c)
+	code, rest, err := s.run(ctx, "renew", s.lua().renew, c)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -369,7 +384,7 @@ func (s *Store) Get(ctx context.Context, k keystore.Key) (keystore.Record, error
 	if err := s.check(ctx); err != nil {
 		return keystore.Record{}, err
 	}
-	code, rest, err := s.run(ctx, "get", s.lua.get, s.newCall(k))
+	code, rest, err := s.run(ctx, "get", s.lua().get, s.newCall(k))
 	if err != nil {
 		return keystore.Record{}, err
 	}
@@ -475,7 +490,8 @@ func (s *Store) scanNode(ctx context.Context, c *redis.Client, olderThan time.Du
 	if err != nil {
 		return nil, err
 	}
-	if err := s.lua.get.script.Load(ctx, c).Err(); err != nil {
+	get := s.lua().get.script // one format for the whole listing
+	if err := get.Load(ctx, c).Err(); err != nil {
 		return nil, err
 	}
 	cutoff := now.UnixMilli() + s.offset.Load() - olderThan.Milliseconds()
@@ -491,7 +507,7 @@ func (s *Store) scanNode(ctx context.Context, c *redis.Client, olderThan time.Du
 			pipe := c.Pipeline()
 			cmds := make([]*redis.Cmd, len(keys))
 			for i, key := range keys {
-				cmds[i] = s.lua.get.script.EvalSha(ctx, pipe, []string{key}, s.offset.Load(), "1")
+				cmds[i] = get.EvalSha(ctx, pipe, []string{key}, s.offset.Load(), "1")
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
 				return out, err

@@ -156,13 +156,13 @@ func TestScriptFlushFallback(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if got, err := node.ScriptExists(ctx, s.lua.complete.script.Hash()).Result(); err != nil || got[0] {
+		if got, err := node.ScriptExists(ctx, s.lua().complete.script.Hash()).Result(); err != nil || got[0] {
 			t.Fatalf("SCRIPT EXISTS after flush = %v, %v; want false", got, err)
 		}
 		if err := s.Complete(ctx, k, res.Token, &keystore.Response{Status: 201}); err != nil {
 			t.Fatalf("Complete after SCRIPT FLUSH = %v", err)
 		}
-		if got, err := node.ScriptExists(ctx, s.lua.complete.script.Hash()).Result(); err != nil || !got[0] {
+		if got, err := node.ScriptExists(ctx, s.lua().complete.script.Hash()).Result(); err != nil || !got[0] {
 			t.Errorf("SCRIPT EXISTS after the fallback = %v, %v; want true (EVAL loads it)", got, err)
 		}
 		if r, err := s.Reserve(ctx, k, reserveOpts("a")); err != nil || r.Response == nil || r.Response.Status != 201 {
@@ -365,13 +365,13 @@ func TestScriptsSafeToResend(t *testing.T) {
 		return out
 	}
 	id := keystore.NewClaimID()
-	r := twice(s.lua.reserve, string(fp[:]), "r", int64(2000), int64(10000), "op-1", string(id[:]), int64(1))
+	r := twice(s.lua().reserve, string(fp[:]), "r", int64(2000), int64(10000), "op-1", string(id[:]), int64(1))
 	if r[0][0] != int64(codeClaim) || r[1][0] != int64(codeClaim) || r[0][1] != r[1][1] {
 		t.Fatalf("reserve twice = %v; want the same claim twice", r)
 	}
 	tok := r[0][1].(int64)
 	tokS := strconv.FormatInt(tok, 10)
-	cmp := twice(s.lua.complete, tokS, keystore.EncodeResponse(&keystore.Response{Status: 200}), "op-2", "0")
+	cmp := twice(s.lua().complete, tokS, keystore.EncodeResponse(&keystore.Response{Status: 200}), "op-2", "0")
 	if cmp[0][0] != int64(codeOK) || cmp[1][0] != int64(codeOK) {
 		t.Errorf("complete twice = %v; want OK twice", cmp)
 	}
