@@ -144,6 +144,68 @@ func TestSetRecordFormat(t *testing.T) {
 	}
 }
 
+// Every truncation of a compact record (one with a tombstone and an
+// answer) and every single byte changed in its header reads as a record
+// or as ErrCorrupt, never as a script error or an absent record; except a
+// changed expiry that still reads as a plausible past one, which is an
+// expired record (no layout can tell).
+func TestCompactRecordDamage(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, redistest.Standalone)
+	s := newStore(t, c, redistest.Prefix(t))
+	ctx := t.Context()
+	k := storetest.NewTestKey(t)
+	gone := keystore.NewClaimID()
+	if err := s.ReleaseClaim(ctx, k, gone, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Reserve(ctx, k, claimOpts("a", keystore.NewClaimID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CompleteClaim(ctx, k, res.Claim, &keystore.Response{Status: 201, Body: []byte("made")}); err != nil {
+		t.Fatal(err)
+	}
+	good, err := c.Get(ctx, s.key(k)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The expiry's 8 bytes: after the magic (4), state, fingerprint version
+	// and takeover flag (1 each), token, claimed and lease end (8 each).
+	const exAt = 4 + 3 + 3*8
+	check := func(what, v string, expiry bool) {
+		t.Helper()
+		if err := c.Set(ctx, s.key(k), v, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.Get(ctx, k)
+		if err != nil && !errors.Is(err, ErrCorrupt) && !errors.Is(err, keystore.ErrNotFound) {
+			t.Errorf("%s: Get = %v; want a record or ErrCorrupt", what, err)
+		}
+		if errors.Is(err, keystore.ErrNotFound) && !expiry {
+			t.Errorf("%s: Get = ErrNotFound; a damaged record is never absent", what)
+		}
+		_, err = s.Reserve(ctx, k, claimOpts("a", keystore.NewClaimID()))
+		if err != nil && !errors.Is(err, ErrCorrupt) && !errors.Is(err, keystore.ErrInFlight) && !errors.Is(err, keystore.ErrFingerprintMismatch) && !errors.Is(err, keystore.ErrLeaseLost) {
+			var me *keystore.MismatchError
+			if !errors.As(err, &me) {
+				t.Errorf("%s: Reserve = %v; want an answer or ErrCorrupt", what, err)
+			}
+		}
+	}
+	for n := range len(good) {
+		check(fmt.Sprintf("cut to %d bytes", n), good[:n], false)
+	}
+	// The header: the fixed part up to the route's length.
+	for i := range min(len(good), 80) {
+		for _, b := range []byte{0x00, 0xff, good[i] ^ 0x01} {
+			v := []byte(good)
+			v[i] = b
+			check(fmt.Sprintf("byte %d set to %#x", i, b), string(v), i >= exAt && i < exAt+8)
+		}
+	}
+}
+
 // BenchmarkRecordFormats measures what a keyed first write costs Redis in
 // each format: the CPU Redis reports for its two scripts (INFO
 // commandstats, EVALSHA), and the memory of the completed record (MEMORY

@@ -240,6 +240,9 @@ func TestCorruptValue(t *testing.T) {
 		{"bad state", func(key string) error {
 			return c.HSet(ctx, key, "v", "1", "st", "9", "fp", strings.Repeat("x", 32), "rt", "r", "tk", "1", "cl", "1", "le", "1", "ex", "99999999999999").Err()
 		}},
+		{"expires before it was claimed", func(key string) error {
+			return c.HSet(ctx, key, "v", "1", "st", "2", "fp", strings.Repeat("x", 32), "rt", "r", "tk", "1", "cl", "99999999999999", "le", "0", "ex", "5", "ans", "x").Err()
+		}},
 		{"bad token", func(key string) error {
 			return c.HSet(ctx, key, "v", "1", "st", "1", "fp", strings.Repeat("x", 32), "rt", "r", "tk", "1e3", "cl", "1", "le", "1", "ex", "99999999999999").Err()
 		}},

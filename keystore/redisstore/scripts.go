@@ -124,6 +124,11 @@ local function load()
   if type(v) == 'string' then r, why = decode(v) else r, why = loadHash() end
   if not r then return false, why end
   if r.st ~= 1 and r.st ~= 2 and r.st ~= 3 then return false, 'malformed record' end
+  -- Plausible times (NaN fails every comparison): a record expires after
+  -- it was claimed, and before the year 5000.
+  if not (r.tk >= 0 and r.cl >= 0 and r.le >= 0 and r.ex > r.cl and r.ex < 1e14) then
+    return false, 'malformed record'
+  end
   if r.st == 2 and (not r.ans or r.ans == '') then return false, 'completed record without an answer' end
   if NOW >= r.ex then return nil, r end
   return r
