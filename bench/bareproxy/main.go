@@ -65,58 +65,18 @@ func main() {
 	log.Fatal(srv.ListenAndServe())
 }
 
-// floor wraps rp in a keyed request's two Redis round trips: a claim before
-// the upstream, the answer's body after it (read whole, as it must be to be
-// stored, then sent on).
-func floor(rp *httputil.ReverseProxy, rdb *redis.Client) http.Handler {
-	const ttl = 24 * time.Hour
-	type keyCtx struct{}
-	rp.ModifyResponse = func(res *http.Response) error {
-		key, _ := res.Request.Context().Value(keyCtx{}).(string)
-		if key == "" {
-			return nil
-		}
-		b, err := io.ReadAll(res.Body)
-		res.Body.Close()
-		if err != nil {
-			return err
-		}
-		if err := rdb.SetArgs(res.Request.Context(), key, b, redis.SetArgs{Mode: "XX", TTL: ttl}).Err(); err != nil {
-			return err
-		}
-		res.Body = io.NopCloser(bytes.NewReader(b))
-		return nil
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := r.Header.Get("Idempotency-Key")
-		if key == "" {
-			rp.ServeHTTP(w, r)
-			return
-		}
-		key = "floor:" + key
-		ok, err := rdb.SetNX(r.Context(), key, "claimed", ttl).Result()
-		switch {
-		case err != nil:
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		case !ok:
-			http.Error(w, "claimed already", http.StatusConflict)
-			return
-		}
-		rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyCtx{}, key)))
-	})
-}
-
-// storeFloor is floor with idemgate's store making the two calls: a claim
-// (Reserve) before the upstream, the answer (CompleteClaim) after it.
-func storeFloor(rp *httputil.ReverseProxy, s *redisstore.Store) http.Handler {
+// keyedFloor wraps rp in a keyed request's two store calls: claim before
+// the upstream (an error is answered 503, a key claimed already 409), and
+// store with the answer's body after it (read whole, as it must be to be
+// stored, then sent on). A request without an Idempotency-Key just goes
+// through.
+func keyedFloor[C any](rp *httputil.ReverseProxy,
+	claim func(ctx context.Context, key string) (c C, ok bool, err error),
+	store func(ctx context.Context, c C, res *http.Response, body []byte) error,
+) http.Handler {
 	type claimCtx struct{}
-	type claim struct {
-		key keystore.Key
-		c   keystore.Claim
-	}
 	rp.ModifyResponse = func(res *http.Response) error {
-		c, ok := res.Request.Context().Value(claimCtx{}).(claim)
+		c, ok := res.Request.Context().Value(claimCtx{}).(C)
 		if !ok {
 			return nil
 		}
@@ -125,7 +85,7 @@ func storeFloor(rp *httputil.ReverseProxy, s *redisstore.Store) http.Handler {
 		if err != nil {
 			return err
 		}
-		if _, err := s.CompleteClaim(res.Request.Context(), c.key, c.c, &keystore.Response{Status: res.StatusCode, Header: res.Header, Body: b}); err != nil {
+		if err := store(res.Request.Context(), c, res, b); err != nil {
 			return err
 		}
 		res.Body = io.NopCloser(bytes.NewReader(b))
@@ -137,21 +97,54 @@ func storeFloor(rp *httputil.ReverseProxy, s *redisstore.Store) http.Handler {
 			rp.ServeHTTP(w, r)
 			return
 		}
-		k := keystore.NewKey("floor", key)
-		res, err := s.Reserve(r.Context(), k, keystore.ReserveOptions{
-			Fingerprint: keystore.Fingerprint(k),
-			Route:       "floor",
-			Lease:       30 * time.Second,
-			Retention:   24 * time.Hour,
-		})
+		c, ok, err := claim(r.Context(), key)
 		switch {
 		case err != nil:
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
-		case res.Response != nil:
+		case !ok:
 			http.Error(w, "claimed already", http.StatusConflict)
 			return
 		}
-		rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), claimCtx{}, claim{k, res.Claim})))
+		rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), claimCtx{}, c)))
 	})
+}
+
+// floor makes the two calls as any such design makes them, each one
+// go-redis round trip: SET NX, then SET XX with the answer's body.
+func floor(rp *httputil.ReverseProxy, rdb *redis.Client) http.Handler {
+	const ttl = 24 * time.Hour
+	return keyedFloor(rp,
+		func(ctx context.Context, key string) (string, bool, error) {
+			key = "floor:" + key
+			ok, err := rdb.SetNX(ctx, key, "claimed", ttl).Result()
+			return key, ok, err
+		},
+		func(ctx context.Context, key string, _ *http.Response, body []byte) error {
+			return rdb.SetArgs(ctx, key, body, redis.SetArgs{Mode: "XX", TTL: ttl}).Err()
+		})
+}
+
+// storeFloor makes them through idemgate's store: Reserve, then
+// CompleteClaim with the answer.
+func storeFloor(rp *httputil.ReverseProxy, s *redisstore.Store) http.Handler {
+	type claim struct {
+		key keystore.Key
+		c   keystore.Claim
+	}
+	return keyedFloor(rp,
+		func(ctx context.Context, key string) (claim, bool, error) {
+			k := keystore.NewKey("floor", key)
+			res, err := s.Reserve(ctx, k, keystore.ReserveOptions{
+				Fingerprint: keystore.Fingerprint(k),
+				Route:       "floor",
+				Lease:       30 * time.Second,
+				Retention:   24 * time.Hour,
+			})
+			return claim{k, res.Claim}, err == nil && res.Response == nil, err
+		},
+		func(ctx context.Context, c claim, res *http.Response, body []byte) error {
+			_, err := s.CompleteClaim(ctx, c.key, c.c, &keystore.Response{Status: res.StatusCode, Header: res.Header, Body: body})
+			return err
+		})
 }
