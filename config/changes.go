@@ -58,6 +58,7 @@ func RestartOnly(key string) bool {
 		strings.HasPrefix(key, "upstream."),
 		key == "idempotency.retention", key == "idempotency.in_progress", key == "idempotency.wait_timeout",
 		key == "idempotency.release_statuses", key == "idempotency.drop_headers",
+		key == "idempotency.reuse_status", key == "idempotency.replay_header",
 		strings.HasPrefix(key, "edge_limit."),
 		strings.HasPrefix(key, "sessions."),
 		key == "store.redis.record_format",

@@ -78,7 +78,7 @@ func (p *Proxy) Reload(st Stages) error {
 	if err != nil {
 		return err
 	}
-	p.metrics.initRoutes(c.routes, st, p.opts.Idempotency.ReuseStatus)
+	p.metrics.initRoutes(c.routes, st)
 	p.cur.Store(c)
 	return nil
 }

@@ -59,7 +59,7 @@ func (p *Proxy) claim(next http.Handler) http.Handler {
 			p.refuse(w, r, next, problemInProgress)
 		case errors.Is(err, keystore.ErrFingerprintMismatch):
 			pr := problemKeyReused
-			pr.Status = opts.ReuseStatus
+			pr.Status = rt.reuseStatus
 			p.refuse(w, r, next, pr)
 		case errors.Is(err, budget.ErrOverloaded): // the canonical JSON's memory
 			p.refuse(w, r, next, problemOverloaded)

@@ -133,6 +133,42 @@ func TestReuseStatus422(t *testing.T) {
 	}
 }
 
+// A route's own reuse_status and replay_header replace the global ones
+// (internal/app gives every route the config's, so that a reload reaches
+// them); a route without them inherits the global ones.
+func TestRouteReuseStatusAndReplayHeader(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	none, custom := "", "X-Again"
+	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) {
+		o.Stages.Routes = []Route{
+			{Name: "inherits", Method: "POST", Path: "/ucp/v1/carts", Idempotent: true},
+			{Name: "none", Method: "POST", Path: "/none", Idempotent: true, ReuseStatus: 422, ReplayHeader: &none},
+			{Name: "custom", Method: "POST", Path: "/custom", Idempotent: true, ReplayHeader: &custom},
+		}
+	})
+	for _, tc := range []struct {
+		path, header string
+		reuse        int
+	}{
+		{"/ucp/v1/carts", "Idempotent-Replayed", 409},
+		{"/none", "", 422},
+		{"/custom", "X-Again", 409},
+	} {
+		key := "k" + tc.path // keys are scoped to the client, not the route
+		tp.do(t, "POST", tc.path, key, `{"a":1}`)
+		rep := tp.do(t, "POST", tc.path, key, `{"a":1}`)
+		for _, h := range []string{"Idempotent-Replayed", "X-Again"} {
+			if got, want := rep.header.Get(h), map[bool]string{true: "true"}[h == tc.header]; got != want {
+				t.Errorf("%s: replay's %s = %q; want %q", tc.path, h, got, want)
+			}
+		}
+		if r := tp.do(t, "POST", tc.path, key, `{"a":2}`); r.status != tc.reuse || problemCode(t, r) != "idempotency_key_reused" {
+			t.Errorf("%s: reused key = %v; want %d idempotency_key_reused", tc.path, r, tc.reuse)
+		}
+	}
+}
+
 func TestKeyCheck(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t)

@@ -133,13 +133,13 @@ func NewMetrics(reg prometheus.Registerer, version, revision string) *Metrics {
 // outcomes whose status is known in advance (the problems the route's
 // stages can answer), and the limiters' rejections. Series of routes a
 // reload removed stay.
-func (m *Metrics) initRoutes(rs []*route, st Stages, reuseStatus int) {
+func (m *Metrics) initRoutes(rs []*route, st Stages) {
 	if m == nil {
 		return
 	}
 	for _, r := range rs {
 		limited := st.Edge != nil || st.RouteLimits[r.Name] != nil
-		m.initRoute(r.Name, r.Idempotent, limited, reuseStatus)
+		m.initRoute(r.Name, r.Idempotent, limited, r.reuseStatus)
 		if r.Session != (Session{}) && st.Sessions != nil {
 			m.requests.WithLabelValues(r.Name, OutcomeSessionBusy, "503")
 		}

@@ -230,6 +230,11 @@ type Route struct {
 	InProgress string
 	// WaitTimeout overrides Idempotency.WaitTimeout when > 0.
 	WaitTimeout time.Duration
+	// ReuseStatus overrides Idempotency.ReuseStatus when > 0.
+	ReuseStatus int
+	// ReplayHeader, when non-nil, replaces Idempotency.ReplayHeader ("":
+	// replays get no header).
+	ReplayHeader *string
 	// Errors is merged over Stages.Errors ([problem.Spec.Merge]) for
 	// this route's answers.
 	Errors *problem.Spec

@@ -145,7 +145,7 @@ func (p *Proxy) replay(w http.ResponseWriter, r *http.Request, resp *keystore.Re
 		}
 		h[k] = v
 	}
-	if rh := p.opts.Idempotency.ReplayHeader; rh != "" {
+	if rh := ex.route.replayHdr; rh != "" {
 		h.Set(rh, "true")
 	}
 	if bodyAllowed(resp.Status) {

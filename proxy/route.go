@@ -26,6 +26,8 @@ type route struct {
 	drop        map[string]bool
 	wait        bool // in_progress: wait (wait.go)
 	waitTimeout time.Duration
+	reuseStatus int    // the status of idempotency_key_reused
+	replayHdr   string // the header set on replays; "" none
 	errs        *problem.Template
 }
 
@@ -116,6 +118,11 @@ func (p *Proxy) compileRoutes(st Stages) (*stages, error) {
 func (p *Proxy) compilePolicy(r *route, global problem.Spec) error {
 	id := &p.opts.Idempotency
 	r.retention = cmp.Or(r.Retention, id.Retention)
+	r.reuseStatus = cmp.Or(r.ReuseStatus, id.ReuseStatus, http.StatusConflict)
+	r.replayHdr = id.ReplayHeader
+	if r.ReplayHeader != nil {
+		r.replayHdr = *r.ReplayHeader
+	}
 	r.releasable = &p.releasable
 	if r.ReleaseStatuses != nil {
 		r.releasable = new([600]bool)

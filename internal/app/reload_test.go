@@ -418,12 +418,30 @@ routes:
 			t.Errorf("%s (fail %v): replayed X-A,X-B = %q, ran %d times; want %q, %d", path, fail, h, runs, wantHeaders, wantRuns)
 		}
 	}
+	// replayAndReuse writes once with a new key, replays it and sends it
+	// again with another body: the replay's replay headers and the reuse's
+	// status.
+	replayAndReuse := func() (string, int) {
+		t.Helper()
+		n++
+		key := fmt.Sprintf("k%d", n)
+		doHTTP(t, c, "POST", oa.base+"/pay", `{}`, "Idempotency-Key", key)
+		rep := doHTTP(t, c, "POST", oa.base+"/pay", `{}`, "Idempotency-Key", key)
+		reuse := doHTTP(t, c, "POST", oa.base+"/pay", `{"other":1}`, "Idempotency-Key", key)
+		return rep.header.Get("Idempotent-Replayed") + "," + rep.header.Get("X-Replayed"), reuse.status
+	}
 	check("/pay", false, ",b", 1)
 	check("/own", false, ",b", 1)
 	check("/pay", true, ",b", 1) // a 500 keeps the key by default
+	if h, st := replayAndReuse(); h != "true," || st != http.StatusConflict {
+		t.Errorf("before the reload: replay headers %q, reuse %d; want \"true,\", 409", h, st)
+	}
 
-	km.update(t, yaml(", drop_headers: [X-B], in_progress: wait, wait_timeout: 3s, release_statuses: [500], retention: 30h"))
+	km.update(t, yaml(", drop_headers: [X-B], in_progress: wait, wait_timeout: 3s, release_statuses: [500], retention: 30h, reuse_status: 422, replay_header: X-Replayed"))
 	waitUntil(t, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
+	if h, st := replayAndReuse(); h != ",true" || st != http.StatusUnprocessableEntity {
+		t.Errorf("after the reload: replay headers %q, reuse %d; want \",true\", 422", h, st)
+	}
 	check("/pay", false, "a,", 1) // the new global drop_headers
 	check("/own", false, ",b", 1) // its own
 	if _, runs := twice("/pay", true); runs != 2 {
