@@ -133,7 +133,7 @@ func TestReuseStatus422(t *testing.T) {
 	}
 }
 
-// A route's own reuse_status and replay_header replace the global ones
+// A route's own reuse_status, replay_header and max_body_bytes replace the global ones
 // (internal/app gives every route the config's, so that a reload reaches
 // them); a route without them inherits the global ones.
 func TestRouteReuseStatusAndReplayHeader(t *testing.T) {
@@ -143,7 +143,7 @@ func TestRouteReuseStatusAndReplayHeader(t *testing.T) {
 	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) {
 		o.Stages.Routes = []Route{
 			{Name: "inherits", Method: "POST", Path: "/ucp/v1/carts", Idempotent: true},
-			{Name: "none", Method: "POST", Path: "/none", Idempotent: true, ReuseStatus: 422, ReplayHeader: &none},
+			{Name: "none", Method: "POST", Path: "/none", Idempotent: true, ReuseStatus: 422, ReplayHeader: &none, MaxBodyBytes: 16},
 			{Name: "custom", Method: "POST", Path: "/custom", Idempotent: true, ReplayHeader: &custom},
 		}
 	})
@@ -166,6 +166,13 @@ func TestRouteReuseStatusAndReplayHeader(t *testing.T) {
 		if r := tp.do(t, "POST", tc.path, key, `{"a":2}`); r.status != tc.reuse || problemCode(t, r) != "idempotency_key_reused" {
 			t.Errorf("%s: reused key = %v; want %d idempotency_key_reused", tc.path, r, tc.reuse)
 		}
+	}
+	// The route's own max_body_bytes (16), and the global one (1 MiB).
+	if r := tp.do(t, "POST", "/none", "big", `{"pad":"0123456789"}`); r.status != http.StatusRequestEntityTooLarge {
+		t.Errorf("a 20-byte body on a route with max_body_bytes 16 = %v; want 413", r)
+	}
+	if r := tp.do(t, "POST", "/custom", "big", `{"pad":"0123456789"}`); r.status != http.StatusCreated {
+		t.Errorf("a 20-byte body on a route that inherits = %v; want 201", r)
 	}
 }
 

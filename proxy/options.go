@@ -232,6 +232,8 @@ type Route struct {
 	WaitTimeout time.Duration
 	// ReuseStatus overrides Idempotency.ReuseStatus when > 0.
 	ReuseStatus int
+	// MaxBodyBytes overrides Idempotency.MaxBodyBytes when > 0.
+	MaxBodyBytes int64
 	// ReplayHeader, when non-nil, replaces Idempotency.ReplayHeader ("":
 	// replays get no header).
 	ReplayHeader *string

@@ -26,6 +26,7 @@ type route struct {
 	drop        map[string]bool
 	wait        bool // in_progress: wait (wait.go)
 	waitTimeout time.Duration
+	maxBody     int64  // max_body_bytes: a keyed request's body, decoded too
 	reuseStatus int    // the status of idempotency_key_reused
 	replayHdr   string // the header set on replays; "" none
 	errs        *problem.Template
@@ -118,6 +119,7 @@ func (p *Proxy) compileRoutes(st Stages) (*stages, error) {
 func (p *Proxy) compilePolicy(r *route, global problem.Spec) error {
 	id := &p.opts.Idempotency
 	r.retention = cmp.Or(r.Retention, id.Retention)
+	r.maxBody = cmp.Or(r.MaxBodyBytes, id.MaxBodyBytes)
 	r.reuseStatus = cmp.Or(r.ReuseStatus, id.ReuseStatus, http.StatusConflict)
 	r.replayHdr = id.ReplayHeader
 	if r.ReplayHeader != nil {

@@ -283,7 +283,7 @@ func proxyUpstream(cfg *config.Config) (*proxy.Upstream, error) {
 // proxyRoutes converts cfg's routes, with their effective modes and their
 // effective retention, in_progress, wait_timeout, release_statuses and
 // drop_headers (a route's own, else the global ones of cfg), and cfg's
-// reuse_status and replay_header. So a reload that changes
+// reuse_status, replay_header and max_body_bytes. So a reload that changes
 // only the global ones applies them to every route that inherits them
 // (config.RestartOnly), and the proxy's start-time globals are never used.
 func proxyRoutes(cfg *config.Config) []proxy.Route {
@@ -307,6 +307,7 @@ func proxyRoutes(cfg *config.Config) []proxy.Route {
 			WaitTimeout:       cmp.Or(r.WaitTimeout, id.WaitTimeout),
 			ReuseStatus:       id.ReuseStatus,
 			ReplayHeader:      &id.ReplayHeader,
+			MaxBodyBytes:      id.MaxBodyBytes,
 		}
 		if r.Errors != nil {
 			spec := r.Errors.Spec()

@@ -436,11 +436,18 @@ routes:
 	if h, st := replayAndReuse(); h != "true," || st != http.StatusConflict {
 		t.Errorf("before the reload: replay headers %q, reuse %d; want \"true,\", 409", h, st)
 	}
+	big := `{"pad":"` + strings.Repeat("x", 100) + `"}`
+	if a := doHTTP(t, c, "POST", oa.base+"/pay", big, "Idempotency-Key", "big-1"); a.status != http.StatusCreated {
+		t.Errorf("a 111-byte body before the reload = %v; want 201", a)
+	}
 
-	km.update(t, yaml(", drop_headers: [X-B], in_progress: wait, wait_timeout: 3s, release_statuses: [500], retention: 30h, reuse_status: 422, replay_header: X-Replayed"))
+	km.update(t, yaml(", drop_headers: [X-B], in_progress: wait, wait_timeout: 3s, release_statuses: [500], retention: 30h, reuse_status: 422, replay_header: X-Replayed, max_body_bytes: 64"))
 	waitUntil(t, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
 	if h, st := replayAndReuse(); h != ",true" || st != http.StatusUnprocessableEntity {
 		t.Errorf("after the reload: replay headers %q, reuse %d; want \",true\", 422", h, st)
+	}
+	if a := doHTTP(t, c, "POST", oa.base+"/pay", big, "Idempotency-Key", "big-2"); a.status != http.StatusRequestEntityTooLarge || !strings.Contains(a.body, "request_too_large") {
+		t.Errorf("a 111-byte body after max_body_bytes: 64 = %v; want 413 request_too_large", a)
 	}
 	check("/pay", false, "a,", 1) // the new global drop_headers
 	check("/own", false, ",b", 1) // its own
