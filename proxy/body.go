@@ -35,7 +35,11 @@ func (p *Proxy) maxBody(ex *exchange) int64 {
 func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request, observe bool) (body []byte, free func(), prob *proxyProblem) {
 	ex := exchangeOf(r)
 	opt := budget.ReadOptions{Limit: p.maxBody(ex), Writer: w}
-	if d := p.opts.RequestBodyTimeout; d > 0 {
+	d := p.opts.RequestBodyTimeout
+	if ex.stages != nil && ex.stages.src.RequestBodyTimeout > 0 {
+		d = ex.stages.src.RequestBodyTimeout
+	}
+	if d > 0 {
 		// The exchange starts as the server hands the request over, right
 		// after its headers.
 		opt.Deadline = ex.start.Add(d)

@@ -88,6 +88,28 @@ func TestBodyTimeout(t *testing.T) {
 	}
 }
 
+// Stages.RequestBodyTimeout replaces the Options' on a reload.
+func TestBodyTimeoutReloaded(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) { o.RequestBodyTimeout = time.Hour })
+	st := tp.p.Stages()
+	st.RequestBodyTimeout = 300 * time.Millisecond
+	if err := tp.p.Reload(st); err != nil {
+		t.Fatal(err)
+	}
+	c := slowBody(t, tp, "slow-reloaded", 1000)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("reading the answer: %v (still the hour of the Options?)", err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusRequestTimeout {
+		t.Errorf("slow body = %d; want 408 after the reloaded 300ms", res.StatusCode)
+	}
+}
+
 // One client holds at most its share of max_buffered_bytes; others go on.
 func TestBudgetPerClient(t *testing.T) {
 	t.Parallel()

@@ -99,6 +99,9 @@ type Stages struct {
 	// PathCase is how the routes' literal path segments compare with a
 	// request's (path_case); the zero value is case-insensitive.
 	PathCase pathtmpl.Case
+	// RequestBodyTimeout, when > 0, replaces Options.RequestBodyTimeout on
+	// these stages (a reload may change it).
+	RequestBodyTimeout time.Duration
 
 	// Edge counts every request, matched or not, per client address
 	// (DESIGN.md step 1). Nil: no edge limit.

@@ -230,17 +230,18 @@ func proxyOptions(cfg *config.Config, transport http.RoundTripper, st keystore.S
 func stages(cfg *config.Config, set *limitSet, q *session.Queue, id *identity.Resolver) proxy.Stages {
 	pathCase, _ := cfg.PathCaseOption() // validated
 	return proxy.Stages{
-		Routes:          proxyRoutes(cfg),
-		PathCase:        pathCase,
-		Errors:          cfg.Errors.Spec(),
-		Edge:            set.edge,
-		RouteLimits:     set.routes,
-		RouteBy:         routeBy(cfg),
-		IETFHeaders:     cfg.Limiter.IETFHeaders,
-		OnReject:        set.onReject,
-		Sessions:        q,
-		Identity:        id,
-		RequireIdentity: cfg.Idempotency.RequireIdentity,
+		Routes:             proxyRoutes(cfg),
+		PathCase:           pathCase,
+		RequestBodyTimeout: cfg.RequestBodyTimeout,
+		Errors:             cfg.Errors.Spec(),
+		Edge:               set.edge,
+		RouteLimits:        set.routes,
+		RouteBy:            routeBy(cfg),
+		IETFHeaders:        cfg.Limiter.IETFHeaders,
+		OnReject:           set.onReject,
+		Sessions:           q,
+		Identity:           id,
+		RequireIdentity:    cfg.Idempotency.RequireIdentity,
 	}
 }
 

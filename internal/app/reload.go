@@ -168,6 +168,7 @@ func (a *App) applyStages(applied *config.Config) error {
 	cur := a.proxy.Stages()
 	st := cur
 	st.Routes, st.Errors = proxyRoutes(applied), applied.Errors.Spec()
+	st.RequestBodyTimeout = applied.RequestBodyTimeout
 	up, err := proxyUpstream(applied)
 	if err != nil {
 		return err

@@ -466,6 +466,25 @@ routes:
 	}
 }
 
+// request_body_timeout reloads live (the proxy's bounds test shows the
+// stages' value in force: proxy.TestBodyTimeoutReloaded).
+func TestReloadRequestBodyTimeout(t *testing.T) {
+	t.Parallel()
+	up := newCountingUpstream(t)
+	oa, km := startWatched(t, reloadYAML(up.URL, "", "request_body_timeout: 1m"))
+	if got := oa.proxy.Stages().RequestBodyTimeout; got != time.Minute {
+		t.Fatalf("stages' request_body_timeout at start = %v; want 1m", got)
+	}
+	km.update(t, reloadYAML(up.URL, "", "request_body_timeout: 300ms"))
+	waitUntil(t, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
+	if got := oa.proxy.Stages().RequestBodyTimeout; got != 300*time.Millisecond {
+		t.Errorf("stages' request_body_timeout after the reload = %v; want 300ms", got)
+	}
+	if strings.Contains(oa.logs.String(), "need a restart") {
+		t.Errorf("request_body_timeout asked for a restart:\n%s", oa.logs)
+	}
+}
+
 // TestReloadRefusesAMixThatWouldNotValidate: a file valid on its own is
 // refused when, with the running values of the keys that need a restart,
 // it would not be: here a route timeout checked against the file's
