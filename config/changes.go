@@ -59,7 +59,7 @@ func RestartOnly(key string) bool {
 		key == "idempotency.retention", key == "idempotency.in_progress", key == "idempotency.wait_timeout",
 		key == "idempotency.release_statuses", key == "idempotency.drop_headers",
 		key == "idempotency.reuse_status", key == "idempotency.replay_header",
-		key == "idempotency.max_body_bytes", key == "request_body_timeout",
+		key == "idempotency.max_body_bytes", key == "request_body_timeout", key == "idempotency.header",
 		strings.HasPrefix(key, "edge_limit."),
 		strings.HasPrefix(key, "sessions."),
 		key == "store.redis.record_format",

@@ -7,8 +7,9 @@ import (
 )
 
 // TestRestartOnly: routes, mode, edge_limit, sessions, the limiter's
-// other keys, the identity and the idempotency keys a route may override
-// reload; everything else, limiter.backend included, needs a restart.
+// other keys, the identity, the idempotency keys a route may override and
+// the others the proxy's stages carry reload; everything else,
+// limiter.backend included, needs a restart.
 func TestRestartOnly(t *testing.T) {
 	t.Parallel()
 	for key, want := range map[string]bool{
@@ -18,7 +19,9 @@ func TestRestartOnly(t *testing.T) {
 		"idempotency.identity.cookies": false, "idempotency.identity.jwt.jwks_url": false,
 		"idempotency.in_progress": false, "idempotency.wait_timeout": false,
 		"idempotency.release_statuses": false, "idempotency.drop_headers": false,
-		"idempotency.header": true, "idempotency.tenant": true, "idempotency.retention": false,
+		"idempotency.header": false, "idempotency.reuse_status": false, "idempotency.replay_header": false,
+		"idempotency.max_body_bytes": false, "request_body_timeout": false, "store.redis.record_format": false,
+		"idempotency.tenant": true, "idempotency.max_response_bytes": true, "idempotency.retention": false,
 		"limiter.backend": true, "listen": true, "store.backend": true, "idempotency.lease": true, "upstream.url": false, "upstream.timeout": false, "upstream.host": false,
 	} {
 		if got := RestartOnly(key); got != want {

@@ -47,7 +47,7 @@ func TestCompare(t *testing.T) {
 		{name: "protocol", from: "path: /graphql, idempotent: true}", to: "path: /graphql, idempotent: true, protocol: graphql}", live: "routes", effect: "route gql: protocol can change"},
 		{name: "identity", from: "max_lease: 5m}", to: "max_lease: 5m, identity_headers: [X-User]}", live: "idempotency.identity_headers", effect: "changes the scope"},
 		{name: "tenant", from: "max_lease: 5m}", to: "max_lease: 5m, tenant: shop-2}", restart: "idempotency.tenant", effect: "idempotency.tenant changes the scope"},
-		{name: "key header", from: "max_lease: 5m}", to: "max_lease: 5m, header: X-Idempotency-Key}", restart: "idempotency.header", effect: "a retry that still sends its key in Idempotency-Key"},
+		{name: "key header", from: "max_lease: 5m}", to: "max_lease: 5m, header: X-Idempotency-Key}", live: "idempotency.header", effect: "a retry that still sends its key in Idempotency-Key"},
 		{name: "key prefix", from: `key_prefix: "a:"`, to: `key_prefix: "b:"`, restart: "store.redis.key_prefix", effect: "changes where records are kept"},
 		{name: "redis db", from: `key_prefix: "a:"`, to: `key_prefix: "a:", db: 2`, restart: "store.redis.db", effect: "store.redis.db changes where records are kept"},
 		{name: "redis addrs, memory store", from: `key_prefix: "a:"`, to: `key_prefix: "a:", addrs: ["127.0.0.1:7000"]`, restart: "store.redis.addrs"},

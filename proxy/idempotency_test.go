@@ -176,6 +176,31 @@ func TestRouteReuseStatusAndReplayHeader(t *testing.T) {
 	}
 }
 
+// Stages.KeyHeader replaces Idempotency.Header on a reload: the key is
+// read from the new header only, and an invalid one is named.
+func TestKeyHeaderReloaded(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	tp := newTestProxy(t, up.URL, nil)
+	st := tp.p.Stages()
+	st.KeyHeader = "X-Idem"
+	if err := tp.p.Reload(st); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if r := tp.do(t, "POST", "/ucp/v1/carts", "", `{"a":1}`, "X-Idem", "new-h"); r.status != 201 {
+			t.Fatalf("keyed by X-Idem = %v", r)
+		}
+	}
+	if n := up.executions("POST", "/ucp/v1/carts", ""); n != 1 {
+		t.Errorf("two writes keyed by X-Idem ran %d times upstream; want 1", n)
+	}
+	r := tp.do(t, "POST", "/ucp/v1/carts", "", `{"a":1}`, "X-Idem", "a b")
+	if r.status != 400 || problemCode(t, r) != "idempotency_key_invalid" || !strings.Contains(string(r.body), "X-Idem is not valid") {
+		t.Errorf("an invalid X-Idem = %v; want 400 idempotency_key_invalid naming X-Idem", r)
+	}
+}
+
 func TestKeyCheck(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t)

@@ -17,7 +17,7 @@ func (p *Proxy) keyCheck(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		vals := r.Header.Values(p.opts.Idempotency.Header)
+		vals := r.Header.Values(p.keyHeader(ex))
 		// An observed GraphQL route is observed as a plain route: its bodies
 		// are fingerprinted raw.
 		if rt.Protocol == ProtocolGraphQL && !rt.Observe {
@@ -58,14 +58,14 @@ func (p *Proxy) keyCheck(next http.Handler) http.Handler {
 func (p *Proxy) checkKey(r *http.Request, vals []string, require bool) (string, *proxyProblem) {
 	switch {
 	case len(vals) > 1:
-		return "", p.keyInvalid()
+		return "", p.keyInvalid(r)
 	case len(vals) == 0 || vals[0] == "":
 		if require {
 			return "", &problemKeyMissing
 		}
 		return "", nil
 	case !validKey(vals[0]):
-		return "", p.keyInvalid()
+		return "", p.keyInvalid(r)
 	case !p.knownTenant(r):
 		return "", &problemTenantUnknown
 	}
@@ -83,10 +83,19 @@ func (p *Proxy) knownTenant(r *http.Request) bool {
 	return ok
 }
 
-// keyInvalid is idempotency_key_invalid naming the configured header.
-func (p *Proxy) keyInvalid() *proxyProblem {
+// keyHeader is the header that carries ex's idempotency key: its stages'
+// KeyHeader, else Idempotency.Header.
+func (p *Proxy) keyHeader(ex *exchange) string {
+	if ex.stages != nil && ex.stages.src.KeyHeader != "" {
+		return ex.stages.src.KeyHeader
+	}
+	return p.opts.Idempotency.Header
+}
+
+// keyInvalid is idempotency_key_invalid naming r's key header.
+func (p *Proxy) keyInvalid(r *http.Request) *proxyProblem {
 	pr := problemKeyInvalid
-	pr.Detail = p.opts.Idempotency.Header + " is not valid"
+	pr.Detail = p.keyHeader(exchangeOf(r)) + " is not valid"
 	return &pr
 }
 

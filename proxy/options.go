@@ -102,6 +102,9 @@ type Stages struct {
 	// RequestBodyTimeout, when > 0, replaces Options.RequestBodyTimeout on
 	// these stages (a reload may change it).
 	RequestBodyTimeout time.Duration
+	// KeyHeader, when not "", replaces Idempotency.Header on these stages:
+	// the header that carries the idempotency key.
+	KeyHeader string
 
 	// Edge counts every request, matched or not, per client address
 	// (DESIGN.md step 1). Nil: no edge limit.

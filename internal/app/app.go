@@ -233,6 +233,7 @@ func stages(cfg *config.Config, set *limitSet, q *session.Queue, id *identity.Re
 		Routes:             proxyRoutes(cfg),
 		PathCase:           pathCase,
 		RequestBodyTimeout: cfg.RequestBodyTimeout,
+		KeyHeader:          cfg.Idempotency.Header,
 		Errors:             cfg.Errors.Spec(),
 		Edge:               set.edge,
 		RouteLimits:        set.routes,

@@ -168,7 +168,7 @@ func (a *App) applyStages(applied *config.Config) error {
 	cur := a.proxy.Stages()
 	st := cur
 	st.Routes, st.Errors = proxyRoutes(applied), applied.Errors.Spec()
-	st.RequestBodyTimeout = applied.RequestBodyTimeout
+	st.RequestBodyTimeout, st.KeyHeader = applied.RequestBodyTimeout, applied.Idempotency.Header
 	up, err := proxyUpstream(applied)
 	if err != nil {
 		return err

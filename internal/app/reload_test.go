@@ -485,6 +485,37 @@ func TestReloadRequestBodyTimeout(t *testing.T) {
 	}
 }
 
+// idempotency.header reloads live; the reload warns that retries still
+// sending their key in the old header run again.
+func TestReloadKeyHeader(t *testing.T) {
+	t.Parallel()
+	up := newCountingUpstream(t)
+	yaml := func(header string) string {
+		return `upstream: {url: "` + up.URL + `"}
+edge_limit: {rate: 0}
+idempotency: {require_identity: false, header: ` + header + `}
+routes:
+  - {name: pay, method: POST, path: /pay, idempotent: true}
+`
+	}
+	oa, km := startWatched(t, yaml("Idempotency-Key"))
+	km.update(t, yaml("X-Idem"))
+	waitUntil(t, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
+	c := e2eClient(t)
+	for range 2 {
+		if a := doHTTP(t, c, "POST", oa.base+"/pay", `{}`, "X-Idem", "h1"); a.status != http.StatusCreated {
+			t.Fatalf("POST keyed by X-Idem = %v", a)
+		}
+	}
+	if n := up.count("/pay", ""); n != 1 {
+		t.Errorf("two writes keyed by X-Idem ran %d times; want once", n)
+	}
+	logs := oa.logs.String()
+	if strings.Contains(logs, "need a restart") || !strings.Contains(logs, "config reload affects retries") {
+		t.Errorf("the reload's log: want no restart and the warning about retries:\n%s", logs)
+	}
+}
+
 // TestReloadRefusesAMixThatWouldNotValidate: a file valid on its own is
 // refused when, with the running values of the keys that need a restart,
 // it would not be: here a route timeout checked against the file's
