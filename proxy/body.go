@@ -23,23 +23,10 @@ import (
 // Enforce mode answers the problem and closes the connection after it,
 // reading nothing more: the rest of the body was not read, and net/http
 // would otherwise read it first, from a client that may never send it.
-// maxBody is the max_body_bytes of ex's route (the global one before a
-// route matched).
-func (p *Proxy) maxBody(ex *exchange) int64 {
-	if ex.route != nil {
-		return ex.route.maxBody
-	}
-	return p.opts.Idempotency.MaxBodyBytes
-}
-
 func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request, observe bool) (body []byte, free func(), prob *proxyProblem) {
 	ex := exchangeOf(r)
-	opt := budget.ReadOptions{Limit: p.maxBody(ex), Writer: w}
-	d := p.opts.RequestBodyTimeout
-	if ex.stages != nil && ex.stages.src.RequestBodyTimeout > 0 {
-		d = ex.stages.src.RequestBodyTimeout
-	}
-	if d > 0 {
+	opt := budget.ReadOptions{Limit: ex.route.maxBody, Writer: w}
+	if d := ex.stages.bodyTimeout; d > 0 {
 		// The exchange starts as the server hands the request over, right
 		// after its headers.
 		opt.Deadline = ex.start.Add(d)

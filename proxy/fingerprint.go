@@ -193,7 +193,7 @@ func (p *Proxy) decodeBody(r *http.Request, body []byte) (fingerprintInput, *pro
 			return in, &problemBodyInvalid
 		}
 	}
-	dec, err := held.Decode(strings.Join(enc, ","), p.maxBody(exchangeOf(r)))
+	dec, err := held.Decode(strings.Join(enc, ","), exchangeOf(r).route.maxBody)
 	switch {
 	case err == nil:
 		in.body = dec

@@ -17,7 +17,7 @@ func (p *Proxy) keyCheck(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		vals := r.Header.Values(p.keyHeader(ex))
+		vals := r.Header.Values(ex.stages.keyHeader)
 		// An observed GraphQL route is observed as a plain route: its bodies
 		// are fingerprinted raw.
 		if rt.Protocol == ProtocolGraphQL && !rt.Observe {
@@ -83,19 +83,10 @@ func (p *Proxy) knownTenant(r *http.Request) bool {
 	return ok
 }
 
-// keyHeader is the header that carries ex's idempotency key: its stages'
-// KeyHeader, else Idempotency.Header.
-func (p *Proxy) keyHeader(ex *exchange) string {
-	if ex.stages != nil && ex.stages.src.KeyHeader != "" {
-		return ex.stages.src.KeyHeader
-	}
-	return p.opts.Idempotency.Header
-}
-
 // keyInvalid is idempotency_key_invalid naming r's key header.
 func (p *Proxy) keyInvalid(r *http.Request) *proxyProblem {
 	pr := problemKeyInvalid
-	pr.Detail = p.keyHeader(exchangeOf(r)) + " is not valid"
+	pr.Detail = exchangeOf(r).stages.keyHeader + " is not valid"
 	return &pr
 }
 

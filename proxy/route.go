@@ -35,13 +35,17 @@ type route struct {
 // stages is a compiled Stages: its route table and the chain after the
 // outermost stages. It never changes once built.
 type stages struct {
-	src     Stages
-	up      Upstream // the upstream of these stages: Stages.Upstream, or the Options'
-	table   *pathtmpl.Table
-	routes  []*route
-	handler http.Handler
-	errs    *problem.Template // Stages.Errors, compiled
-	log     *slog.Logger
+	src Stages
+	up  Upstream // the upstream of these stages: Stages.Upstream, or the Options'
+	// keyHeader and bodyTimeout are Stages.KeyHeader and
+	// RequestBodyTimeout, or the Options' when unset.
+	keyHeader   string
+	bodyTimeout time.Duration
+	table       *pathtmpl.Table
+	routes      []*route
+	handler     http.Handler
+	errs        *problem.Template // Stages.Errors, compiled
+	log         *slog.Logger
 }
 
 // upstreamOf returns st's upstream: st.Upstream with its defaults, or the
@@ -64,7 +68,12 @@ func (p *Proxy) upstreamOf(st Stages) Upstream {
 // limit.
 func (p *Proxy) compileRoutes(st Stages) (*stages, error) {
 	routes, global := st.Routes, st.Errors
-	c := &stages{log: p.log, up: p.upstreamOf(st)}
+	c := &stages{
+		log:         p.log,
+		up:          p.upstreamOf(st),
+		keyHeader:   cmp.Or(st.KeyHeader, p.opts.Idempotency.Header),
+		bodyTimeout: cmp.Or(st.RequestBodyTimeout, p.opts.RequestBodyTimeout),
+	}
 	var entries []pathtmpl.Entry
 	var errs []error
 	var err error

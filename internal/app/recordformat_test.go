@@ -2,9 +2,7 @@ package app
 
 import (
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -21,16 +19,7 @@ import (
 func TestRedisE2EMixedRecordFormats(t *testing.T) {
 	t.Parallel()
 	addr := redistest.Addr(t)
-	var execs execCounter
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := r.Header.Get("Idempotency-Key")
-		n, _ := execs.add(key)
-		body, _ := io.ReadAll(r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusCreated)
-		fmt.Fprintf(w, `{"key":%q,"exec":%d,"echo":%q}`, key, n, body)
-	}))
-	defer up.Close()
+	up := newCountingUpstream(t)
 	prefix := e2ePrefix(t)
 	hash := startReplica(t, e2eConfig(t, strings.Replace(e2eYAML(up.URL, addr, prefix, ""), "timeout: 3s}", "timeout: 3s, record_format: hash}", 1)))
 	compact := startReplica(t, e2eConfig(t, e2eYAML(up.URL, addr, prefix, "")))
@@ -80,7 +69,7 @@ func TestRedisE2EMixedRecordFormats(t *testing.T) {
 	wg.Wait()
 	for k := range keys {
 		key := fmt.Sprintf("dup-%d", k)
-		if n := execs.get(key); n != 1 {
+		if n := up.count("/pay", key); n != 1 {
 			t.Errorf("%s ran %d times; want once", key, n)
 		}
 		for d := 1; d < dups; d++ {

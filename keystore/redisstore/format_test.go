@@ -208,9 +208,9 @@ func TestCompactRecordDamage(t *testing.T) {
 
 // BenchmarkRecordFormats measures what a keyed first write costs Redis in
 // each format: the CPU Redis reports for its two scripts (INFO
-// commandstats, EVALSHA), and the memory of the completed record (MEMORY
-// USAGE), with a 400-byte answer body. Run it alone: it resets Redis's
-// command statistics.
+// commandstats, EVALSHA), and the memory of the completed record and of a
+// claim in flight (MEMORY USAGE), with a 400-byte answer body. Run it
+// alone: it resets Redis's command statistics.
 //
 //	go test ./keystore/redisstore -run '^$' -bench RecordFormats
 func BenchmarkRecordFormats(b *testing.B) {
@@ -254,6 +254,12 @@ func BenchmarkRecordFormats(b *testing.B) {
 			}
 			b.ReportMetric(evalsha()/float64(b.N), "redis-µs/write")
 			b.ReportMetric(float64(c.MemoryUsage(ctx, s.key(k), 0).Val()), "redis-B/record")
+			// A claim in flight, outside the timed loop.
+			k = storetest.NewTestKey(b)
+			if _, err := s.Reserve(ctx, k, claimOpts("a", keystore.NewClaimID())); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(c.MemoryUsage(ctx, s.key(k), 0).Val()), "redis-B/claim")
 		})
 	}
 }

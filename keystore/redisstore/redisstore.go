@@ -147,6 +147,12 @@ func (s *Store) run(ctx context.Context, name string, script lua, c *call) (int6
 	if err != nil {
 		return 0, nil, wrapErr(name, err)
 	}
+	return scriptReply(name, v)
+}
+
+// scriptReply splits a script's reply v into its code and the rest;
+// codeCorrupt becomes ErrCorrupt, with the script's reason.
+func scriptReply(name string, v any) (int64, []any, error) {
 	reply, ok := v.([]any)
 	if !ok || len(reply) == 0 {
 		return 0, nil, fmt.Errorf("redisstore: %s: unexpected reply %T", name, v)
@@ -156,7 +162,7 @@ func (s *Store) run(ctx context.Context, name string, script lua, c *call) (int6
 		return 0, nil, fmt.Errorf("redisstore: %s: unexpected reply code %T", name, reply[0])
 	}
 	if code == codeCorrupt {
-		return 0, nil, fmt.Errorf("%w: %s", ErrCorrupt, str(reply, 1))
+		return 0, nil, fmt.Errorf("%w: %s: %s", ErrCorrupt, name, str(reply, 1))
 	}
 	return code, reply[1:], nil
 }
@@ -540,20 +546,17 @@ func (s *Store) parseListed(key string, cmd *redis.Cmd) (rec keystore.Record, ok
 	if err != nil {
 		return rec, false, fmt.Errorf("redisstore: %s: %w", key, err)
 	}
-	reply, _ := v.([]any)
-	if len(reply) == 0 {
-		return rec, false, fmt.Errorf("redisstore: %s: unexpected reply %T", key, v)
-	}
-	switch code, _ := reply[0].(int64); code {
-	case codeNotFound:
+	code, rest, err := scriptReply(key, v)
+	switch {
+	case err != nil:
+		return rec, false, err
+	case code == codeNotFound:
 		return rec, false, nil
-	case codeCorrupt:
-		return rec, false, fmt.Errorf("%w: %s: %s", ErrCorrupt, key, str(reply, 1))
-	case codeOK:
-		rec, err = parseRecord(k, reply[1:])
-		return rec, err == nil, err
+	case code != codeOK:
+		return rec, false, fmt.Errorf("redisstore: %s: unexpected reply code %d", key, code)
 	}
-	return rec, false, fmt.Errorf("redisstore: %s: unexpected reply code %v", key, reply[0])
+	rec, err = parseRecord(k, rest)
+	return rec, err == nil, err
 }
 
 // globEscape escapes the SCAN MATCH metacharacters in s.
