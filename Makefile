@@ -96,24 +96,10 @@ bench:
 bench-e2e:
 	bash bench/run.sh
 
-# fuzz: each fuzz target for FUZZTIME.
+# fuzz: every fuzz target of the module (found by `go test -list`, so none
+# is left out) for FUZZTIME each.
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzValidKey$$' -fuzztime $(FUZZTIME) ./proxy/
-	$(GO) test -run '^$$' -fuzz '^FuzzFingerprint$$' -fuzztime $(FUZZTIME) ./proxy/
-	$(GO) test -run '^$$' -fuzz '^FuzzAppend$$' -fuzztime $(FUZZTIME) ./internal/canonjson/
-	$(GO) test -run '^$$' -fuzz '^FuzzParsePointer$$' -fuzztime $(FUZZTIME) ./internal/canonjson/
-	$(GO) test -run '^$$' -fuzz '^FuzzMatch$$' -fuzztime $(FUZZTIME) ./internal/pathtmpl/
-	$(GO) test -run '^$$' -fuzz '^FuzzNormalize$$' -fuzztime $(FUZZTIME) ./internal/pathtmpl/
-	$(GO) test -run '^$$' -fuzz '^FuzzFinding2Spellings$$' -fuzztime $(FUZZTIME) ./internal/pathtmpl/
-	$(GO) test -run '^$$' -fuzz '^FuzzConvertPath$$' -fuzztime $(FUZZTIME) ./internal/openapi/
-	$(GO) test -run '^$$' -fuzz '^FuzzImportExtensions$$' -fuzztime $(FUZZTIME) ./internal/openapi/
-	$(GO) test -run '^$$' -fuzz '^FuzzMerge$$' -fuzztime $(FUZZTIME) ./internal/openapi/
-	$(GO) test -run '^$$' -fuzz '^FuzzClientAddr$$' -fuzztime $(FUZZTIME) ./limiter/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeAnswer$$' -fuzztime $(FUZZTIME) ./keystore/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodePlain$$' -fuzztime $(FUZZTIME) ./keystore/sealed/
-	$(GO) test -run '^$$' -fuzz '^FuzzNormalize$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 0 ./internal/gql/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 0 ./internal/gql/
-	$(GO) test -run '^$$' -fuzz '^FuzzResolveToken$$' -fuzztime $(FUZZTIME) ./internal/identity/
+	GO=$(GO) bash scripts/fuzz.sh $(FUZZTIME)
 
 # docs: renders docs/*.dot to SVG with Graphviz (installed from Debian's
 # packages when dot is missing, as root; never part of `make test`). Each SVG
