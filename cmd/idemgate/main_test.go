@@ -220,3 +220,63 @@ func TestDemo(t *testing.T) {
 		}
 	}
 }
+
+// TestSubcommandHelp: every subcommand's -h and --help print its usage to
+// stdout and succeed (flag.ErrHelp is no error); a mistake prints to stderr
+// and fails.
+func TestSubcommandHelp(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		want string // in stdout
+	}{
+		{[]string{"-h"}, "idemgate --config FILE"},
+		{[]string{"--help"}, "idemgate --config FILE"},
+		{[]string{"help"}, "idemgate --config FILE"},
+		{[]string{"--config", "idemgate.yaml", "-h"}, "usage: idemgate --config FILE"},
+		{[]string{"--config", "idemgate.yaml", "--help"}, "-log-level"},
+		{[]string{"demo", "-h"}, "usage: idemgate demo"},
+		{[]string{"demo", "--help"}, "-admin-listen"},
+		{[]string{"validate", "-h"}, "idemgate validate --config FILE"},
+		{[]string{"validate", "--help"}, "-against"},
+		{[]string{"healthcheck", "-h"}, "usage: idemgate healthcheck"},
+		{[]string{"healthcheck", "--help"}, "-timeout"},
+		{[]string{"config", "-h"}, "usage: idemgate config"},
+		{[]string{"config", "--help"}, "usage: idemgate config"},
+		{[]string{"routes", "-h"}, "usage: idemgate routes import SPEC"},
+		{[]string{"routes", "import", "-h"}, "usage: idemgate routes import SPEC"},
+		{[]string{"routes", "import", "--help"}, "-base-path"},
+		{[]string{"version", "-h"}, "usage: idemgate version"},
+		{[]string{"version", "--help"}, "usage: idemgate version"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			t.Parallel()
+			var out, errOut bytes.Buffer
+			if err := run(context.Background(), tt.args, &out, &errOut); err != nil {
+				t.Fatalf("run = %v; want success\nstderr: %s", err, errOut.String())
+			}
+			if !strings.Contains(out.String(), tt.want) {
+				t.Errorf("stdout %q; want it to contain %q", out.String(), tt.want)
+			}
+			if errOut.Len() > 0 {
+				t.Errorf("stderr %q; want nothing", errOut.String())
+			}
+		})
+	}
+	for _, args := range [][]string{
+		{"demo", "--bogus"}, {"validate", "--bogus"}, {"healthcheck", "--bogus"}, {"config", "--bogus"},
+		{"routes", "import", "--bogus"}, {"--config", "x.yaml", "--bogus"}, {"version", "extra"}, {"routes"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			t.Parallel()
+			var out, errOut bytes.Buffer
+			if err := run(context.Background(), args, &out, &errOut); err == nil {
+				t.Fatal("run succeeded; want a usage error")
+			}
+			if out.Len() > 0 || errOut.Len() == 0 {
+				t.Errorf("stdout %q, stderr %q; want the problem on stderr only", out.String(), errOut.String())
+			}
+		})
+	}
+}
