@@ -51,7 +51,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, errUsage) {
+		if !errors.Is(err, errUsage) && !errors.Is(err, errReported) {
 			fmt.Fprintln(os.Stderr, "idemgate:", err)
 		}
 		os.Exit(1)
@@ -59,6 +59,10 @@ func main() {
 }
 
 var errUsage = errors.New("usage")
+
+// errReported is returned by a subcommand that has already logged why it
+// failed.
+var errReported = errors.New("failure already logged")
 
 // flagErr maps cliflags.Parse's error to run's: nil for help (printed to
 // stdout: success), errUsage for a mistake (printed to stderr).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -278,5 +279,61 @@ func TestSubcommandHelp(t *testing.T) {
 				t.Errorf("stdout %q, stderr %q; want the problem on stderr only", out.String(), errOut.String())
 			}
 		})
+	}
+}
+
+// TestServeInvalidConfig: a server that cannot start for its config says
+// why in JSON log lines, one per problem with its key, after the
+// IDEMGATE_* variables nothing reads (with the nearest name), and main
+// prints nothing more.
+func TestServeInvalidConfig(t *testing.T) {
+	t.Setenv("IDEMGATE_UPSTREM_URL", "http://127.0.0.1:3000")
+	p := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(p, []byte("ADMIN_LISTEN: \":9091\"\nidempotency: {replay_header: 5}\nroutes:\n  - {name: a, method: POTS, path: /a, idempotent: true}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"--config", p, "--log-flush", "0"}, &out, &errOut)
+	if !errors.Is(err, errReported) {
+		t.Fatalf("run = %v; want errReported", err)
+	}
+	type line struct{ Msg, Level, Key, Problem, Name, File string }
+	var lines []line
+	for _, l := range strings.Split(strings.TrimSpace(errOut.String()), "\n") {
+		var ln line
+		if err := json.Unmarshal([]byte(l), &ln); err != nil {
+			t.Fatalf("stderr line %q is not JSON: %v\n%s", l, err, errOut.String())
+		}
+		lines = append(lines, ln)
+	}
+	problems := map[string]string{}
+	envWarned := false
+	for _, l := range lines {
+		switch l.Msg {
+		case "invalid config":
+			if l.Level != "ERROR" || l.File != p {
+				t.Errorf("problem line %+v; want level ERROR and file %s", l, p)
+			}
+			problems[l.Key] = l.Problem
+		case "unknown environment variable":
+			envWarned = l.Name == "IDEMGATE_UPSTREM_URL" && strings.Contains(l.Problem, "did you mean IDEMGATE_UPSTREAM_URL?")
+		}
+	}
+	want := map[string]string{
+		"ADMIN_LISTEN":              "unknown key; keys are case-sensitive: did you mean admin_listen?",
+		"idempotency.replay_header": `5 is not a string (quote it: "5")`,
+		"routes[0].method":          `"POTS" is not a registered HTTP method`,
+		"upstream.url":              "is required",
+	}
+	for k, w := range want {
+		if !strings.HasPrefix(problems[k], w) {
+			t.Errorf("problem of %s = %q; want %q", k, problems[k], w)
+		}
+	}
+	if len(problems) != len(want) {
+		t.Errorf("problems %v; want %d", problems, len(want))
+	}
+	if !envWarned {
+		t.Errorf("no warning for IDEMGATE_UPSTREM_URL with the nearest name:\n%s", errOut.String())
 	}
 }

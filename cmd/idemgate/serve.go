@@ -45,7 +45,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	memlimit.Set(log)
 	cfg, err := loadConfig(*path)
 	if err != nil {
-		return fmt.Errorf("%s: invalid config:\n%w", *path, err)
+		// As JSON lines, one per problem, among the other log lines.
+		app.LogInvalidConfig(log, *path, cfg, err)
+		return errReported
 	}
 	a, err := app.New(cfg, app.Options{
 		Logger:     log,
