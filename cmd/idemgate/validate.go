@@ -90,8 +90,8 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "  %-24s %-7s %-40s %s\n", r.Name, r.Method, r.Path, strings.Join(flags, " "))
 	}
 	// A config that leaves the identity to the default, or does not
-	// require one, gets what that means spelled out (README, "Choosing
-	// the identity").
+	// require one, gets what that means spelled out
+	// (docs/config.md#choosing-the-identity).
 	if !cfg.Idempotency.IdentityChosen() {
 		for _, line := range cfg.Idempotency.ExplainIdentity() {
 			fmt.Fprintln(stdout, line)
