@@ -21,8 +21,14 @@ var secretKeys = map[string]bool{
 	"store.redis.password": true,
 }
 
-// aliasKeys are old spellings of other keys, shown only when set.
-var aliasKeys = map[string]bool{"idempotency.identity_headers": true}
+// unsetKeys are keys whose absence means something else than an empty
+// list, shown only when set: an old spelling of another key, and a
+// non-idempotent route's keyed-write policy (set even empty, it is refused).
+var unsetKeys = map[string]bool{
+	"idempotency.identity_headers": true,
+	"routes.release_statuses":      true,
+	"routes.drop_headers":          true,
+}
 
 // EffectiveYAML returns c as YAML, every key in the order of the reference,
 // with secrets (store.redis.password) replaced by [Redacted]: what
@@ -30,9 +36,9 @@ var aliasKeys = map[string]bool{"idempotency.identity_headers": true}
 // environment can be seen merged. Values that apply by default where a key
 // is unset are shown as they apply: the identity's sources (the
 // Authorization header when none is configured; the old identity_headers
-// spelling as identity.headers), and each route's timeout, mode,
-// retention, release_statuses, drop_headers, in_progress and wait_timeout
-// where it inherits them.
+// spelling as identity.headers), each route's timeout and mode, and each
+// idempotent route's retention, release_statuses, drop_headers,
+// in_progress and wait_timeout where it inherits them.
 func (c *Config) EffectiveYAML() ([]byte, error) {
 	e := c.effective()
 	doc := &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{effectiveNode(reflect.ValueOf(e).Elem(), "")}}
@@ -60,6 +66,9 @@ func (c *Config) effective() *Config {
 		r := &e.Routes[i]
 		r.Timeout = r.EffectiveTimeout(c.Upstream)
 		r.Mode = r.EffectiveMode(c.Mode)
+		if !r.Idempotent {
+			continue // the keyed-write policy applies to idempotent routes only
+		}
 		r.Retention = cmp.Or(r.Retention, id.Retention)
 		r.InProgress = cmp.Or(r.InProgress, id.InProgress)
 		r.WaitTimeout = cmp.Or(r.WaitTimeout, id.WaitTimeout)
@@ -94,7 +103,7 @@ func effectiveNode(v reflect.Value, key string) *yaml.Node {
 		for i := range v.NumField() {
 			f := v.Type().Field(i)
 			name, _, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
-			if name == "" || name == "-" || !f.IsExported() || aliasKeys[joinKey(key, name)] && v.Field(i).IsNil() {
+			if name == "" || name == "-" || !f.IsExported() || unsetKeys[joinKey(key, name)] && v.Field(i).IsNil() {
 				continue
 			}
 			n.Content = append(n.Content, scalar("!!str", name), effectiveNode(v.Field(i), joinKey(key, name)))
