@@ -49,10 +49,11 @@ func diffStruct(a, b reflect.Value, prefix string, out *[]string) {
 // the other limiter keys, sessions, the identity (its sources and
 // require_identity) and the idempotency settings a route may override
 // with its own (retention, in_progress, wait_timeout, release_statuses and
-// drop_headers, applied to the routes that inherit them) are reloaded.
+// drop_headers, applied to the routes that inherit them) are reloaded, and
+// so is extra_methods.
 func RestartOnly(key string) bool {
 	switch {
-	case key == "routes", key == "mode", key == "errors", strings.HasPrefix(key, "errors."),
+	case key == "routes", key == "extra_methods", key == "mode", key == "errors", strings.HasPrefix(key, "errors."),
 		key == "idempotency.require_identity", key == "idempotency.identity_headers",
 		strings.HasPrefix(key, "idempotency.identity."),
 		strings.HasPrefix(key, "upstream."),

@@ -13,7 +13,7 @@ import (
 func TestRestartOnly(t *testing.T) {
 	t.Parallel()
 	for key, want := range map[string]bool{
-		"routes": false, "mode": false, "edge_limit.rate": false, "sessions.queue_depth": false,
+		"routes": false, "extra_methods": false, "mode": false, "edge_limit.rate": false, "sessions.queue_depth": false,
 		"limiter.max_clients": false, "limiter.ietf_headers": false,
 		"idempotency.require_identity": false, "idempotency.identity_headers": false,
 		"idempotency.identity.cookies": false, "idempotency.identity.jwt.jwks_url": false,

@@ -59,12 +59,31 @@ type Config struct {
 	// PathCaseSensitive, for upstreams that route by case. Parameter values
 	// keep their case either way. Default PathCaseInsensitive.
 	PathCase string `mapstructure:"path_case"`
+	// ExtraMethods are request methods that routes may name besides those
+	// of IANA's HTTP Method Registry ([RegisteredMethods]): each an
+	// upper-case RFC 9110 token, such as "PURGE" or "QUERY". A route's
+	// method in neither is refused, since a misspelt method (POTS) would
+	// never match and its writes would pass unprotected. Default none.
+	ExtraMethods []string `mapstructure:"extra_methods"`
 	// Routes are the matched routes; requests matching none pass through.
 	Routes []Route `mapstructure:"routes"`
 	// Errors shapes idemgate's own answers like the fronted API's
 	// (DESIGN.md, "Error shapes"); a route's errors are merged over it.
 	// Default: problem+json with idemgate's codes.
 	Errors Errors `mapstructure:"errors"`
+}
+
+// RegisteredMethods are the methods of IANA's HTTP Method Registry
+// (https://www.iana.org/assignments/http-methods, established by RFC 9110
+// §16.1), which a route's method may name without [Config.ExtraMethods].
+// "*" is reserved there and is no method.
+var RegisteredMethods = []string{
+	"ACL", "BASELINE-CONTROL", "BIND", "CHECKIN", "CHECKOUT", "CONNECT", "COPY",
+	"DELETE", "GET", "HEAD", "LABEL", "LINK", "LOCK", "MERGE", "MKACTIVITY",
+	"MKCALENDAR", "MKCOL", "MKREDIRECTREF", "MKWORKSPACE", "MOVE", "OPTIONS",
+	"ORDERPATCH", "PATCH", "POST", "PRI", "PROPFIND", "PROPPATCH", "PUT",
+	"REBIND", "REPORT", "SEARCH", "TRACE", "UNBIND", "UNCHECKOUT", "UNLINK",
+	"UNLOCK", "UPDATE", "UPDATEREDIRECTREF", "VERSION-CONTROL",
 }
 
 // Values of [Config.PathCase].

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"reflect"
 	"slices"
 	"strconv"
@@ -20,12 +21,27 @@ var secretKeys = map[string]bool{
 	"store.redis.password": true,
 }
 
+// unsetKeys are keys whose absence means something else than an empty
+// list, shown only when set: an old spelling of another key, and a
+// non-idempotent route's keyed-write policy (set even empty, it is refused).
+var unsetKeys = map[string]bool{
+	"idempotency.identity_headers": true,
+	"routes.release_statuses":      true,
+	"routes.drop_headers":          true,
+}
+
 // EffectiveYAML returns c as YAML, every key in the order of the reference,
 // with secrets (store.redis.password) replaced by [Redacted]: what
 // `idemgate config` prints, so that the defaults, the file and the
-// environment can be seen merged.
+// environment can be seen merged. Values that apply by default where a key
+// is unset are shown as they apply: the identity's sources (the
+// Authorization header when none is configured; the old identity_headers
+// spelling as identity.headers), each route's timeout and mode, and each
+// idempotent route's retention, release_statuses, drop_headers,
+// in_progress and wait_timeout where it inherits them.
 func (c *Config) EffectiveYAML() ([]byte, error) {
-	doc := &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{effectiveNode(reflect.ValueOf(c).Elem(), "")}}
+	e := c.effective()
+	doc := &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{effectiveNode(reflect.ValueOf(e).Elem(), "")}}
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
@@ -36,6 +52,34 @@ func (c *Config) EffectiveYAML() ([]byte, error) {
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+// effective is a copy of c with the values that apply where c leaves a key
+// unset written in (see [Config.EffectiveYAML]).
+func (c *Config) effective() *Config {
+	e := *c
+	id := &e.Idempotency
+	id.Identity = c.Idempotency.IdentitySources()
+	id.IdentityHeaders = nil
+	e.Routes = slices.Clone(c.Routes)
+	for i := range e.Routes {
+		r := &e.Routes[i]
+		r.Timeout = r.EffectiveTimeout(c.Upstream)
+		r.Mode = r.EffectiveMode(c.Mode)
+		if !r.Idempotent {
+			continue // the keyed-write policy applies to idempotent routes only
+		}
+		r.Retention = cmp.Or(r.Retention, id.Retention)
+		r.InProgress = cmp.Or(r.InProgress, id.InProgress)
+		r.WaitTimeout = cmp.Or(r.WaitTimeout, id.WaitTimeout)
+		if r.ReleaseStatuses == nil {
+			r.ReleaseStatuses = id.ReleaseStatuses
+		}
+		if r.DropHeaders == nil {
+			r.DropHeaders = id.DropHeaders
+		}
+	}
+	return &e
 }
 
 func scalar(tag, v string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: v} }
@@ -59,7 +103,7 @@ func effectiveNode(v reflect.Value, key string) *yaml.Node {
 		for i := range v.NumField() {
 			f := v.Type().Field(i)
 			name, _, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
-			if name == "" || name == "-" || !f.IsExported() {
+			if name == "" || name == "-" || !f.IsExported() || unsetKeys[joinKey(key, name)] && v.Field(i).IsNil() {
 				continue
 			}
 			n.Content = append(n.Content, scalar("!!str", name), effectiveNode(v.Field(i), joinKey(key, name)))

@@ -58,3 +58,75 @@ routes:
 		t.Errorf("effective config changes when read back:\n%s\n---\n%s", out, b2)
 	}
 }
+
+// TestEffectiveYAMLDefaults: where a default applies to an unset key, the
+// effective config shows the value that applies, not an empty list.
+func TestEffectiveYAMLDefaults(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, yaml string
+		want       []string
+		wantNot    []string
+	}{
+		{
+			name: "defaults",
+			yaml: `
+upstream: {url: "http://127.0.0.1:3000"}
+routes: [{name: pay, method: POST, path: /pay, idempotent: true}]`,
+			want: []string{
+				"  identity:\n    headers:\n      - Authorization\n",
+				"      algorithms:\n        - RS256\n        - ES256\n        - EdDSA\n",
+				"    timeout: 1m0s\n", "    mode: enforce\n", "    retention: 25h0m0s\n",
+				"    in_progress: reject\n", "    wait_timeout: 10s\n",
+				"    release_statuses:\n      - 400\n",
+			},
+			wantNot: []string{"release_statuses: []", "identity_headers", "\n    headers: []"},
+		},
+		{
+			name: "old spelling",
+			yaml: `
+upstream: {url: "http://127.0.0.1:3000"}
+idempotency: {identity_headers: [X-Api-Key]}`,
+			want:    []string{"  identity:\n    headers:\n      - X-Api-Key\n"},
+			wantNot: []string{"identity_headers"},
+		},
+		{
+			name: "route's own",
+			yaml: `
+upstream: {url: "http://127.0.0.1:3000"}
+routes: [{name: pay, method: POST, path: /pay, idempotent: true, release_statuses: [503], timeout: 5s}]`,
+			want: []string{"    timeout: 5s\n", "    release_statuses:\n      - 503\n    drop_headers: []\n"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Check([]byte(tt.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := c.EffectiveYAML()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := string(b)
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("effective config lacks %q:\n%s", w, out)
+				}
+			}
+			for _, w := range tt.wantNot {
+				if strings.Contains(out, w) {
+					t.Errorf("effective config shows %q:\n%s", w, out)
+				}
+			}
+			back, err := Check(b)
+			if err != nil {
+				t.Fatalf("effective config is not valid: %v\n%s", err, out)
+			}
+			if b2, _ := back.EffectiveYAML(); string(b2) != out {
+				t.Errorf("effective config changes when read back:\n%s\n---\n%s", out, b2)
+			}
+		})
+	}
+}

@@ -143,45 +143,67 @@ func envRefs(v reflect.Value) []string {
 
 // nearestName returns the name among names that name most likely misspells:
 // the one ending in name's words after the prefix (IDEMGATE_REDIS_PASSWORD →
-// IDEMGATE_STORE_REDIS_PASSWORD) if only one does, else the nearest by edit
-// distance of those words, if within a third of their length, else "".
+// IDEMGATE_STORE_REDIS_PASSWORD) if only one does, else the nearest by
+// [nearestKey]'s rule on those words.
 func nearestName(name string, names []string) string {
 	tail := "_" + strings.TrimPrefix(name, EnvPrefix+"_")
 	var suffixed []string
-	for _, n := range names {
+	tails := make([]string, len(names))
+	for i, n := range names {
 		if strings.HasSuffix(n, tail) {
 			suffixed = append(suffixed, n)
 		}
+		tails[i] = "_" + strings.TrimPrefix(n, EnvPrefix+"_")
 	}
 	if len(suffixed) == 1 {
 		return suffixed[0]
 	}
-	best, bestD := "", max(1, len(tail)/3)+1
+	if t := nearestKey(tail, tails); t != "" {
+		return EnvPrefix + t
+	}
+	return ""
+}
+
+// nearestKey returns the name among names that name most likely misspells,
+// for the did-you-mean of an unknown config key or environment variable:
+// one that differs only in case, else the nearest by edit distance if
+// within a third of name's length, else "".
+func nearestKey(name string, names []string) string {
+	best, bestD := "", max(1, len(name)/3)+1
 	for _, n := range names {
-		if d := editDistance(tail, "_"+strings.TrimPrefix(n, EnvPrefix+"_")); d < bestD {
+		if strings.EqualFold(n, name) {
+			return n
+		}
+		if d := editDistance(strings.ToLower(name), strings.ToLower(n)); d < bestD {
 			best, bestD = n, d
 		}
 	}
 	return best
 }
 
-// editDistance is the Levenshtein distance between a and b, in bytes.
+// editDistance is the optimal string alignment distance between a and b,
+// in bytes: the Levenshtein distance with a swap of two adjacent bytes
+// counted as one edit (POTS is one edit from POST).
 func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
 	}
 	for i := 1; i <= len(a); i++ {
-		cur[0] = i
 		for j := 1; j <= len(b); j++ {
 			cost := 1
 			if a[i-1] == b[j-1] {
 				cost = 0
 			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
 	}
-	return prev[len(b)]
+	return d[len(a)][len(b)]
 }

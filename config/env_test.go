@@ -77,7 +77,7 @@ func TestEditDistance(t *testing.T) {
 	for _, tt := range []struct {
 		a, b string
 		d    int
-	}{{"", "", 0}, {"a", "", 1}, {"", "ab", 2}, {"kitten", "sitting", 3}, {"UPSTREM", "UPSTREAM", 1}, {"ab", "ba", 2}} {
+	}{{"", "", 0}, {"a", "", 1}, {"", "ab", 2}, {"kitten", "sitting", 3}, {"UPSTREM", "UPSTREAM", 1}, {"ab", "ba", 1}, {"POTS", "POST", 1}, {"ca", "abc", 3}} {
 		if got := editDistance(tt.a, tt.b); got != tt.d {
 			t.Errorf("editDistance(%q, %q) = %d; want %d", tt.a, tt.b, got, tt.d)
 		}

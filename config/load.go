@@ -252,14 +252,17 @@ func parse(data []byte) (c *Config, decodeErr, err error) {
 	if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
 		return nil, nil, fmt.Errorf("config: %w", err)
 	}
-	c = Default()
-	if err := v.UnmarshalExact(c, viper.DecodeHook(decodeHook)); err != nil {
-		decodeErr = decodeErrors(err)
-	}
-	hostKeys, err := rawTenantHostKeys(data)
-	if err != nil {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, nil, fmt.Errorf("config: %w", err)
 	}
+	c = Default()
+	var viperErrs []*FieldError
+	if err := v.UnmarshalExact(c, viper.DecodeHook(decodeHook)); err != nil {
+		viperErrs = decodeErrors(err)
+	}
+	decodeErr = mergeDecodeErrors(checkDocument(&doc), viperErrs)
+	hostKeys := rawTenantHostKeys(&doc)
 	c.normalize(hostKeys)
 	return c, decodeErr, nil
 }
@@ -268,27 +271,51 @@ func parse(data []byte) (c *Config, decodeErr, err error) {
 // YAML document writes them, or nil when it has none. Viper lower-cases map
 // keys and silently merges "Shop.example" into "shop.example"; these keys let
 // [Config.Validate] refuse such duplicates instead.
-func rawTenantHostKeys(data []byte) ([]string, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, err
-	}
+func rawTenantHostKeys(doc *yaml.Node) []string {
 	if len(doc.Content) == 0 {
-		return nil, nil
+		return nil
 	}
 	id := mappingValue(doc.Content[0], "idempotency")
 	if id == nil {
-		return nil, nil
+		return nil
 	}
 	hosts := mappingValue(id, "tenant_hosts")
 	if hosts == nil || hosts.Kind != yaml.MappingNode {
-		return nil, nil
+		return nil
 	}
 	keys := make([]string, 0, len(hosts.Content)/2)
 	for i := 0; i+1 < len(hosts.Content); i += 2 {
 		keys = append(keys, hosts.Content[i].Value)
 	}
-	return keys, nil
+	return keys
+}
+
+// mergeDecodeErrors joins the problems that [checkDocument] found in the
+// document with those of the decoder, sorted by key. The document's come
+// first and win: a decoder problem of a key the document's problems already
+// name (or of a key under one) is dropped, so that a problem is reported
+// once, in the document's spelling (viper lower-cases keys).
+func mergeDecodeErrors(doc, decoded []*FieldError) error {
+	out := slices.Clone(doc)
+	for _, e := range decoded {
+		covered := false
+		for _, d := range doc {
+			k, dk := strings.ToLower(e.Key), strings.ToLower(d.Key)
+			if k == dk || strings.HasPrefix(k, dk+".") || strings.HasPrefix(k, dk+"[") {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			out = append(out, e)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	errs := make([]error, len(out))
+	for i, e := range out {
+		errs[i] = e
+	}
+	return errors.Join(errs...)
 }
 
 // mappingValue returns the value of key in the mapping node n, with keys
@@ -393,8 +420,8 @@ func sessionHook(from, to reflect.Type, data any) (any, error) {
 var configTypeName = reflect.TypeFor[Config]().String()
 
 // decodeErrors turns mapstructure's error tree into one [*FieldError] per
-// problem, sorted by key.
-func decodeErrors(err error) error {
+// problem.
+func decodeErrors(err error) []*FieldError {
 	var out []*FieldError
 	var walk func(error)
 	walk = func(e error) {
@@ -453,12 +480,7 @@ func decodeErrors(err error) error {
 		}
 	}
 	walk(err)
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Key < out[j].Key })
-	errs := make([]error, len(out))
-	for i, e := range out {
-		errs[i] = e
-	}
-	return errors.Join(errs...)
+	return out
 }
 
 // kindWords names reflect kinds for the operator.
@@ -540,6 +562,15 @@ func (c *Config) normalize(hostKeys []string) {
 	}
 	canonicalAll(id.IdentityHeaders)
 	canonicalAll(id.Identity.Headers)
+	// An empty list of issuers or audiences is the default (any): read
+	// back from `idemgate config`, which prints it as [], it must not
+	// count as a configured JWT source.
+	if len(id.Identity.JWT.Issuers) == 0 {
+		id.Identity.JWT.Issuers = nil
+	}
+	if len(id.Identity.JWT.Audiences) == 0 {
+		id.Identity.JWT.Audiences = nil
+	}
 	if id.Identity.JWT.Header != "" {
 		id.Identity.JWT.Header = textproto.CanonicalMIMEHeaderKey(id.Identity.JWT.Header)
 	}

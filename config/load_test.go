@@ -616,18 +616,34 @@ func TestTypeErrors(t *testing.T) {
 		{"bool from list", "limiter:\n  ietf_headers: [true]\n", `limiter.ietf_headers: a list is not a boolean (true or false)`},
 		{"int from word", "edge_limit:\n  burst: lots\n", `edge_limit.burst: "lots" is not a whole number`},
 		{"int from fraction", "store:\n  memory:\n    max_entries: 1.5\n", `store.memory.max_entries: 1.5 is not a whole number`},
-		{"int from bool", "store:\n  memory:\n    max_entries: true\n", `store.memory.max_entries: true is not a number`},
+		{"int from bool", "store:\n  memory:\n    max_entries: true\n", `store.memory.max_entries: true is not a whole number`},
 		{"float from bool", "edge_limit:\n  rate: false\n", `edge_limit.rate: false is not a number`},
 		{"string from bool", "idempotency:\n  replay_header: true\n", `idempotency.replay_header: true is not a string (quote it: "true")`},
 		{"float from map", "edge_limit:\n  rate: {a: 1}\n", `edge_limit.rate: a map is not a number`},
 		{"string from list", "upstream:\n  url: [a]\n", `upstream.url: a list is not a string`},
 		{"string from map", "listen: {a: 1}\n", `listen: a map is not a string`},
-		// Weakly typed decoding reads a map where a list belongs as a list
-		// of one map.
-		{"list from map", "tls:\n  domains: {a: 1}\n", `tls.domains[0]: a map is not a string`},
+		// Weakly typed decoding would read a map where a list belongs as a
+		// list of one map, and a scalar as a list of one.
+		{"list from map", "tls:\n  domains: {a: 1}\n", `tls.domains: a map is not a list`},
+		{"list from scalar", "tls:\n  domains: a.example\n", `tls.domains: "a.example" is not a list (write ["a.example"])`},
+		{"int list from scalar", "idempotency:\n  release_statuses: 503\n", `idempotency.release_statuses: 503 is not a list (write [503])`},
 		{"int list item", "idempotency:\n  release_statuses: [503, often]\n", `idempotency.release_statuses[1]: "often" is not a whole number`},
-		{"section from string", "store: redis\n", `store: a string is not a section of keys`},
-		{"map from list", "idempotency:\n  tenant_hosts: [a]\n", `idempotency.tenant_hosts[0]: "a" is not a map of names to values`},
+		{"section from string", "store: redis\n", `store: "redis" is not a section of keys`},
+		{"section from list", "store: [redis]\n", `store: a list is not a section of keys`},
+		{"map from list", "idempotency:\n  tenant_hosts: [a]\n", `idempotency.tenant_hosts: a list is not a map of names to values`},
+		// Weakly typed decoding would read a number as its digits.
+		{"string from int", "idempotency:\n  replay_header: 5\n", `idempotency.replay_header: 5 is not a string (quote it: "5")`},
+		{"string from float", "upstream:\n  url: 1.5\n", `upstream.url: 1.5 is not a string (quote it: "1.5")`},
+		{"route string from int", "routes:\n  - name: 7\n", `routes[0].name: 7 is not a string (quote it: "7")`},
+		{"string list item from int", "idempotency:\n  drop_headers: [Set-Cookie, 5]\n", `idempotency.drop_headers[1]: 5 is not a string (quote it: "5")`},
+		{"map value from int", "idempotency:\n  tenant_hosts: {a.example: 5}\n", `idempotency.tenant_hosts.a.example: 5 is not a string (quote it: "5")`},
+		{"number from string", "edge_limit:\n  burst: \"200\"\n", `edge_limit.burst: "200" is not a whole number`},
+		{"bool from string", "limiter:\n  ietf_headers: \"true\"\n", `limiter.ietf_headers: "true" is not a boolean (true or false)`},
+		{"duration from list", "upstream:\n  timeout: [5s]\n", `upstream.timeout: a list is not a duration (write a number with a unit, like "30s")`},
+		{"session from int", "routes:\n  - session: 5\n", `routes[0].session: 5 is not a path parameter's name or a section of keys (quote it)`},
+		{"routes as a map", "routes:\n  create_order: {method: POST, path: /o}\n", `routes: a map is not a list: write each entry as a list item, starting with "- " (- name: create_order)`},
+		{"routes as a string", "routes: create_order\n", `routes: "create_order" is not a list: write each entry as a list item, starting with "- " (- name: create_order)`},
+		{"through an alias", "x: &n 5\nidempotency:\n  replay_header: *n\n", `idempotency.replay_header: 5 is not a string (quote it: "5")`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -664,7 +680,7 @@ routes:
     idempotent: true
     timeout: 3h
 `, []string{
-			"idempotency.retension: unknown key",
+			"idempotency.retension: unknown key; did you mean retention?",
 			`upstream.url: "127.0.0.1:3000": want an absolute http or https URL`,
 			"idempotency.max_lease: 1h (the default) is less than idempotency.lease (2h): renewals stop at max_lease",
 			"routes[0].idempotent: is true on GET, a safe method; only writes are idempotent routes",
@@ -722,5 +738,46 @@ func TestLoadCheckedMissingFile(t *testing.T) {
 	c, err := LoadChecked("testdata/full.yaml")
 	if err != nil || c == nil {
 		t.Errorf("LoadChecked(full.yaml) = %v; want nil", err)
+	}
+}
+
+// TestKeySpelling: keys are case-sensitive (viper folds case; the chart's
+// schema does not), and an unknown key names the key it most likely
+// misspells, by the rule of the environment's did-you-mean.
+func TestKeySpelling(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, yaml, line string }{
+		{"top-level upper case", "Routes: []\n", "Routes: unknown key; keys are case-sensitive: did you mean routes?"},
+		{"top-level shouting", "ADMIN_LISTEN: \":9091\"\n", "ADMIN_LISTEN: unknown key; keys are case-sensitive: did you mean admin_listen?"},
+		{"nested case", "store:\n  Backend: redis\n", "store.Backend: unknown key; keys are case-sensitive: did you mean backend?"},
+		{"route key case", "routes:\n  - name: a\n    Method: POST\n", "routes[0].Method: unknown key; keys are case-sensitive: did you mean method?"},
+		{"typo", "idempotency:\n  retension: 48h\n", "idempotency.retension: unknown key; did you mean retention?"},
+		{"route typo", "routes:\n  - name: a\n    idempotnet: true\n", "routes[0].idempotnet: unknown key; did you mean idempotent?"},
+		{"typo and case", "upstream:\n  URl: http://x\n", "upstream.URl: unknown key; keys are case-sensitive: did you mean url?"},
+		{"nothing near", "upstream:\n  zzzzzzzz: 1\n", "upstream.zzzzzzzz: unknown key"},
+		{"in a merged section", "base: &b {retension: 1h}\nidempotency:\n  <<: *b\n", "idempotency.retension: unknown key; did you mean retention?"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse([]byte(tt.yaml))
+			if !errors.Is(err, ErrUnknownKey) {
+				t.Errorf("error %v does not wrap ErrUnknownKey", err)
+			}
+			lines := errorLines(t, err)
+			if !slices.Contains(lines, tt.line) {
+				t.Errorf("got %q; want the line %q", lines, tt.line)
+			}
+			// Reported once, in the file's spelling.
+			n := 0
+			for _, l := range lines {
+				if strings.EqualFold(strings.SplitN(l, ":", 2)[0], strings.SplitN(tt.line, ":", 2)[0]) {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Errorf("got %q; want the key reported once", lines)
+			}
+		})
 	}
 }

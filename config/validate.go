@@ -82,6 +82,7 @@ func (c *Config) Validate() error {
 	c.validateStore(&p)
 	c.validateLimits(&p)
 	c.validateIdempotency(&p)
+	c.validateExtraMethods(&p)
 	c.validateRoutes(&p)
 	checkErrors(&p, "errors", c.Errors.spec(), c.Errors)
 	return errors.Join(p...)
@@ -518,6 +519,22 @@ func (id *Idempotency) ExplainIdentity() []string {
 // not write, and their requests must never be claimed or replayed.
 var safeMethods = map[string]bool{"GET": true, "HEAD": true, "OPTIONS": true, "TRACE": true}
 
+// validateExtraMethods checks extra_methods: upper-case tokens (routes'
+// methods must be), each listed once, none already registered.
+func (c *Config) validateExtraMethods(p *problems) {
+	for i, m := range c.ExtraMethods {
+		key := fmt.Sprintf("extra_methods[%d]", i)
+		switch {
+		case !validToken(m) || strings.ToUpper(m) != m:
+			p.add(key, ErrInvalid, "%q: want an upper-case method token (RFC 9110), like \"PURGE\"", m)
+		case slices.Contains(RegisteredMethods, m):
+			p.add(key, ErrInvalid, "%q is a registered method, which routes may name without it", m)
+		case slices.Index(c.ExtraMethods, m) < i:
+			p.add(key, ErrDuplicate, "%q is listed twice", m)
+		}
+	}
+}
+
 func (c *Config) validateRoutes(p *problems) {
 	names := make(map[string]int, len(c.Routes))
 	tmpls := make([]*pathtmpl.Template, len(c.Routes))
@@ -540,6 +557,12 @@ func (c *Config) validateRoutes(p *problems) {
 			p.add(key+".method", ErrRequired, "is required, like \"POST\"")
 		case !validToken(r.Method) || strings.ToUpper(r.Method) != r.Method:
 			p.add(key+".method", ErrInvalid, "%q: want an upper-case method token, like \"POST\"", r.Method)
+		case !slices.Contains(RegisteredMethods, r.Method) && !slices.Contains(c.ExtraMethods, r.Method):
+			msg := "%q is not a registered HTTP method, so the route would never match and its requests would pass unprotected"
+			if n := nearestKey(r.Method, RegisteredMethods); n != "" {
+				msg += "; did you mean " + n + "?"
+			}
+			p.add(key+".method", ErrInvalid, msg+" (list a method of your own in extra_methods)", r.Method)
 		}
 		if r.Path == "" {
 			p.add(key+".path", ErrRequired, "is required, like \"/ucp/v1/carts/{id}\"")

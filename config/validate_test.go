@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +69,15 @@ func TestValidateRules(t *testing.T) {
 			c.Routes[0].Errors = &Errors{ContentType: "application/json"}
 		}, "routes[0].errors.body", ErrInvalid, []string{"not valid JSON"}},
 		{"route errors extensions off graphql", func(c *Config) { c.Routes[0].Errors = &Errors{Extensions: `{"class":"CONFLICT"}`} }, "routes[0].errors.extensions", ErrConflict, nil},
+
+		// Methods: IANA's registry plus extra_methods (issue 30).
+		{"method misspelt", func(c *Config) { c.Routes[0].Method = "POTS" }, "routes[0].method", ErrInvalid, []string{`"POTS" is not a registered HTTP method`, "did you mean POST?", "extra_methods"}},
+		{"method unregistered", func(c *Config) { c.Routes[0].Method = "PURGE" }, "routes[0].method", ErrInvalid, []string{"extra_methods"}},
+		{"method lower case", func(c *Config) { c.Routes[0].Method = "post" }, "routes[0].method", ErrInvalid, []string{"upper-case"}},
+		{"extra_methods lower case", func(c *Config) { c.ExtraMethods = []string{"purge"} }, "extra_methods[0]", ErrInvalid, nil},
+		{"extra_methods not a token", func(c *Config) { c.ExtraMethods = []string{"MY METHOD"} }, "extra_methods[0]", ErrInvalid, nil},
+		{"extra_methods registered", func(c *Config) { c.ExtraMethods = []string{"PATCH"} }, "extra_methods[0]", ErrInvalid, []string{"registered"}},
+		{"extra_methods twice", func(c *Config) { c.ExtraMethods = []string{"PURGE", "PURGE"} }, "extra_methods[1]", ErrDuplicate, nil},
 
 		// Upstream.
 		{"upstream.url missing", func(c *Config) { c.Upstream.URL = "" }, "upstream.url", ErrRequired, nil},
@@ -535,6 +545,24 @@ func TestEffectiveHTTPListen(t *testing.T) {
 	for _, tt := range tests {
 		if got := tt.tls.EffectiveHTTPListen(); got != tt.want {
 			t.Errorf("%+v.EffectiveHTTPListen() = %q; want %q", tt.tls, got, tt.want)
+		}
+	}
+}
+
+// TestMethods: every method of IANA's registry, and those listed in
+// extra_methods, may be a route's method.
+func TestMethods(t *testing.T) {
+	t.Parallel()
+	if len(RegisteredMethods) != 39 {
+		t.Errorf("%d registered methods; the registry has 39 (and the reserved \"*\")", len(RegisteredMethods))
+	}
+	for _, m := range append(slices.Clone(RegisteredMethods), "PURGE", "QUERY") {
+		c := validConfig()
+		c.ExtraMethods = []string{"PURGE", "QUERY"}
+		c.Routes[0].Method = m
+		c.Routes[0].Idempotent = !safeMethods[m]
+		if err := c.Validate(); err != nil {
+			t.Errorf("method %s: %v", m, err)
 		}
 	}
 }

@@ -1,14 +1,13 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 
 	"github.com/idemgate/idemgate/config"
 	"github.com/idemgate/idemgate/internal/app"
+	"github.com/idemgate/idemgate/internal/cliflags"
 )
 
 // runConfig prints the effective config: the defaults, then the file (if
@@ -16,14 +15,10 @@ import (
 // Warnings and problems go to stderr; an invalid config is still printed
 // as far as it decodes, and exits 1.
 func runConfig(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("config", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cliflags.New("config", "usage: idemgate config [--config FILE]\n  Prints the effective config (defaults + file + IDEMGATE_* environment), secrets redacted.\n")
 	path := fs.String("config", "", "config file (YAML); without it, the defaults and the environment")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return errUsage
+	if err := cliflags.Parse(fs, args, stdout, stderr); err != nil {
+		return flagErr(err)
 	}
 	var data []byte
 	if *path != "" {

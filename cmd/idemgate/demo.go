@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	_ "embed"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/idemgate/idemgate/config"
 	"github.com/idemgate/idemgate/internal/app"
+	"github.com/idemgate/idemgate/internal/cliflags"
 	"github.com/idemgate/idemgate/internal/demo"
 )
 
@@ -23,13 +23,12 @@ import (
 var demoConfig []byte
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cliflags.New("demo", "usage: idemgate demo [--listen ADDR] [--admin-listen ADDR] [--log-level L]\n  Runs idemgate with the memory store in front of a built-in demo API and prints commands to try.\n")
 	addr := fs.String("listen", "127.0.0.1:8080", "the proxy's address")
 	adminAddr := fs.String("admin-listen", "127.0.0.1:9090", "the admin listener's address")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	if err := cliflags.Parse(fs, args, stdout, stderr); err != nil {
+		return flagErr(err)
 	}
 	log, err := newLogger(stderr, *level)
 	if err != nil {

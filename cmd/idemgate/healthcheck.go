@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/app"
+	"github.com/idemgate/idemgate/internal/cliflags"
 )
 
 // runHealthcheck probes the admin listener of a running idemgate and
@@ -22,14 +22,13 @@ import (
 // a host, or with an unspecified one (":9090", "0.0.0.0:9090", "[::]:9090"),
 // is probed on loopback.
 func runHealthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cliflags.New("healthcheck", "usage: idemgate healthcheck [--addr ADDR | --config FILE] [--path /readyz] [--timeout 3s]\n  Probes the admin listener; exits 0 when it answers 200.\n")
 	addr := fs.String("addr", "", "admin listener address (default: $IDEMGATE_ADMIN_LISTEN, else --config's admin_listen, else :9090)")
 	path := fs.String("config", "", "config file to read admin_listen from (optional)")
 	probe := fs.String("path", "/readyz", "path to probe: /readyz (ready for traffic) or /healthz (alive)")
 	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for the answer")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	if err := cliflags.Parse(fs, args, stdout, stderr); err != nil {
+		return flagErr(err)
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "idemgate healthcheck: unexpected argument %q\n", fs.Arg(0))

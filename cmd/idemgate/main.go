@@ -11,6 +11,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/idemgate/idemgate/internal/cliflags"
 	"github.com/idemgate/idemgate/internal/openapi"
 )
 
@@ -49,7 +51,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, errUsage) {
+		if !errors.Is(err, errUsage) && !errors.Is(err, errReported) {
 			fmt.Fprintln(os.Stderr, "idemgate:", err)
 		}
 		os.Exit(1)
@@ -57,6 +59,19 @@ func main() {
 }
 
 var errUsage = errors.New("usage")
+
+// errReported is returned by a subcommand that has already logged why it
+// failed.
+var errReported = errors.New("failure already logged")
+
+// flagErr maps cliflags.Parse's error to run's: nil for help (printed to
+// stdout: success), errUsage for a mistake (printed to stderr).
+func flagErr(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return errUsage
+}
 
 // usageErr maps a subcommand package's usage error to errUsage (its
 // message is already printed).
@@ -107,6 +122,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "routes":
 		return usageErr(openapi.RunRoutes(args, stdout, stderr))
 	case "version":
+		fs := cliflags.New("version", "usage: idemgate version\n  Prints the version and, when known, the revision it was built from.\n")
+		if err := cliflags.Parse(fs, args, stdout, stderr); err != nil {
+			return flagErr(err)
+		}
+		if fs.NArg() > 0 {
+			fmt.Fprintf(stderr, "idemgate version: unexpected argument %q\n", fs.Arg(0))
+			return errUsage
+		}
 		if rev := buildRevision(); rev != "" {
 			fmt.Fprintln(stdout, "idemgate", version, rev)
 		} else {

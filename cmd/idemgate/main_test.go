@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -218,5 +219,121 @@ func TestDemo(t *testing.T) {
 		if strings.Contains(l, `"level":"WARN"`) || strings.Contains(l, `"level":"ERROR"`) {
 			t.Errorf("the demo logged %s", l)
 		}
+	}
+}
+
+// TestSubcommandHelp: every subcommand's -h and --help print its usage to
+// stdout and succeed (flag.ErrHelp is no error); a mistake prints to stderr
+// and fails.
+func TestSubcommandHelp(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		want string // in stdout
+	}{
+		{[]string{"-h"}, "idemgate --config FILE"},
+		{[]string{"--help"}, "idemgate --config FILE"},
+		{[]string{"help"}, "idemgate --config FILE"},
+		{[]string{"--config", "idemgate.yaml", "-h"}, "usage: idemgate --config FILE"},
+		{[]string{"--config", "idemgate.yaml", "--help"}, "-log-level"},
+		{[]string{"demo", "-h"}, "usage: idemgate demo"},
+		{[]string{"demo", "--help"}, "-admin-listen"},
+		{[]string{"validate", "-h"}, "idemgate validate --config FILE"},
+		{[]string{"validate", "--help"}, "-against"},
+		{[]string{"healthcheck", "-h"}, "usage: idemgate healthcheck"},
+		{[]string{"healthcheck", "--help"}, "-timeout"},
+		{[]string{"config", "-h"}, "usage: idemgate config"},
+		{[]string{"config", "--help"}, "usage: idemgate config"},
+		{[]string{"routes", "-h"}, "usage: idemgate routes import SPEC"},
+		{[]string{"routes", "import", "-h"}, "usage: idemgate routes import SPEC"},
+		{[]string{"routes", "import", "--help"}, "-base-path"},
+		{[]string{"version", "-h"}, "usage: idemgate version"},
+		{[]string{"version", "--help"}, "usage: idemgate version"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			t.Parallel()
+			var out, errOut bytes.Buffer
+			if err := run(context.Background(), tt.args, &out, &errOut); err != nil {
+				t.Fatalf("run = %v; want success\nstderr: %s", err, errOut.String())
+			}
+			if !strings.Contains(out.String(), tt.want) {
+				t.Errorf("stdout %q; want it to contain %q", out.String(), tt.want)
+			}
+			if errOut.Len() > 0 {
+				t.Errorf("stderr %q; want nothing", errOut.String())
+			}
+		})
+	}
+	for _, args := range [][]string{
+		{"demo", "--bogus"}, {"validate", "--bogus"}, {"healthcheck", "--bogus"}, {"config", "--bogus"},
+		{"routes", "import", "--bogus"}, {"--config", "x.yaml", "--bogus"}, {"version", "extra"}, {"routes"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			t.Parallel()
+			var out, errOut bytes.Buffer
+			if err := run(context.Background(), args, &out, &errOut); err == nil {
+				t.Fatal("run succeeded; want a usage error")
+			}
+			if out.Len() > 0 || errOut.Len() == 0 {
+				t.Errorf("stdout %q, stderr %q; want the problem on stderr only", out.String(), errOut.String())
+			}
+		})
+	}
+}
+
+// TestServeInvalidConfig: a server that cannot start for its config says
+// why in JSON log lines, one per problem with its key, after the
+// IDEMGATE_* variables nothing reads (with the nearest name), and main
+// prints nothing more.
+func TestServeInvalidConfig(t *testing.T) {
+	t.Setenv("IDEMGATE_UPSTREM_URL", "http://127.0.0.1:3000")
+	p := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(p, []byte("ADMIN_LISTEN: \":9091\"\nidempotency: {replay_header: 5}\nroutes:\n  - {name: a, method: POTS, path: /a, idempotent: true}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"--config", p, "--log-flush", "0"}, &out, &errOut)
+	if !errors.Is(err, errReported) {
+		t.Fatalf("run = %v; want errReported", err)
+	}
+	type line struct{ Msg, Level, Key, Problem, Name, File string }
+	var lines []line
+	for _, l := range strings.Split(strings.TrimSpace(errOut.String()), "\n") {
+		var ln line
+		if err := json.Unmarshal([]byte(l), &ln); err != nil {
+			t.Fatalf("stderr line %q is not JSON: %v\n%s", l, err, errOut.String())
+		}
+		lines = append(lines, ln)
+	}
+	problems := map[string]string{}
+	envWarned := false
+	for _, l := range lines {
+		switch l.Msg {
+		case "invalid config":
+			if l.Level != "ERROR" || l.File != p {
+				t.Errorf("problem line %+v; want level ERROR and file %s", l, p)
+			}
+			problems[l.Key] = l.Problem
+		case "unknown environment variable":
+			envWarned = l.Name == "IDEMGATE_UPSTREM_URL" && strings.Contains(l.Problem, "did you mean IDEMGATE_UPSTREAM_URL?")
+		}
+	}
+	want := map[string]string{
+		"ADMIN_LISTEN":              "unknown key; keys are case-sensitive: did you mean admin_listen?",
+		"idempotency.replay_header": `5 is not a string (quote it: "5")`,
+		"routes[0].method":          `"POTS" is not a registered HTTP method`,
+		"upstream.url":              "is required",
+	}
+	for k, w := range want {
+		if !strings.HasPrefix(problems[k], w) {
+			t.Errorf("problem of %s = %q; want %q", k, problems[k], w)
+		}
+	}
+	if len(problems) != len(want) {
+		t.Errorf("problems %v; want %d", problems, len(want))
+	}
+	if !envWarned {
+		t.Errorf("no warning for IDEMGATE_UPSTREM_URL with the nearest name:\n%s", errOut.String())
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/idemgate/idemgate/config"
 	"github.com/idemgate/idemgate/internal/app"
+	"github.com/idemgate/idemgate/internal/cliflags"
 	"github.com/idemgate/idemgate/internal/memlimit"
 )
 
@@ -18,14 +18,13 @@ import (
 const defaultGrace = 30 * time.Second
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("idemgate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cliflags.New("idemgate", "usage: idemgate --config FILE [--grace 30s] [--log-level info] [--log-flush 100ms]\n  Runs the proxy.\n")
 	path := fs.String("config", "", "config file (YAML)")
 	grace := fs.Duration("grace", defaultGrace, "how long in-flight requests may run on after SIGTERM")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	flushEvery := fs.Duration("log-flush", 100*time.Millisecond, "write log lines in batches at least this often; 0 writes each line at once")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	if err := cliflags.Parse(fs, args, stdout, stderr); err != nil {
+		return flagErr(err)
 	}
 	if *path == "" {
 		fmt.Fprint(stderr, "idemgate: --config FILE is required\n"+usage)
@@ -46,7 +45,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	memlimit.Set(log)
 	cfg, err := loadConfig(*path)
 	if err != nil {
-		return fmt.Errorf("%s: invalid config:\n%w", *path, err)
+		// As JSON lines, one per problem, among the other log lines.
+		app.LogInvalidConfig(log, *path, cfg, err)
+		return errReported
 	}
 	a, err := app.New(cfg, app.Options{
 		Logger:     log,

@@ -2,24 +2,27 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 
 	"github.com/idemgate/idemgate/config"
+	"github.com/idemgate/idemgate/internal/cliflags"
 	"github.com/idemgate/idemgate/internal/openapi"
 )
 
 func runValidate(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cliflags.New("validate", `usage:
+  idemgate validate --config FILE             check a config; print the routes it understood
+  idemgate validate --against SPEC CONFIG     report writes of an OpenAPI document no route protects
+  idemgate validate --diff OLD NEW            what a reload from config OLD to NEW does
+`)
 	path := fs.String("config", "", "config file (YAML)")
 	against := fs.String("against", "", "OpenAPI/Swagger document: report unprotected writes and routes matching no operation")
 	diff := fs.Bool("diff", false, "validate --diff OLD NEW: what changing the running config OLD to NEW does on a reload")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	if err := cliflags.Parse(fs, args, stdout, stderr); err != nil {
+		return flagErr(err)
 	}
 	if *diff {
 		if fs.NArg() != 2 || *path != "" || *against != "" {
@@ -87,8 +90,8 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "  %-24s %-7s %-40s %s\n", r.Name, r.Method, r.Path, strings.Join(flags, " "))
 	}
 	// A config that leaves the identity to the default, or does not
-	// require one, gets what that means spelled out (README, "Choosing
-	// the identity").
+	// require one, gets what that means spelled out
+	// (docs/config.md#choosing-the-identity).
 	if !cfg.Idempotency.IdentityChosen() {
 		for _, line := range cfg.Idempotency.ExplainIdentity() {
 			fmt.Fprintln(stdout, line)

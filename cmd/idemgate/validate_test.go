@@ -53,7 +53,7 @@ upstream: {url: "127.0.0.1:3000"}
 idempotency: {retension: 48h, lease: 2h, encryption_key_env: IDEMGATE_SEAL}
 routes:
   - {name: pay, method: GET, path: /pay, idempotent: true, timeout: 3h}
-`, "many.yaml: invalid config (5 problems)", warning + `idempotency.retension: unknown key
+`, "many.yaml: invalid config (5 problems)", warning + `idempotency.retension: unknown key; did you mean retention?
 upstream.url: "127.0.0.1:3000": want an absolute http or https URL
 idempotency.max_lease: 1h (the default) is less than idempotency.lease (2h): renewals stop at max_lease
 routes[0].idempotent: is true on GET, a safe method; only writes are idempotent routes

@@ -14,5 +14,9 @@
 // "<!-- runnable -->" (run from the repository's root, `bin/idemgate` being
 // the binary under test) or "<!-- runnable: demo -->" (run while `idemgate
 // demo` serves; its curl lines must be the ones the demo prints, with
-// 127.0.0.1:8080 standing for the demo's address).
+// 127.0.0.1:8080 standing for the demo's address) or "<!-- runnable: serve
+// -->" (its `bin/idemgate --config FILE` line is started in front of a
+// loopback API that counts its writes, with upstream.url, listen and
+// admin_listen set through the environment; 127.0.0.1:8080 stands for its
+// address, and the API must have run each keyed write exactly once).
 package docs

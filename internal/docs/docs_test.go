@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,7 +20,8 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unicode"
+
+	"github.com/idemgate/idemgate/internal/testutil"
 )
 
 // root is the repository's root, two directories up from this package.
@@ -124,93 +126,6 @@ func TestStampDetectsChange(t *testing.T) {
 	}
 }
 
-// anchors are the GitHub anchors of a Markdown document's headings (code
-// blocks skipped; a repeated heading gets -1, -2, ...).
-func anchors(text string) map[string]bool {
-	out := map[string]bool{}
-	seen := map[string]int{}
-	inFence := false
-	for _, line := range strings.Split(text, "\n") {
-		if strings.HasPrefix(line, "```") {
-			inFence = !inFence
-			continue
-		}
-		if inFence || !strings.HasPrefix(line, "#") {
-			continue
-		}
-		title := strings.TrimSpace(strings.TrimLeft(line, "#"))
-		var slug strings.Builder
-		for _, r := range strings.ToLower(title) {
-			switch {
-			case unicode.IsLetter(r) || unicode.IsDigit(r) || r == '-' || r == '_':
-				slug.WriteRune(r)
-			case r == ' ':
-				slug.WriteRune('-')
-			}
-		}
-		s := slug.String()
-		if n := seen[s]; n > 0 {
-			out[fmt.Sprintf("%s-%d", s, n)] = true
-		} else {
-			out[s] = true
-		}
-		seen[s]++
-	}
-	return out
-}
-
-var linkRE = regexp.MustCompile(`\]\(([^)\s]+)\)`)
-
-// stripCode removes fenced blocks and inline code spans, where a ](x) is
-// not a link.
-func stripCode(text string) string {
-	var b strings.Builder
-	inFence := false
-	for _, line := range strings.Split(text, "\n") {
-		if strings.HasPrefix(line, "```") {
-			inFence = !inFence
-			continue
-		}
-		if !inFence {
-			b.WriteString(regexp.MustCompile("`[^`]*`").ReplaceAllString(line, ""))
-			b.WriteByte('\n')
-		}
-	}
-	return b.String()
-}
-
-// TestLinks: every relative link of README.md and docs/*.md names a file
-// that exists and, with a #fragment, a heading of that file.
-func TestLinks(t *testing.T) {
-	t.Parallel()
-	checked := 0
-	for _, f := range markdownFiles(t) {
-		text := read(t, f)
-		for _, m := range linkRE.FindAllStringSubmatch(stripCode(text), -1) {
-			target := m[1]
-			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
-				continue
-			}
-			checked++
-			file, frag, _ := strings.Cut(target, "#")
-			rel := f
-			if file != "" {
-				rel = filepath.ToSlash(filepath.Join(filepath.Dir(f), file))
-				if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(rel))); err != nil {
-					t.Errorf("%s: link %s: %s does not exist", f, target, rel)
-					continue
-				}
-			}
-			if frag != "" && !anchors(read(t, rel))[frag] {
-				t.Errorf("%s: link %s: %s has no heading #%s", f, target, rel, frag)
-			}
-		}
-	}
-	if checked < 20 {
-		t.Fatalf("checked %d links; the pattern no longer finds them", checked)
-	}
-}
-
 // block is one runnable command block.
 type block struct {
 	file string
@@ -242,7 +157,7 @@ func runnableBlocks(t *testing.T, file, text string) []block {
 			continue
 		}
 		b := block{file: file, line: i + 2, kind: m[1]}
-		if b.kind != "" && b.kind != "demo" {
+		if b.kind != "" && b.kind != "demo" && b.kind != "serve" {
 			t.Errorf("%s:%d: unknown runnable kind %q", file, i+1, b.kind)
 		}
 		for i += 2; i < len(lines) && !strings.HasPrefix(lines[i], "```"); i++ {
@@ -307,11 +222,12 @@ func TestRunnableBlocks(t *testing.T) {
 	all := ""
 	for _, b := range blocks {
 		for _, c := range b.cmds {
-			all += c.text + "\n"
+			all += b.kind + ": " + c.text + "\n"
 		}
 	}
 	// What the README promises a new user must stay runnable.
-	for _, want := range []string{"curl ", "idemgate validate --config examples/", "idemgate routes import "} {
+	for _, want := range []string{"demo: curl ", "idemgate validate --config examples/", "idemgate routes import ",
+		"serve: bin/idemgate --config examples/first-api.yaml", "serve: curl "} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no runnable block runs %q", want)
 		}
@@ -323,13 +239,138 @@ func TestRunnableBlocks(t *testing.T) {
 				t.Fatal("an empty runnable block")
 			}
 			replace := map[string]string{}
-			if b.kind == "demo" {
+			var up *countingUpstream
+			switch b.kind {
+			case "demo":
 				replace["http://127.0.0.1:8080"] = startDemo(t, bin, b)
+			case "serve":
+				var addr string
+				addr, up = startServe(t, bin, b)
+				replace["127.0.0.1:8080"] = addr
 			}
 			for _, c := range b.cmds {
+				if b.kind == "serve" && serveRE.MatchString(c.text) {
+					continue // started above
+				}
 				runCommand(t, bin, c, replace)
 			}
+			if up != nil {
+				up.check(t)
+			}
 		})
+	}
+}
+
+// serveRE matches the line of a "serve" block that starts idemgate.
+var serveRE = regexp.MustCompile(`^bin/idemgate --config (\S+)(\s|$)`)
+
+// countingUpstream is a loopback API standing for the reader's: each
+// write answers 201 with a new order, and it counts the writes by
+// Idempotency-Key.
+type countingUpstream struct {
+	mu    sync.Mutex
+	byKey map[string]int // protected by mu
+	n     int            // protected by mu
+}
+
+func (u *countingUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, r.Body)
+	u.mu.Lock()
+	u.n++
+	n := u.n
+	if k := r.Header.Get("Idempotency-Key"); k != "" {
+		u.byKey[k]++
+	}
+	u.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	if r.Method == http.MethodGet {
+		fmt.Fprintf(w, "{\"writes\":%d}\n", n)
+		return
+	}
+	w.WriteHeader(http.StatusCreated)
+	fmt.Fprintf(w, "{\"id\":\"order_%d\"}\n", n)
+}
+
+// check fails t when the upstream ran a keyed write twice, or none.
+func (u *countingUpstream) check(t *testing.T) {
+	t.Helper()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.byKey) == 0 {
+		t.Error("no keyed write reached the upstream")
+	}
+	for k, n := range u.byKey {
+		if n != 1 {
+			t.Errorf("the upstream ran the write with Idempotency-Key %q %d times; want once", k, n)
+		}
+	}
+}
+
+// freeAddr returns a loopback address with a port that was free a moment
+// ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startServe starts a counting loopback upstream and, in front of it, the
+// `bin/idemgate --config FILE` of b with the file as it is, but for
+// upstream.url, listen and admin_listen, set through the environment
+// (IDEMGATE_UPSTREAM_URL, ...) to the upstream's and to free ports. It
+// returns idemgate's address once /readyz answers 200. Both stop when the
+// test ends.
+func startServe(t *testing.T, bin string, b block) (string, *countingUpstream) {
+	t.Helper()
+	var file string
+	for _, c := range b.cmds {
+		if m := serveRE.FindStringSubmatch(c.text); m != nil {
+			file = m[1]
+		}
+	}
+	if file == "" {
+		t.Fatalf("%s:%d: a serve block without a `bin/idemgate --config FILE` line", b.file, b.line)
+	}
+	up := &countingUpstream{byKey: map[string]int{}}
+	upSrv := httptest.NewServer(up)
+	t.Cleanup(upSrv.Close)
+
+	addr, admin := freeAddr(t), freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, "--config", file, "--log-flush", "0")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "IDEMGATE_UPSTREAM_URL="+upSrv.URL, "IDEMGATE_LISTEN="+addr, "IDEMGATE_ADMIN_LISTEN="+admin)
+	var logs testutil.SyncBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { cancel(); <-exited })
+
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.After(20 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if res, err := client.Get("http://" + admin + "/readyz"); err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return addr, up
+			}
+		}
+		select {
+		case <-exited:
+			t.Fatalf("idemgate --config %s exited before it was ready:\n%s", file, logs.String())
+		case <-deadline:
+			t.Fatalf("idemgate --config %s was not ready within 20s:\n%s", file, logs.String())
+		case <-tick.C:
+		}
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/idemgate/idemgate/internal/cliflags"
 )
 
 // ErrUsage is returned after a usage message was printed to stderr.
@@ -25,6 +27,10 @@ const ImportUsage = `usage: idemgate routes import SPEC [--base-path P] [--out F
 // RunRoutes runs `idemgate routes SUBCOMMAND ...`; args start after
 // "routes".
 func RunRoutes(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		fmt.Fprint(stdout, ImportUsage)
+		return nil
+	}
 	if len(args) == 0 || args[0] != "import" {
 		fmt.Fprint(stderr, ImportUsage)
 		return ErrUsage
@@ -35,11 +41,10 @@ func RunRoutes(args []string, stdout, stderr io.Writer) error {
 // RunImport runs `idemgate routes import`; args start after "import". The
 // routes go to stdout (or --out), problems to stderr. It returns an error
 // for a document that cannot be read, with --strict when there were
-// problems, and [ErrUsage] after printing the usage.
+// problems, and [ErrUsage] after printing the usage. -h prints the usage to
+// stdout and returns nil.
 func RunImport(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("routes import", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, ImportUsage) }
+	fs := cliflags.New("routes import", ImportUsage)
 	basePath := fs.String("base-path", "", "base path for every route, replacing the document's servers/basePath (\"/\" for none)")
 	out := fs.String("out", "", "write the routes to FILE instead of stdout")
 	mergeInto := fs.String("merge", "", "update CONFIG's routes in place")
@@ -48,7 +53,10 @@ func RunImport(args []string, stdout, stderr io.Writer) error {
 	keyHeader := fs.String("key-header", "", "the idempotency key header (default: CONFIG's idempotency.header with --merge, else Idempotency-Key)")
 	var specs []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := cliflags.Parse(fs, args, stdout, stderr); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil
+			}
 			return ErrUsage
 		}
 		if fs.NArg() == 0 {
