@@ -10,14 +10,14 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null)
 BIN       ?= $(CURDIR)/bin/idemgate
 
-.PHONY: all docs test test-deploy test-monitoring validate-examples need-gcc bench-e2e check fmt-check vet unit build bench fuzz redis-start redis-stop lint clean
+.PHONY: all docs test test-deploy test-monitoring validate-examples need-gcc bench-e2e check fmt-check tidy-check vet unit build bench fuzz redis-start redis-stop lint clean
 
 all: check build
 
 build:
 	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION) -X main.revision=$(REVISION)" -o $(BIN) ./cmd/idemgate
 
-check: fmt-check vet
+check: fmt-check vet tidy-check
 
 fmt-check:
 	@out=$$(gofmt -s -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -26,12 +26,20 @@ fmt-check:
 vet:
 	$(GO) vet $(PKGS)
 
+# tidy-check: go.mod and go.sum of each module are what `go mod tidy` makes
+# (direct dependencies marked direct, one version of each, nothing unused).
+# `go mod tidy -diff` prints the change and fails instead of making it.
+TIDY_MODULES ?= . deploy/test
+tidy-check:
+	@set -e; for m in $(TIDY_MODULES); do \
+		(cd $$m && $(GO) mod tidy -diff) || { echo "go.mod of $$m is not tidy: run go mod tidy there" >&2; exit 1; }; done
+
 # test: format, vet, then every test under -race against real Redis servers
 # (standalone, Cluster and Sentinel), which must be there (IDEMGATE_REQUIRE_REDIS=1).
 # The binary is built once (bin/idemgate) and given as IDEMGATE_BIN to every
 # suite that runs it: cmd/idemgate's end-to-end test, validate-examples and
 # test-deploy (each builds its own when IDEMGATE_BIN is unset).
-test: fmt-check vet need-gcc build
+test: fmt-check vet tidy-check need-gcc build
 	@bash scripts/redis-test.sh start $(REDIS_DIR)
 	@set -e; trap 'bash scripts/redis-test.sh stop $(REDIS_DIR) >/dev/null 2>&1 || true' EXIT; \
 	env=$$(bash scripts/redis-test.sh env $(REDIS_DIR)); eval "$$env"; \
@@ -118,9 +126,12 @@ docs:
 		dot -Tsvg "$$f" | sed "1a<!-- rendered by make docs from $$(basename $$f) sha256:$$sum -->" > "$$svg.tmp"; \
 		mv "$$svg.tmp" "$$svg"; echo "$$svg"; done
 
-# lint: golangci-lint v2 (built with go install; slow, so not part of test).
+# lint: golangci-lint v2 at a pinned version (built by go run, which takes
+# minutes the first time; so not part of test). Bump GOLANGCI_LINT_VERSION
+# on purpose, never @latest: a new release brings new findings.
+GOLANGCI_LINT_VERSION ?= v2.15.0
 lint:
-	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@latest run ./...
+	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run ./...
 
 clean:
 	rm -rf bin .tmp

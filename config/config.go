@@ -657,7 +657,10 @@ func Default() *Config {
 // A restart applies a change.
 type Tracing struct {
 	// Enabled exports a server span per request, with children for the
-	// claim, the session wait, the upstream call and the store write, over
-	// OTLP/HTTP. Default false: no request pays for tracing.
+	// claim, the session wait, the upstream call and the store write, with
+	// the exporter and protocol of the OTEL_* environment (OTLP over
+	// http/protobuf by default). OTEL_SDK_DISABLED=true or
+	// OTEL_TRACES_EXPORTER=none turn it off again. Default false: no
+	// request pays for tracing.
 	Enabled bool `mapstructure:"enabled"`
 }

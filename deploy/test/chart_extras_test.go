@@ -59,7 +59,15 @@ func TestChartExtras(t *testing.T) {
 	for _, c := range objs.ConfigMaps {
 		metas = append(metas, c)
 	}
-	metas = append(metas, objs.ServiceMonitors[0], objs.PodMonitors[0], objs.PrometheusRules[0],
+	// The PodMonitor replaces the ServiceMonitor (never both: the chart
+	// refuses that), in a second render.
+	pmObjs := renderObjects(t, chartDir, mergeMaps(vals, map[string]any{
+		"serviceMonitor": map[string]any{"enabled": false}, "podMonitor": map[string]any{"enabled": true},
+	}), "v1.33.0")
+	if len(pmObjs.PodMonitors) != 1 || len(pmObjs.ServiceMonitors) != 0 {
+		t.Fatalf("podMonitor in place of serviceMonitor rendered %v", pmObjs.kinds)
+	}
+	metas = append(metas, objs.ServiceMonitors[0], pmObjs.PodMonitors[0], objs.PrometheusRules[0],
 		objs.HTTPRoutes[0], objs.Ingresses[0], objs.NetworkPolicies[0], objs.ServiceAccounts[0], objs.PDBs[0])
 	for _, m := range metas {
 		if strings.Contains(m.GetName(), "-idemgate-env") {
@@ -72,7 +80,7 @@ func TestChartExtras(t *testing.T) {
 		}
 	}
 	for _, sel := range []map[string]string{d.Spec.Selector.MatchLabels, svc.Spec.Selector, objs.PDBs[0].Spec.Selector.MatchLabels,
-		objs.NetworkPolicies[0].Spec.PodSelector.MatchLabels, objs.PodMonitors[0].Spec.Selector.MatchLabels} {
+		objs.NetworkPolicies[0].Spec.PodSelector.MatchLabels, pmObjs.PodMonitors[0].Spec.Selector.MatchLabels} {
 		for k := range common {
 			if _, ok := sel[k]; ok {
 				t.Errorf("selector %v holds common label %s", sel, k)
@@ -163,7 +171,7 @@ func TestChartExtras(t *testing.T) {
 		len(ep.MetricRelabelings) != 1 || ep.MetricRelabelings[0].Action != "drop" {
 		t.Errorf("ServiceMonitor endpoint %+v lacks the values' honorLabels, scheme, tlsConfig or relabelings", ep)
 	}
-	pm := objs.PodMonitors[0]
+	pm := pmObjs.PodMonitors[0]
 	if pm.Namespace != namespace || pm.Spec.NamespaceSelector != nil || !selects(pm.Spec.Selector.MatchLabels, pods) {
 		t.Errorf("PodMonitor %s/%v does not select the pods %v", pm.Namespace, pm.Spec.Selector.MatchLabels, pods)
 	}

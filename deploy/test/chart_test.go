@@ -360,6 +360,29 @@ func checkRelease(t *testing.T, objs *objects, vals map[string]any, kubeVersion 
 		if got := d.Spec.Template.Annotations["kubectl.kubernetes.io/default-container"]; got != app {
 			t.Errorf("default-container = %q; want the app, %q", got, app)
 		}
+		// The app keeps serving while the pod leaves the Service (idemgate
+		// forwards to it until then): app.lifecycle, else a preStop sleep
+		// on 1.30+. The pod's securityContext forces nothing on it.
+		userLifecycle, _ := dig(v, "app", "lifecycle").(map[string]any)
+		sleep := num(dig(v, "shutdown", "preStopSleepSeconds"))
+		switch {
+		case len(userLifecycle) > 0:
+			if appC.Lifecycle == nil || appC.Lifecycle.PreStop == nil {
+				t.Errorf("app.lifecycle %v not rendered: %+v", userLifecycle, appC.Lifecycle)
+			}
+		case kubeVersion >= "v1.30.0" && sleep > 0:
+			if l := appC.Lifecycle; l == nil || l.PreStop == nil || l.PreStop.Sleep == nil || int(l.PreStop.Sleep.Seconds) != sleep {
+				t.Errorf("app lifecycle %+v; want a preStop sleep of %d s", l, sleep)
+			}
+		default:
+			if appC.Lifecycle != nil {
+				t.Errorf("app lifecycle %+v; want none (Kubernetes %s, preStopSleepSeconds %d)", appC.Lifecycle, kubeVersion, sleep)
+			}
+		}
+		userPSC, _ := dig(v, "podSecurityContext").(map[string]any)
+		if psc := spec.SecurityContext; userPSC["runAsNonRoot"] == nil && psc != nil && psc.RunAsNonRoot != nil {
+			t.Errorf("sidecar pod's securityContext sets runAsNonRoot, which applies to the app container too")
+		}
 		extra, _ := dig(v, "extraContainers").([]any)
 		if len(spec.Containers) != map[bool]int{true: 1, false: 2}[isNative]+len(extra) {
 			t.Errorf("sidecar pod has %d containers", len(spec.Containers))
@@ -374,6 +397,9 @@ func checkRelease(t *testing.T, objs *objects, vals map[string]any, kubeVersion 
 		}
 		if len(objs.PDBs) != 1 {
 			t.Errorf("standalone rendered %d PodDisruptionBudgets; want 1", len(objs.PDBs))
+		}
+		if psc := spec.SecurityContext; psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.FSGroup == nil || *psc.FSGroup != 65532 {
+			t.Errorf("standalone pod securityContext %+v; want runAsNonRoot and fsGroup 65532 (the pod is idemgate's alone)", psc)
 		}
 	}
 
@@ -441,13 +467,20 @@ func checkRelease(t *testing.T, objs *objects, vals map[string]any, kubeVersion 
 		}
 	}
 
-	// helm test pod: idemgate validate on the same ConfigMap.
+	// helm test pods: idemgate validate on the same ConfigMap (the keyed
+	// write's pod is TestChartKeyedWriteTest's).
 	for _, p := range objs.Pods {
 		if p.Spec.EnableServiceLinks == nil || *p.Spec.EnableServiceLinks {
 			t.Errorf("test pod %s: enableServiceLinks is not false", p.Name)
 		}
 		if p.Annotations["helm.sh/hook"] != "test" {
 			t.Errorf("Pod %s is not a helm test hook", p.Name)
+		}
+		if psc := p.Spec.SecurityContext; psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
+			t.Errorf("test pod %s: securityContext.runAsNonRoot is not true", p.Name)
+		}
+		if strings.HasSuffix(p.Name, "-keyed-write") {
+			continue
 		}
 		if got := p.Spec.Containers[0].Args; len(got) == 0 || got[0] != "validate" {
 			t.Errorf("test pod args %q; want validate", got)

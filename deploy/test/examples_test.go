@@ -49,6 +49,9 @@ func TestPlainSidecarManifest(t *testing.T) {
 			if !native {
 				t.Errorf("idemgate is not a native sidecar")
 			}
+			if err := checkAppShutdown(&d.Spec.Template.Spec, true); err != nil {
+				t.Error(err)
+			}
 			if !selects(svc.Spec.Selector, d.Spec.Template.Labels) || !selects(d.Spec.Selector.MatchLabels, d.Spec.Template.Labels) {
 				t.Errorf("selectors do not select the pod")
 			}

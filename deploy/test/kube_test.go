@@ -447,10 +447,30 @@ func checkIdemgatePod(spec *corev1.PodSpec, configMaps map[string]*corev1.Config
 	if e := envVar(c, "XDG_DATA_HOME"); e == nil || e.Value != "/var/lib/idemgate" {
 		add("XDG_DATA_HOME is not /var/lib/idemgate: ACME certificates would be written under the read-only root")
 	}
-	if psc := spec.SecurityContext; psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
-		add("the pod's securityContext.runAsNonRoot is not true")
-	}
 	return c, native, errors.Join(errs...)
+}
+
+// checkAppShutdown checks the application containers of a sidecar pod
+// (every container but idemgate): none is forced to run as non-root by the
+// pod's securityContext (idemgate's own is on its container), and with
+// wantPreStop each has a preStop hook, so that it keeps serving while the
+// pod leaves the Service's endpoints instead of taking SIGTERM while
+// idemgate still forwards requests to it.
+func checkAppShutdown(spec *corev1.PodSpec, wantPreStop bool) error {
+	var errs []error
+	if psc := spec.SecurityContext; psc != nil && psc.RunAsNonRoot != nil && *psc.RunAsNonRoot {
+		errs = append(errs, fmt.Errorf("the pod's securityContext sets runAsNonRoot: it applies to the app's containers too"))
+	}
+	for _, c := range spec.Containers {
+		if c.Name == "idemgate" {
+			continue
+		}
+		hasPreStop := c.Lifecycle != nil && c.Lifecycle.PreStop != nil
+		if wantPreStop && !hasPreStop {
+			errs = append(errs, fmt.Errorf("app container %s has no preStop hook: it would get SIGTERM while the Service still routes to the pod", c.Name))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func hasArg(c *corev1.Container, arg string) bool {

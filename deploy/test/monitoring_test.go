@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -276,6 +277,14 @@ func checkQuery(defs map[string]metricDef, expr string) error {
 	var errs []string
 	for _, sel := range sels {
 		if strings.HasPrefix(sel.name, "go_") || strings.HasPrefix(sel.name, "process_") {
+			continue
+		}
+		if sel.name == "up" { // Prometheus' own series of each target
+			for _, l := range sel.labels {
+				if !slices.Contains(targetLabels, l) {
+					errs = append(errs, fmt.Sprintf("up has no label %q (only the target's)", l))
+				}
+			}
 			continue
 		}
 		d, ok := defs[sel.name]
@@ -554,7 +563,7 @@ func TestAlertRules(t *testing.T) {
 		"IdemgateLateCompletionsRejected", "IdemgateMemoryStoreNearlyFull",
 		"IdemgateUpstreamErrors", "IdemgateSessionBusy", "IdemgateSessionLockFallback",
 		"IdemgateLimiterFallback", "IdemgateConfigReloadFailed", "IdemgateRestartRequired",
-		"IdemgateCertificateExpiringSoon",
+		"IdemgateCertificateExpiringSoon", "IdemgateTargetDown", "IdemgateAbsent", "IdemgateHighLatency",
 	} {
 		if !alerts[want] {
 			t.Errorf("alert %s is missing", want)
@@ -596,7 +605,17 @@ type panel struct {
 	Targets []struct {
 		Expr string `json:"expr"`
 	} `json:"targets"`
-	Panels []panel `json:"panels"` // a collapsed row's
+	Panels      []panel `json:"panels"` // a collapsed row's
+	FieldConfig struct {
+		Defaults struct {
+			Unit string `json:"unit"`
+		} `json:"defaults"`
+		Overrides []struct {
+			Properties []struct {
+				ID string `json:"id"`
+			} `json:"properties"`
+		} `json:"overrides"`
+	} `json:"fieldConfig"`
 }
 
 var labelValuesRE = regexp.MustCompile(`^label_values\((.+),\s*([a-z_]+)\)$`)
@@ -702,5 +721,172 @@ func TestChartMonitoringFilesInSync(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Errorf("%s differs from %s: cp deploy/monitoring/%s charts/idemgate/files/", copyPath, f, filepath.Base(f))
 		}
+	}
+}
+
+// queryUnit is the unit of what a dashboard query computes, from its shape
+// and the names of the metrics it reads: "s" (a latency quantile, a mean
+// of durations, a time until or since a timestamp), "percentunit" (a ratio
+// of two sums), "per-second" (a rate), "cores" (a rate of CPU seconds),
+// "bytes" (a gauge of bytes) or "count" (an increase, a gauge of things, a
+// count). A shape it does not know is an error: extend it, never guess.
+func queryUnit(expr string) (string, error) {
+	sels, err := promqlSelectors(expr)
+	if err != nil {
+		return "", err
+	}
+	all := func(suffix string) bool {
+		for _, sel := range sels {
+			if !strings.HasSuffix(sel.name, suffix) {
+				return false
+			}
+		}
+		return len(sels) > 0
+	}
+	switch {
+	case strings.Contains(expr, "histogram_quantile("):
+		if !all("_seconds_bucket") {
+			return "", fmt.Errorf("a quantile of buckets not in seconds: %s", expr)
+		}
+		return "s", nil
+	case strings.Contains(expr, " / "):
+		if len(sels) == 2 && strings.HasSuffix(sels[0].name, "_seconds_sum") && strings.HasSuffix(sels[1].name, "_seconds_count") {
+			return "s", nil
+		}
+		return "percentunit", nil
+	case strings.Contains(expr, "time()"):
+		if !all("_timestamp_seconds") {
+			return "", fmt.Errorf("time() beside something that is no timestamp: %s", expr)
+		}
+		return "s", nil
+	case strings.Contains(expr, "increase("):
+		return "count", nil
+	case strings.Contains(expr, "rate("):
+		if all("_seconds_total") {
+			return "cores", nil
+		}
+		return "per-second", nil
+	case all("_bytes"):
+		return "bytes", nil
+	}
+	for _, sel := range sels {
+		if strings.HasSuffix(sel.name, "_bytes") || strings.HasSuffix(sel.name, "_seconds") || strings.HasSuffix(sel.name, "_total") {
+			return "", fmt.Errorf("%s read without a function that gives its unit: %s", sel.name, expr)
+		}
+	}
+	return "count", nil
+}
+
+// grafanaUnits are the panel units that show each queryUnit.
+var grafanaUnits = map[string][]string{
+	"s":           {"s"},
+	"percentunit": {"percentunit"},
+	"per-second":  {"reqps", "ops", "rps", "wps"},
+	"cores":       {"short", "none"},
+	"bytes":       {"bytes"},
+	"count":       {"short", "none"},
+}
+
+// panelUnitError says why a panel's queries do not share one unit shown
+// by its unit (nil when they do). Per-series unit overrides are refused:
+// one panel, one unit, one axis.
+func panelUnitError(p panel) error {
+	var errs []string
+	for _, o := range p.FieldConfig.Overrides {
+		for _, prop := range o.Properties {
+			if prop.ID == "unit" {
+				errs = append(errs, "overrides the unit of some series")
+			}
+		}
+	}
+	units := map[string][]string{}
+	for _, tg := range p.Targets {
+		u, err := queryUnit(tg.Expr)
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		units[u] = append(units[u], tg.Expr)
+	}
+	if len(units) > 1 {
+		errs = append(errs, fmt.Sprintf("mixes units %v", slices.Sorted(maps.Keys(units))))
+	}
+	for u := range units {
+		if !slices.Contains(grafanaUnits[u], p.FieldConfig.Defaults.Unit) {
+			errs = append(errs, fmt.Sprintf("shows %s queries in unit %q; want one of %q", u, p.FieldConfig.Defaults.Unit, grafanaUnits[u]))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("panel %q: %s", p.Title, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// TestDashboardUnits: each panel's queries share one unit, the panel's.
+func TestDashboardUnits(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(dashboardFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d dashboard
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	var walk func(ps []panel)
+	walk = func(ps []panel) {
+		for _, p := range ps {
+			if p.Type == "row" {
+				walk(p.Panels)
+				continue
+			}
+			if err := panelUnitError(p); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	walk(d.Panels)
+}
+
+// TestPanelUnitErrorCatches: the check refuses the mixes it exists for.
+func TestPanelUnitErrorCatches(t *testing.T) {
+	t.Parallel()
+	mk := func(unit string, exprs ...string) panel {
+		var p panel
+		p.Title = "p"
+		p.FieldConfig.Defaults.Unit = unit
+		for _, e := range exprs {
+			p.Targets = append(p.Targets, struct {
+				Expr string `json:"expr"`
+			}{e})
+		}
+		return p
+	}
+	const (
+		p99   = `histogram_quantile(0.99, sum by (le) (rate(idemgate_session_wait_seconds_bucket[5m])))`
+		depth = `sum(idemgate_session_queue_depth)`
+		rate  = `sum(rate(idemgate_store_errors_total[5m]))`
+		incr  = `sum(increase(idemgate_store_resets_total[5m]))`
+		bytes = `sum(idemgate_replay_cache_bytes)`
+		cpu   = `sum(rate(process_cpu_seconds_total[5m]))`
+	)
+	for _, tc := range []struct {
+		name string
+		p    panel
+		want string
+	}{
+		{"seconds and a count", mk("s", p99, depth), "mixes units"},
+		{"a rate and increases", mk("short", rate, incr), "mixes units"},
+		{"entries and bytes", mk("short", depth, bytes), "mixes units"},
+		{"cores and goroutines", mk("short", cpu, `sum(go_goroutines)`), "mixes units"},
+		{"wrong panel unit", mk("short", p99), `shows s queries in unit "short"`},
+		{"raw counter", mk("short", `sum(idemgate_store_errors_total)`), "without a function"},
+	} {
+		if err := panelUnitError(tc.p); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v; want an error with %q", tc.name, err, tc.want)
+		}
+	}
+	if err := panelUnitError(mk("s", p99, p99)); err != nil {
+		t.Errorf("one unit: %v", err)
 	}
 }

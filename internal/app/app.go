@@ -56,6 +56,10 @@ type Options struct {
 // token from.
 const AdminTokenEnv = "IDEMGATE_ADMIN_TOKEN"
 
+// redisLogEvery is the least time between two log lines of one go-redis
+// message (a failed dial is logged for every attempt while Redis is down).
+const redisLogEvery = 10 * time.Second
+
 // App is one idemgate: its store, limiters, session queue, proxy, admin API
 // and listeners. Build it with [New], run it with [App.Serve].
 type App struct {
@@ -101,7 +105,9 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 		}
 	}()
 	// go-redis logs (pool and dial trouble) go into the JSON log.
-	redis.SetLogger(redisstore.Logger{L: a.log.With("component", "redis")})
+	// While Redis is down go-redis logs each failed dial (several a
+	// second): one line per message every redisLogEvery, with a count.
+	redis.SetLogger(&redisstore.Logger{L: a.log.With("component", "redis"), Every: redisLogEvery})
 	st, err := newStore(cfg, a.log, &a.closers)
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package app
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"sync"
 	"time"
@@ -9,9 +10,13 @@ import (
 
 // LogBuffer batches log lines into few writes. One access-log line per
 // request would otherwise cost one write system call each, a measurable
-// share of a proxied request (bench/). A line waits at most the flush
-// interval; Close flushes what is left. Lines are lost only if the process
-// dies abruptly, and then at most one interval's worth.
+// share of a proxied request (bench/). An INFO or DEBUG line waits at most
+// the flush interval; a WARN or ERROR line is written before Write returns,
+// with every line before it, so the lines that explain a crash are never
+// held back. Close flushes what is left (the server's shutdown, a refused
+// start, a SIGTERM all end through it). A process killed abruptly (SIGKILL,
+// the OOM killer, a panic in a goroutine) loses at most the INFO and DEBUG
+// lines of the last interval, never a warning or an error.
 type LogBuffer struct {
 	mu   sync.Mutex // protects w
 	w    *bufio.Writer
@@ -39,11 +44,34 @@ func NewLogBuffer(w io.Writer, size int, every time.Duration) *LogBuffer {
 	return b
 }
 
-// Write appends one log line; slog writes each record with one call.
+// Write appends one log line; slog writes each record with one call. A
+// WARN or ERROR line (see urgent) is flushed at once, after the lines
+// before it.
 func (b *LogBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.w.Write(p)
+	n, err := b.w.Write(p)
+	if err == nil && urgent(p) {
+		err = b.w.Flush()
+	}
+	return n, err
+}
+
+// levelScan is how far into a line its level is looked for: slog's JSON
+// and text handlers write it right after the time, so the message and the
+// attributes (an access log's header values) are never read for it.
+const levelScan = 96
+
+// urgent reports whether a line of slog's JSON or text handler is at WARN
+// or ERROR (or above: "ERROR+2").
+func urgent(p []byte) bool {
+	head := p[:min(len(p), levelScan)]
+	for _, lv := range [][]byte{[]byte(`"level":"WARN`), []byte(`"level":"ERROR`), []byte(" level=WARN"), []byte(" level=ERROR")} {
+		if bytes.Contains(head, lv) {
+			return true
+		}
+	}
+	return false
 }
 
 func (b *LogBuffer) flush() {

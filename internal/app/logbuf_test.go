@@ -1,7 +1,15 @@
 package app
 
 import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,5 +34,127 @@ func TestLogBuffer(t *testing.T) {
 	b.Close()
 	if got := out.String(); got != "one\ntwo\n" {
 		t.Errorf("logged %q; want %q", got, "one\ntwo\n")
+	}
+}
+
+// logbufHelperEnv makes TestLogBufferHelper the child process of
+// TestLogBufferKilled: it names the file to log to.
+const logbufHelperEnv = "IDEMGATE_LOGBUF_HELPER_FILE"
+
+// TestLogBufferHelper is not a test: run by TestLogBufferKilled as a child
+// process, it logs through a LogBuffer (flush interval from
+// IDEMGATE_LOGBUF_HELPER_EVERY), says "written" on stdout and waits to be
+// killed.
+func TestLogBufferHelper(t *testing.T) {
+	path := os.Getenv(logbufHelperEnv)
+	if path == "" {
+		t.Skip("child process of TestLogBufferKilled")
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	every, err := time.ParseDuration(os.Getenv("IDEMGATE_LOGBUF_HELPER_EVERY"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewJSONHandler(NewLogBuffer(f, 1<<16, every), nil))
+	for i := range 100 {
+		log.Info("request", "n", i, "level_in_a_value", `"level":"ERROR"`)
+	}
+	if os.Getenv("IDEMGATE_LOGBUF_HELPER_ERROR") != "" {
+		log.Error("store unreachable")
+		for i := range 5 {
+			log.Info("after the error", "n", i)
+		}
+	}
+	fmt.Println("written")
+	select {} // until killed
+}
+
+// TestLogBufferKilled: a process killed with SIGKILL (no defer, no Close
+// runs) has on disk every line up to its last WARN or ERROR line, at once,
+// and its INFO lines within the flush interval; what it may lose is the
+// INFO lines of the last interval (here, with an interval of an hour, the 5
+// after the error: lines whose level only appears in an attribute stay
+// buffered).
+func TestLogBufferKilled(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		every     string
+		withError bool
+		want      int // lines on disk
+	}{
+		{"error line flushes at once", "1h", true, 101},
+		{"info lines within the interval", "50ms", false, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "log")
+			cmd := exec.Command(os.Args[0], "-test.run=^TestLogBufferHelper$", "-test.count=1")
+			cmd.Env = append(os.Environ(), logbufHelperEnv+"="+path, "IDEMGATE_LOGBUF_HELPER_EVERY="+tc.every)
+			if tc.withError {
+				cmd.Env = append(cmd.Env, "IDEMGATE_LOGBUF_HELPER_ERROR=1")
+			}
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Wait()
+			defer cmd.Process.Kill()
+			line, err := bufio.NewReader(out).ReadString('\n')
+			if err != nil || line != "written\n" {
+				t.Fatalf("child said %q, %v", line, err)
+			}
+			lines := func() int {
+				b, _ := os.ReadFile(path)
+				return bytes.Count(b, []byte("\n"))
+			}
+			if !tc.withError {
+				// Bounded wait for the interval's flush (a loaded machine
+				// may run the child's ticker late), then the kill.
+				deadline := time.Now().Add(10 * time.Second)
+				for lines() < tc.want && time.Now().Before(deadline) {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := bytes.Count(b, []byte("\n")); got != tc.want {
+				t.Errorf("%d lines on disk after SIGKILL; want %d:\n%s", got, tc.want, b)
+			}
+			if tc.withError && !bytes.Contains(b, []byte(`"msg":"store unreachable"`)) {
+				t.Errorf("the error line is not on disk")
+			}
+		})
+	}
+}
+
+// TestLogBufferUrgent: which lines are flushed at once.
+func TestLogBufferUrgent(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		line string
+		want bool
+	}{
+		{`{"time":"2026-12-01T20:00:00Z","level":"ERROR","msg":"x"}`, true},
+		{`{"time":"2026-12-01T20:00:00Z","level":"WARN","msg":"x"}`, true},
+		{`{"time":"2026-12-01T20:00:00Z","level":"ERROR+2","msg":"x"}`, true},
+		{`time=2026-12-01T20:00:00Z level=WARN msg=x`, true},
+		{`{"time":"2026-12-01T20:00:00Z","level":"INFO","msg":"x"}`, false},
+		{`{"time":"2026-12-01T20:00:00Z","level":"DEBUG","msg":"x"}`, false},
+		{`{"time":"2026-12-01T20:00:00Z","level":"INFO","msg":"request","route":"create_cart","path":"/a/very/long/path/to/push/the/value/out","h":"\"level\":\"ERROR\""}`, false},
+	} {
+		if got := urgent([]byte(tc.line)); got != tc.want {
+			t.Errorf("urgent(%s) = %v; want %v", tc.line, got, tc.want)
+		}
 	}
 }

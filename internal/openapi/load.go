@@ -2,6 +2,7 @@ package openapi
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
@@ -11,7 +12,6 @@ import (
 	"github.com/getkin/kin-openapi/openapi2"
 	"github.com/getkin/kin-openapi/openapi2conv"
 	"github.com/getkin/kin-openapi/openapi3"
-	yaml "go.yaml.in/yaml/v3"
 )
 
 // Spec is a loaded API description: an OpenAPI 3 document with every $ref
@@ -46,13 +46,20 @@ func LoadSpec(path string) (spec *Spec, err error) {
 	if err != nil {
 		return nil, err
 	}
-	var head struct {
-		OpenAPI any `yaml:"openapi"`
-		Swagger any `yaml:"swagger"`
-	}
-	if err := yaml.Unmarshal(data, &head); err != nil {
+	// Only what routes need goes on to kin-openapi (slim.go): the
+	// schemas, responses and examples of a large document would be most
+	// of its memory and time.
+	slim, err := slimDocument(data)
+	if err != nil {
 		return nil, fmt.Errorf("%s: not a YAML or JSON document: %v", path, oneLine(err))
 	}
+	data = nil
+	var head struct{ OpenAPI, Swagger any }
+	head.OpenAPI, head.Swagger = slim["openapi"], slim["swagger"]
+	if data, err = json.Marshal(slim); err != nil {
+		return nil, fmt.Errorf("%s: %v", path, oneLine(err))
+	}
+	slim = nil
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err

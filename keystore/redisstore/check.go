@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -138,13 +139,88 @@ func checkConfig(ctx context.Context, c configGetter, add func(Finding)) {
 
 // Logger adapts go-redis's process-wide logger (redis.SetLogger) to slog,
 // so its few messages (pool and dial trouble) land in the JSON log as
-// warnings instead of as plain text lines.
-type Logger struct{ L *slog.Logger }
+// warnings instead of as plain text lines. While Redis is down go-redis
+// logs a dial failure for every connection attempt, several a second: with
+// Every set, a message is logged at most once per Every, and its next line
+// says how many were left out since the one before ("suppressed", and
+// "suppressed_for", the time since that line). The count of the last
+// window is reported only if the message comes again. Use it as a pointer:
+// it is safe for concurrent use.
+type Logger struct {
+	// L receives the lines; nil drops them.
+	L *slog.Logger
+	// Every is the least time between two lines of one message (messages
+	// are told apart by go-redis's format string, or by their text when
+	// the format is only verbs). 0 logs every message.
+	Every time.Duration
+	// Now is the clock; nil: time.Now.
+	Now func() time.Time
+
+	mu   sync.Mutex           // protects seen
+	seen map[string]*logState // at most maxLogKeys messages tracked
+}
+
+// logState is one message's last logged line and what was left out since.
+type logState struct {
+	last       time.Time
+	suppressed int
+}
+
+// maxLogKeys bounds the messages tracked; past it, expired ones are
+// dropped, and a new message beyond them is logged without a limit.
+const maxLogKeys = 64
 
 // Printf implements go-redis's internal logging interface.
-func (l Logger) Printf(ctx context.Context, format string, v ...any) {
+func (l *Logger) Printf(ctx context.Context, format string, v ...any) {
 	if l.L == nil {
 		return
 	}
-	l.L.WarnContext(ctx, strings.TrimSpace(fmt.Sprintf(format, v...)))
+	msg := strings.TrimSpace(fmt.Sprintf(format, v...))
+	if l.Every <= 0 {
+		l.L.WarnContext(ctx, msg)
+		return
+	}
+	key := format
+	if strings.Trim(format, "%sv \n") == "" { // "%s": the text is the message
+		key = msg
+	}
+	now := time.Now
+	if l.Now != nil {
+		now = l.Now
+	}
+	t := now()
+	l.mu.Lock()
+	st := l.seen[key]
+	if st != nil && t.Sub(st.last) < l.Every {
+		st.suppressed++
+		l.mu.Unlock()
+		return
+	}
+	var n int
+	var since time.Duration
+	switch {
+	case st != nil:
+		n, since = st.suppressed, t.Sub(st.last)
+		st.last, st.suppressed = t, 0
+	default:
+		if l.seen == nil {
+			l.seen = map[string]*logState{}
+		}
+		if len(l.seen) >= maxLogKeys {
+			for k, s := range l.seen {
+				if t.Sub(s.last) >= l.Every && s.suppressed == 0 {
+					delete(l.seen, k)
+				}
+			}
+		}
+		if len(l.seen) < maxLogKeys {
+			l.seen[key] = &logState{last: t}
+		}
+	}
+	l.mu.Unlock()
+	if n > 0 {
+		l.L.WarnContext(ctx, msg, "suppressed", n, "suppressed_for", since.Round(time.Millisecond).String())
+		return
+	}
+	l.L.WarnContext(ctx, msg)
 }

@@ -126,6 +126,9 @@ its own keys, and a retry reaching another pod runs the write again.
 {{- if and (eq .Values.mode "sidecar") (not .Values.app.image) }}
 {{- fail "app.image is required in mode sidecar: the application container idemgate runs next to (or use mode standalone)" }}
 {{- end }}
+{{- if and .Values.serviceMonitor.enabled .Values.podMonitor.enabled }}
+{{- fail "serviceMonitor.enabled and podMonitor.enabled are both true: Prometheus would scrape every pod twice (and the alerts count it twice). Enable one of them." }}
+{{- end }}
 {{- if and .Values.autoscaling.enabled (lt (int .Values.autoscaling.maxReplicas) (int .Values.autoscaling.minReplicas)) }}
 {{- fail "autoscaling.maxReplicas must be at least autoscaling.minReplicas" }}
 {{- end }}
@@ -159,6 +162,45 @@ so that pods restart on every ConfigMap change.
 {{- define "idemgate.podAnnotations" -}}
 {{- if .Values.rolloutOnConfigChange }}
 checksum/idemgate-config: {{ include "idemgate.config" . | sha256sum }}
+{{- end }}
+{{- end }}
+
+{{/*
+idemgate.podSecurityContext: the pod-level securityContext. It applies to
+every container of the pod, so in mode sidecar it is podSecurityContext
+alone (idemgate's own settings are on its container: the app may run as
+root); in a pod that is idemgate's alone (mode standalone, the helm test
+pods: pass "own" true) runAsNonRoot, fsGroup 65532 and RuntimeDefault
+seccomp are added to it. Empty renders nothing.
+*/}}
+{{- define "idemgate.podSecurityContext" -}}
+{{- $psc := deepCopy (.root.Values.podSecurityContext | default dict) }}
+{{- if .own }}
+{{- $psc = merge $psc (dict "runAsNonRoot" true "fsGroup" 65532 "seccompProfile" (dict "type" "RuntimeDefault")) }}
+{{- end }}
+{{- with $psc }}
+securityContext:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/*
+idemgate.appLifecycle: the app container's lifecycle in mode sidecar:
+app.lifecycle, else on Kubernetes 1.30+ a preStop sleep of
+shutdown.preStopSleepSeconds. Without it the app would get SIGTERM while the
+Service still routes to the pod and idemgate still forwards to it (as a
+native sidecar idemgate stops only after the app; as a classic one it keeps
+serving through its own preStop sleep).
+*/}}
+{{- define "idemgate.appLifecycle" -}}
+{{- if .Values.app.lifecycle }}
+lifecycle:
+  {{- toYaml .Values.app.lifecycle | nindent 2 }}
+{{- else if and (gt (int .Values.shutdown.preStopSleepSeconds) 0) (semverCompare ">=1.30-0" .Capabilities.KubeVersion.Version) }}
+lifecycle:
+  preStop:
+    sleep:
+      seconds: {{ .Values.shutdown.preStopSleepSeconds }}
 {{- end }}
 {{- end }}
 

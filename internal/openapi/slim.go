@@ -1,0 +1,305 @@
+package openapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// The importer reads little of an API description: the servers (or host
+// and basePath), each path item's and operation's servers, parameters
+// (their in, name and required), request body media types, callback and
+// webhook names, operationId and the x-* extensions. Schemas, responses,
+// examples and descriptions are most of a large document (Stripe's 8 MB
+// OpenAPI document is mostly components.schemas), and resolving them is
+// most of kin-openapi's work and memory: slimDocument drops them before
+// kin-openapi sees the document, so that importing Stripe's description
+// peaks at a fraction of the memory (BENCHMARKS.md, routes import).
+
+// operationMethods are the keys of a path item that hold operations.
+var operationMethods = map[string]bool{
+	"get": true, "put": true, "post": true, "delete": true,
+	"options": true, "head": true, "patch": true, "trace": true,
+}
+
+// slimDocument parses data (JSON or YAML) and returns the document with
+// only what routes need, as JSON. A JSON document's components are decoded
+// only in the parts kept, so its schemas are never built in memory.
+func slimDocument(data []byte) (doc map[string]any, err error) {
+	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) > 0 && t[0] == '{' {
+		return slimJSON(data)
+	}
+	var v any
+	if err := yaml.Unmarshal(data, &v); err != nil {
+		return nil, err
+	}
+	top, ok := stringKeys(v).(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("the document is a %s, not a mapping", kindOf(v))
+	}
+	return slimTop(top), nil
+}
+
+// slimJSON decodes the top level of a JSON document and only the kept
+// members of its components (OpenAPI 3) or top-level definitions (Swagger 2
+// definitions and responses are skipped unparsed, as raw bytes).
+func slimJSON(data []byte) (map[string]any, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, err
+	}
+	top := make(map[string]any, len(raw))
+	for k, r := range raw {
+		switch k {
+		case "definitions", "responses", "securityDefinitions", "tags", "externalDocs":
+			continue // Swagger 2 schemas and shared responses; docs
+		case "components":
+			var comps map[string]json.RawMessage
+			if err := json.Unmarshal(r, &comps); err != nil {
+				return nil, fmt.Errorf("components: %v", err)
+			}
+			kept := map[string]any{}
+			for ck, cr := range comps {
+				if !keptComponent(ck) {
+					continue
+				}
+				var v any
+				if err := json.Unmarshal(cr, &v); err != nil {
+					return nil, fmt.Errorf("components.%s: %v", ck, err)
+				}
+				kept[ck] = v
+			}
+			top[k] = kept
+		default:
+			var v any
+			if err := json.Unmarshal(r, &v); err != nil {
+				return nil, fmt.Errorf("%s: %v", k, err)
+			}
+			top[k] = v
+		}
+		raw[k] = nil // let the collector have it
+	}
+	return slimTop(top), nil
+}
+
+// keptComponent reports whether the components member k can be reached
+// from what routes read: $refs from parameters, request bodies and path
+// items (3.1).
+func keptComponent(k string) bool {
+	return k == "parameters" || k == "requestBodies" || k == "pathItems" || strings.HasPrefix(k, "x-")
+}
+
+// slimTop keeps the top-level members routes need and slims their
+// contents.
+func slimTop(top map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range top {
+		switch {
+		case k == "openapi" || k == "swagger" || k == "servers" || k == "host" || k == "basePath" ||
+			k == "schemes" || k == "consumes" || k == "produces" || strings.HasPrefix(k, "x-"):
+			out[k] = v
+		case k == "info":
+			if m, ok := v.(map[string]any); ok {
+				out[k] = pick(m, "title", "version")
+			} else {
+				out[k] = v
+			}
+		case k == "paths":
+			out[k] = mapValues(v, slimPathItem)
+		case k == "webhooks":
+			out[k] = mapValues(v, func(any) any { return map[string]any{} }) // names only
+		case k == "parameters": // Swagger 2's shared parameters
+			out[k] = mapValues(v, slimParameter)
+		case k == "components":
+			m, ok := v.(map[string]any)
+			if !ok {
+				out[k] = v
+				continue
+			}
+			c := map[string]any{}
+			for ck, cv := range m {
+				switch {
+				case ck == "parameters":
+					c[ck] = mapValues(cv, slimParameter)
+				case ck == "requestBodies":
+					c[ck] = mapValues(cv, slimRequestBody)
+				case ck == "pathItems":
+					c[ck] = mapValues(cv, slimPathItem)
+				case strings.HasPrefix(ck, "x-"):
+					c[ck] = cv
+				}
+			}
+			out[k] = c
+		}
+	}
+	return out
+}
+
+// slimPathItem keeps a path item's $ref, servers, parameters, extensions
+// and operations.
+func slimPathItem(v any) any {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	out := map[string]any{}
+	for k, val := range m {
+		switch {
+		case k == "$ref" || k == "servers" || strings.HasPrefix(k, "x-"):
+			out[k] = val
+		case k == "parameters":
+			out[k] = listValues(val, slimParameter)
+		case operationMethods[k]:
+			out[k] = slimOperation(val)
+		}
+	}
+	return out
+}
+
+// slimOperation keeps what the importer reads of an operation; callbacks
+// keep their names (the importer reports them), not their path items.
+func slimOperation(v any) any {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	out := map[string]any{}
+	for k, val := range m {
+		switch {
+		case k == "operationId" || k == "servers" || k == "consumes" || strings.HasPrefix(k, "x-"):
+			out[k] = val
+		case k == "parameters":
+			out[k] = listValues(val, slimParameter)
+		case k == "requestBody":
+			out[k] = slimRequestBody(val)
+		case k == "callbacks":
+			out[k] = mapValues(val, func(any) any { return map[string]any{} })
+		}
+	}
+	return out
+}
+
+// slimParameter keeps a parameter's identity ($ref, in, name, required)
+// and extensions; its schema becomes the empty schema (a Swagger 2 body
+// parameter needs one to convert).
+func slimParameter(v any) any {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	out := pick(m, "$ref", "in", "name", "required")
+	copyExtensions(out, m)
+	if _, ok := m["schema"]; ok {
+		out["schema"] = map[string]any{}
+	}
+	if t, ok := m["type"]; ok { // Swagger 2 non-body parameters
+		out["type"] = t
+		if _, ok := m["items"]; ok {
+			out["items"] = map[string]any{"type": "string"}
+		}
+	}
+	if c, ok := m["content"]; ok {
+		out["content"] = mapValues(c, func(any) any { return map[string]any{} })
+	}
+	return out
+}
+
+// slimRequestBody keeps a request body's $ref, required, extensions and
+// media types (the importer reads their names), without their schemas.
+func slimRequestBody(v any) any {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	out := pick(m, "$ref", "required")
+	copyExtensions(out, m)
+	if c, ok := m["content"]; ok {
+		out["content"] = mapValues(c, func(any) any { return map[string]any{} })
+	}
+	return out
+}
+
+// copyExtensions copies the x-* members of src into dst.
+func copyExtensions(dst, src map[string]any) {
+	for k, v := range src {
+		if strings.HasPrefix(k, "x-") {
+			dst[k] = v
+		}
+	}
+}
+
+// pick copies the members keys of m that are present.
+func pick(m map[string]any, keys ...string) map[string]any {
+	out := map[string]any{}
+	for _, k := range keys {
+		if v, ok := m[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// mapValues applies f to each value of v when it is a mapping; anything
+// else is left for kin-openapi to refuse.
+func mapValues(v any, f func(any) any) any {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	out := make(map[string]any, len(m))
+	for k, val := range m {
+		out[k] = f(val)
+	}
+	return out
+}
+
+// listValues applies f to each element of v when it is a list.
+func listValues(v any, f func(any) any) any {
+	l, ok := v.([]any)
+	if !ok {
+		return v
+	}
+	out := make([]any, len(l))
+	for i, val := range l {
+		out[i] = f(val)
+	}
+	return out
+}
+
+// stringKeys turns YAML's mappings with non-string keys (a status code
+// written 200) into map[string]any, as JSON has them.
+func stringKeys(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, val := range v {
+			v[k] = stringKeys(val)
+		}
+		return v
+	case map[any]any:
+		out := make(map[string]any, len(v))
+		for k, val := range v {
+			out[fmt.Sprint(k)] = stringKeys(val)
+		}
+		return out
+	case []any:
+		for i, val := range v {
+			v[i] = stringKeys(val)
+		}
+		return v
+	}
+	return v
+}
+
+func kindOf(v any) string {
+	switch v.(type) {
+	case nil:
+		return "empty document"
+	case []any:
+		return "list"
+	default:
+		return "scalar"
+	}
+}
