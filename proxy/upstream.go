@@ -207,8 +207,13 @@ func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
 	if !trusted {
 		// No one but a trusted proxy names the client (DESIGN.md, Bounds):
 		// X-Real-IP, True-Client-IP, Forwarded, X-Forwarded-* and the like
-		// go; X-Forwarded-For, -Host and -Proto are set afresh below.
+		// go, in every spelling an upstream folds into them (X_Real_IP);
+		// X-Forwarded-For, -Host and -Proto are set afresh below.
 		limiter.StripClientAddrHeaders(out)
+	} else {
+		// A trusted proxy's own headers stay; spellings with "_" are a
+		// client's that it passed through (DESIGN.md, Hardening).
+		limiter.StripFoldedClientAddrHeaders(out)
 	}
 	proto := "http"
 	if in.TLS != nil {
