@@ -258,8 +258,12 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 		call.headerTimer.Stop()
 	}
 	call.ex.sent = answered
-	// The response carries this request's ID, set by the outermost stage.
-	res.Header.Del(requestIDHeader)
+	// A live answer keeps the upstream's own request ID (what its logs
+	// know); idemgate's, set by the outermost stage, stands only where the
+	// upstream sent none. A replay carries this request's (record.go).
+	if res.Header.Get(requestIDHeader) != "" {
+		call.ex.Header().Del(requestIDHeader)
+	}
 	if call.capture != nil {
 		call.capture.start(res, call.ex.route.drop)
 		markOrigin(call.ex, call.capture.header)
