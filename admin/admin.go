@@ -498,12 +498,16 @@ func (h *Handler) computeKey(w http.ResponseWriter, r *http.Request) {
 		names := slices.Sorted(maps.Keys(req.Cookies))
 		var line []string
 		for _, name := range names {
-			c := (&http.Cookie{Name: name, Value: req.Cookies[name]}).String()
-			if c == "" || c != name+"="+req.Cookies[name] {
+			// The value as the client sent it after "=" (quotes and all):
+			// the identity reads cookies byte for byte, not as net/http's
+			// parser does, so any value a Cookie line can carry is
+			// accepted; one the identity cannot read fails below.
+			v := req.Cookies[name]
+			if !cookieSendable(name, v) {
 				h.fail(w, r, "key", http.StatusBadRequest, "invalid_request", fmt.Sprintf("cookie %q: not a name and value a client can send", name))
 				return
 			}
-			line = append(line, c)
+			line = append(line, name+"="+v)
 		}
 		identity.Add("Cookie", strings.Join(line, "; "))
 	}
@@ -644,4 +648,21 @@ func validToken(s string) bool {
 		return false
 	}
 	return true
+}
+
+// cookieSendable reports whether a client can send the cookie name=v in a
+// Cookie line, where the identity would read v: name a token, v without
+// ";", control bytes and trailing white space (a pair is trimmed).
+func cookieSendable(name, v string) bool {
+	if name == "" || strings.ContainsFunc(name, func(c rune) bool {
+		return c > 0x7e || c <= ' ' || strings.ContainsRune("\"(),/:;<=>?@[\\]{}", c)
+	}) {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c == ';' || c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return strings.TrimRight(v, " \t") == v
 }

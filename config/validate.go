@@ -696,6 +696,25 @@ func (c *Config) Warnings() []Warning {
 			"%s is shorter than %d × %s = %s: a renewal starts lease/3 after the last one, and one that waits for a connection, dials, writes and reads, each up to the timeout, lands after the lease ended if Redis is that slow; a retry could then take over a request that still runs",
 			own(id.Lease, defaults.Idempotency.Lease), leasePerRedisTimeout, ref("store.redis.timeout", r, defaults.Store.Redis.Timeout), fmtDur(leasePerRedisTimeout*r))})
 	}
+	// A limit by a header counts per value, and any client chooses its own
+	// values: a random one per request buys a fresh budget each time. It
+	// is meant for a header a proxy in front sets (DESIGN.md, Hardening);
+	// without client_ip.trusted_proxies no proxy is in front. The rule is
+	// that simple on purpose: idemgate cannot see whether the proxy
+	// overwrites the header, only whether there is one.
+	if len(c.ClientIP.TrustedProxies) == 0 {
+		for i := range c.Routes {
+			rl := c.Routes[i].RateLimit
+			if rl == nil {
+				continue
+			}
+			if by, err := identity.ParseBy(rl.By); err == nil && by.Header() != "" {
+				w = append(w, Warning{Name: fmt.Sprintf("routes[%d].rate_limit.by", i), Msg: fmt.Sprintf(
+					"%q counts per value of a header any client can set, so a client that sends a new value each time is never limited; client_ip.trusted_proxies is empty, so no proxy in front sets it. Use by: identity with idempotency.identity.jwt (verified claims), or list the proxy that overwrites %s in client_ip.trusted_proxies",
+					rl.By, by.Header())})
+			}
+		}
+	}
 	return w
 }
 

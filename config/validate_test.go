@@ -467,6 +467,16 @@ func TestWarnings(t *testing.T) {
 			c.Store.Backend = StoreRedis
 			c.Store.Redis.Timeout = 30 * time.Second
 		}, []string{"idempotency.lease: 2m (the default) is shorter than 6 × store.redis.timeout (30s) = 3m: "}},
+		{"limit by header, no trusted proxy", func(c *Config) {
+			c.Routes = append(c.Routes, Route{Name: "by_key", Method: "GET", Path: "/by-key", RateLimit: &RateLimit{Requests: 2, Per: time.Minute, By: "header:x-api-key"}})
+		}, []string{`routes[3].rate_limit.by: "header:x-api-key" counts per value of a header any client can set`}},
+		{"limit by header behind a trusted proxy", func(c *Config) {
+			c.ClientIP.TrustedProxies = []string{"10.0.0.0/8"}
+			c.Routes = append(c.Routes, Route{Name: "by_key", Method: "GET", Path: "/by-key", RateLimit: &RateLimit{Requests: 2, Per: time.Minute, By: "header:X-Api-Key"}})
+		}, nil},
+		{"limit by address, no trusted proxy", func(c *Config) {
+			c.Routes = append(c.Routes, Route{Name: "by_ip", Method: "GET", Path: "/by-ip", RateLimit: &RateLimit{Requests: 2, Per: time.Minute, By: "client_ip"}})
+		}, nil},
 		{"memory store, long redis timeout", func(c *Config) {
 			c.Idempotency.Lease = time.Second
 			c.Store.Redis.Timeout = time.Minute

@@ -1,6 +1,7 @@
 package limiter_test
 
 import (
+	"maps"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -26,27 +27,52 @@ func TestStripClientAddrHeaders(t *testing.T) {
 		"Cf-Connecting-Ip":    {"1.2.3.4"},
 		"Fastly-Client-Ip":    {"1.2.3.4"},
 		"x-real-ip":           {"non-canonical"},
+		// Spellings WSGI and CGI fold into the same variables:
+		"X_Real_Ip":         {"1.2.3.4"},
+		"X_forwarded_for":   {"1.2.3.4"},
+		"True_Client_IP":    {"1.2.3.4"},
+		"X-Forwarded_Proto": {"https"},
+		"FORWARDED":         {"for=1.2.3.4"},
+		"x_forwarded_host":  {"evil"},
 		// Kept:
 		"X-Forwarded":     {"not the family"},
 		"X-Forward-For":   {"misspelt"},
 		"Idempotency-Key": {"k"},
 		"X-Real-Ip-Note":  {"other"},
+		"X_Real_Ip_Note":  {"other"},
 		"Content-Type":    {"application/json"},
 	}
-	if n := limiter.StripClientAddrHeaders(h); n != 14 {
-		t.Errorf("removed %d; want 14", n)
+	if n := limiter.StripClientAddrHeaders(h); n != 20 {
+		t.Errorf("removed %d; want 20", n)
 	}
 	var kept []string
 	for k := range h {
 		kept = append(kept, k)
 	}
 	slices.Sort(kept)
-	want := []string{"Content-Type", "Idempotency-Key", "X-Forward-For", "X-Forwarded", "X-Real-Ip-Note"}
+	want := []string{"Content-Type", "Idempotency-Key", "X-Forward-For", "X-Forwarded", "X-Real-Ip-Note", "X_Real_Ip_Note"}
 	if !slices.Equal(kept, want) {
 		t.Errorf("kept %q; want %q", kept, want)
 	}
 	if n := limiter.StripClientAddrHeaders(nil); n != 0 {
 		t.Errorf("nil map: %d", n)
+	}
+}
+
+// A trusted peer's own headers stay; the "_" spellings, a client's passed
+// through, go.
+func TestStripFoldedClientAddrHeaders(t *testing.T) {
+	t.Parallel()
+	h := http.Header{
+		"X-Real-Ip": {"1"}, "X-Forwarded-For": {"1"}, "Forwarded": {"for=1"},
+		"X_Real_Ip": {"2"}, "X-Forwarded_For": {"2"}, "true_client_ip": {"2"}, "X_Custom_Header": {"k"},
+	}
+	if n := limiter.StripFoldedClientAddrHeaders(h); n != 3 {
+		t.Errorf("removed %d; want 3", n)
+	}
+	kept := slices.Sorted(maps.Keys(h))
+	if want := []string{"Forwarded", "X-Forwarded-For", "X-Real-Ip", "X_Custom_Header"}; !slices.Equal(kept, want) {
+		t.Errorf("kept %q; want %q", kept, want)
 	}
 }
 

@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -208,6 +211,98 @@ func TestClientAddrHeadersStripped(t *testing.T) {
 				}
 				if xff := got.Get("X-Forwarded-For"); xff != wantXFF {
 					t.Errorf("key %q: X-Forwarded-For = %q; want %q", key, xff, wantXFF)
+				}
+			}
+		})
+	}
+}
+
+// wsgiUpstream is a real loopback upstream that reads headers as WSGI and
+// CGI servers do: HTTP_ + the name upper-cased with "-" as "_", so
+// X_Real_IP and X-Real-IP are one variable. It records the environ of the
+// last request.
+type wsgiUpstream struct {
+	*httptest.Server
+	mu      sync.Mutex // protects environ
+	environ map[string][]string
+}
+
+func newWSGIUpstream(t *testing.T) *wsgiUpstream {
+	u := &wsgiUpstream{}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		env := map[string][]string{}
+		for k, vs := range r.Header {
+			name := "HTTP_" + strings.ToUpper(strings.ReplaceAll(k, "-", "_"))
+			env[name] = append(env[name], vs...)
+		}
+		u.mu.Lock()
+		u.environ = env
+		u.mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+func (u *wsgiUpstream) last() map[string][]string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.environ
+}
+
+// TestClientAddrHeadersFolded: behind an upstream that folds "_" into "-"
+// and ignores case (WSGI, CGI), no spelling of a client-address header
+// from an untrusted peer reaches it: the environ holds exactly what
+// idemgate set. From a trusted peer, its own headers are kept and appended
+// to as before, and only the "_" spellings (a client's, passed through) go.
+func TestClientAddrHeadersFolded(t *testing.T) {
+	t.Parallel()
+	spoofed := []string{
+		"X_Real_IP", "203.0.113.9", "x_real_ip", "203.0.113.9", "X_Forwarded_For", "203.0.113.9",
+		"True_Client_IP", "203.0.113.9", "X-Forwarded_Proto", "https", "X_FORWARDED_HOST", "evil.example",
+		"x-forwarded_port", "444", "X_Forwarded_Prefix", "/admin", "CF_Connecting_IP", "203.0.113.9",
+		"X_Client_IP", "203.0.113.9", "fORWARDED", "for=203.0.113.9", "X-REAL-IP", "203.0.113.9",
+	}
+	// What the upstream may see: the client-address variables idemgate
+	// sets, and nothing else of that family.
+	family := func(env map[string][]string) map[string][]string {
+		out := map[string][]string{}
+		for k, v := range env {
+			if strings.HasPrefix(k, "HTTP_X_FORWARDED_") || strings.HasSuffix(k, "_IP") || k == "HTTP_FORWARDED" {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name, trusted string
+		hdr           []string
+		want          map[string][]string
+	}{
+		{"untrusted", "10.0.0.0/8", spoofed, map[string][]string{
+			"HTTP_X_FORWARDED_FOR": {"127.0.0.1"}, "HTTP_X_FORWARDED_PROTO": {"http"},
+		}},
+		{"trusted", "127.0.0.0/8", append([]string{"X-Real-IP", "198.51.100.7", "X-Forwarded-For", "198.51.100.7"}, spoofed[:18]...), map[string][]string{
+			"HTTP_X_REAL_IP": {"198.51.100.7"}, "HTTP_X_FORWARDED_FOR": {"198.51.100.7, 127.0.0.1"}, "HTTP_X_FORWARDED_PROTO": {"http"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			up := newWSGIUpstream(t)
+			tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) { o.TrustedProxies = mustPrefixes(tc.trusted) })
+			for _, key := range []string{"", "k"} { // pass-through and keyed
+				if r := tp.do(t, "POST", "/ucp/v1/carts", key, `{}`, tc.hdr...); r.status != 201 {
+					t.Fatalf("key %q: %v", key, r)
+				}
+				env := up.last()
+				got := family(env)
+				host := got["HTTP_X_FORWARDED_HOST"]
+				delete(got, "HTTP_X_FORWARDED_HOST")
+				if !maps.EqualFunc(got, tc.want, slices.Equal) {
+					t.Errorf("key %q: the upstream read %q; want %q", key, got, tc.want)
+				}
+				if len(host) != 1 || host[0] != strings.TrimPrefix(tp.URL, "http://") {
+					t.Errorf("key %q: X-Forwarded-Host %q; want the request's host only", key, host)
 				}
 			}
 		})

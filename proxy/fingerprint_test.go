@@ -303,3 +303,55 @@ func TestFingerprintRetries(t *testing.T) {
 		t.Errorf("graphql, another persisted-query hash = %v; want 409", r)
 	}
 }
+
+// TestNestedCodingsRefused: a body of 1,500 nested gzip layers, each valid,
+// announced as 1,500 codings, is refused with 400 request_body_invalid
+// before anything is decoded, and the upstream sees nothing; two layers
+// (gzip, gzip) are still decoded. Before the limit, every layer was
+// decoded and the write ran.
+func TestNestedCodingsRefused(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	tp := newTestProxy(t, up.URL, nil)
+	nest := func(body string, layers int) string {
+		var b bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&b, gzip.NoCompression)
+		for range layers {
+			b2 := bytes.Buffer{}
+			zw.Reset(&b2)
+			zw.Write([]byte(body))
+			if err := zw.Close(); err != nil {
+				t.Fatal(err)
+			}
+			body = b2.String()
+		}
+		return body
+	}
+	send := func(key, body string, layers int) result {
+		t.Helper()
+		req, _ := http.NewRequest("POST", tp.URL+"/ucp/v1/carts", strings.NewReader(body))
+		req.Header.Set("Idempotency-Key", key)
+		req.Header.Set("Authorization", "Bearer a")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Encoding", strings.TrimSuffix(strings.Repeat("gzip, ", layers), ", "))
+		res, err := tp.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return readResult(t, res)
+	}
+	if r := send("bomb", nest(`{"a":1}`, 1500), 1500); r.status != 400 || problemCode(t, r) != "request_body_invalid" {
+		t.Errorf("1,500 nested gzip layers = %d (%d bytes); want 400 request_body_invalid", r.status, len(r.body))
+	}
+	if r := send("three", nest(`{"a":1}`, 3), 3); r.status != 400 || problemCode(t, r) != "request_body_invalid" {
+		t.Errorf("3 nested gzip layers = %d (%d bytes); want 400 request_body_invalid", r.status, len(r.body))
+	}
+	if n := up.total.Load(); n != 0 {
+		t.Errorf("the upstream ran %d requests; want 0", n)
+	}
+	first := send("two", nest(`{"a":1}`, 2), 2)
+	retry := send("two", nest(`{ "a": 1 }`, 1), 1)
+	if first.status != 201 || retry.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("gzip, gzip = %v, then one layer = %v; want it decoded and replayed", first, retry)
+	}
+}

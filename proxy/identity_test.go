@@ -132,3 +132,54 @@ func TestIdentityInvalid(t *testing.T) {
 		}
 	}
 }
+
+// TestCookieIdentityCrossClient: with the identity {cookies: [sid],
+// headers: [X-Shop]}, a session cookie net/http's parser drops (JSON,
+// backslashes, non-ASCII...) stays in the identity, read byte for byte, so
+// a client without it never gets its owner's answer; a cookie whose end or
+// name upstreams read differently gets 400 request_invalid and nothing
+// runs. Before the raw cookie reader, Bob got Alice's answer.
+func TestCookieIdentityCrossClient(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	res, err := identity.New(identity.Options{Headers: []string{"X-Shop"}, Cookies: []string{"sid"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) {
+		o.Stages.Identity = res
+		o.Stages.RequireIdentity = true
+	})
+	for i, sid := range []string{`{"u":1}`, `a\b`, "élan", "\xff\xfe", "a b", `a"b`} {
+		key := fmt.Sprintf("k%d", i)
+		alice := tp.do(t, "POST", "/ucp/v1/carts", key, `{}`, "X-Shop", "s1", "Cookie", "sid="+sid)
+		if alice.status != 201 {
+			t.Fatalf("sid=%q: Alice's write = %v", sid, alice)
+		}
+		again := tp.do(t, "POST", "/ucp/v1/carts", key, `{}`, "X-Shop", "s1", "Cookie", "sid="+sid)
+		if again.header.Get("Idempotent-Replayed") != "true" || string(again.body) != string(alice.body) {
+			t.Errorf("sid=%q: Alice's retry = %v %v; want her replay", sid, again, again.header)
+		}
+		bob := tp.do(t, "POST", "/ucp/v1/carts", key, `{}`, "X-Shop", "s1")
+		if bob.header.Get("Idempotent-Replayed") != "" || string(bob.body) == string(alice.body) {
+			t.Errorf("sid=%q: a client without the cookie got Alice's answer: %v", sid, bob)
+		}
+	}
+	for _, c := range []string{`sid="a;b"`, `sid="alice`, "SID=alice", "%73id=alice"} {
+		before := up.total.Load()
+		r := tp.do(t, "POST", "/ucp/v1/carts", "u-"+c, `{}`, "X-Shop", "s1", "Cookie", c)
+		if r.status != 400 || problemCode(t, r) != "request_invalid" {
+			t.Errorf("Cookie %q: %v; want 400 request_invalid", c, r)
+		}
+		if ran := up.total.Load() - before; ran != 0 {
+			t.Errorf("Cookie %q: the upstream ran %d times", c, ran)
+		}
+	}
+	// Unkeyed requests do not need the identity: they pass as before.
+	if r := tp.do(t, "POST", "/ucp/v1/carts", "", `{}`, "Cookie", `sid="a;b"`); r.status != 201 {
+		t.Errorf("unkeyed write with an unreadable cookie = %v; want it forwarded", r)
+	}
+	if strings.Contains(tp.logs.String(), "alice") {
+		t.Errorf("a cookie value reached the log")
+	}
+}

@@ -66,6 +66,7 @@ var (
 	problemUpstreamBroken   = newProblem(502, "upstream_broken", "Upstream connection broken", "The connection to the upstream broke after the request was sent", "", OutcomeUpstreamError)
 	problemUpstreamTimeout  = newProblem(504, "upstream_timeout", "Upstream timeout", "The upstream did not answer in time", "", OutcomeUpstreamError)
 	problemRequestInvalid   = newProblem(400, "request_invalid", "Invalid request path", "The request path cannot be normalized", "", OutcomeRejected)
+	problemIdentityUnread   = newProblem(400, "request_invalid", "Invalid request", "A cookie of the client's identity cannot be read as one value", "", OutcomeRejected)
 	problemTenantUnknown    = newProblem(421, "tenant_unknown", "Unknown host", "This host serves no tenant; keyed requests are refused", "", OutcomeTenantUnknown)
 	problemInternal         = newProblem(500, "internal", "Internal error", "The proxy failed to serve this request", "", "")
 )

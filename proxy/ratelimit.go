@@ -115,8 +115,10 @@ func newLimits(st Stages, o Options, id func(*http.Request) identity.Result) (*l
 		Now:            o.Now,
 		IETFHeaders:    st.IETFHeaders,
 		TrustedProxies: o.TrustedProxies,
-		Logger:         o.Logger.With("component", "limiter"),
-		OnReject:       st.OnReject,
+		// The proxy's logger names its component already (the wiring's
+		// "component": "proxy"); a second "component" would repeat the key.
+		Logger:   o.Logger.With("stage", "limit"),
+		OnReject: st.OnReject,
 	})
 }
 

@@ -207,8 +207,13 @@ func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
 	if !trusted {
 		// No one but a trusted proxy names the client (DESIGN.md, Bounds):
 		// X-Real-IP, True-Client-IP, Forwarded, X-Forwarded-* and the like
-		// go; X-Forwarded-For, -Host and -Proto are set afresh below.
+		// go, in every spelling an upstream folds into them (X_Real_IP);
+		// X-Forwarded-For, -Host and -Proto are set afresh below.
 		limiter.StripClientAddrHeaders(out)
+	} else {
+		// A trusted proxy's own headers stay; spellings with "_" are a
+		// client's that it passed through (DESIGN.md, Hardening).
+		limiter.StripFoldedClientAddrHeaders(out)
 	}
 	proto := "http"
 	if in.TLS != nil {
@@ -253,8 +258,12 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 		call.headerTimer.Stop()
 	}
 	call.ex.sent = answered
-	// The response carries this request's ID, set by the outermost stage.
-	res.Header.Del(requestIDHeader)
+	// A live answer keeps the upstream's own request ID (what its logs
+	// know); idemgate's, set by the outermost stage, stands only where the
+	// upstream sent none. A replay carries this request's (record.go).
+	if res.Header.Get(requestIDHeader) != "" {
+		call.ex.Header().Del(requestIDHeader)
+	}
 	if call.capture != nil {
 		call.capture.start(res, call.ex.route.drop)
 		markOrigin(call.ex, call.capture.header)

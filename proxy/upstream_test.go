@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/problem"
 	"github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore/memstore"
 )
@@ -428,5 +429,61 @@ func TestKeyedRequestIsOneWrite(t *testing.T) {
 				t.Errorf("the upstream echoed %s, want the body %s", r.body, body)
 			}
 		})
+	}
+}
+
+// TestRequestIDs: a client's request ID of 1–200 visible ASCII characters
+// is forwarded and answered as sent, and an errors template escapes it
+// (text/html here: it was reflected unescaped); any other is replaced by a
+// generated one, forwarded and answered alike. A live answer keeps the
+// upstream's own request ID, once; idemgate's stands where the upstream
+// sent none; a replay carries the retry's own ID.
+func TestRequestIDs(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	up.handler = func(w http.ResponseWriter, r *http.Request, n int) {
+		if v := r.Header.Get("X-Upstream-Id"); v != "" {
+			w.Header().Set("X-Request-Id", v)
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "execution %d", n)
+	}
+	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) {
+		o.Stages.Routes = append([]Route{{Name: "html", Method: "POST", Path: "/html", Idempotent: true, RequireKey: true,
+			Errors: &problem.Spec{ContentType: "text/html", Body: `<p>{{.Detail}} ({{.RequestID}})</p>`}}}, defaultRoutes...)
+	})
+	const hostile = `<script>alert(1)</script>`
+	if r := tp.do(t, "POST", "/html", "", `{}`, "X-Request-Id", hostile); r.status != 400 || r.header.Get("X-Request-Id") != hostile ||
+		strings.Contains(string(r.body), "<script>") || !strings.Contains(string(r.body), "&lt;script&gt;") {
+		t.Errorf("html error with a hostile request ID = %v %v; want it escaped", r, r.header)
+	}
+	for _, tc := range []struct {
+		name, id string
+		kept     bool
+	}{
+		{"plain", "req-1", true},
+		{"visible ASCII", `a"b\c<d>`, true},
+		{"200 characters", strings.Repeat("r", 200), true},
+		{"201 characters", strings.Repeat("r", 201), false},
+		{"space", "a b", false},
+		{"non-ASCII", "é", false},
+	} {
+		r := tp.do(t, "POST", "/ucp/v1/carts", "", `{}`, "X-Request-Id", tc.id)
+		got, sent := r.header.Values("X-Request-Id"), up.lastRequest().Header.Values("X-Request-Id")
+		if len(got) != 1 || len(sent) != 1 || got[0] != sent[0] || (got[0] == tc.id) != tc.kept || got[0] == "" {
+			t.Errorf("%s: answered %q, forwarded %q; want one ID, the same, the client's: %v", tc.name, got, sent, tc.kept)
+		}
+	}
+	// The upstream's own ID on a live answer; the retry's own on a replay.
+	live := tp.do(t, "POST", "/ucp/v1/carts", "k-up", `{}`, "X-Request-Id", "mine-1", "X-Upstream-Id", "theirs-1")
+	if got := live.header.Values("X-Request-Id"); live.status != 201 || len(got) != 1 || got[0] != "theirs-1" {
+		t.Errorf("live answer's request IDs %q; want the upstream's [theirs-1]", got)
+	}
+	replay := tp.do(t, "POST", "/ucp/v1/carts", "k-up", `{}`, "X-Request-Id", "mine-2", "X-Upstream-Id", "theirs-1")
+	if got := replay.header.Values("X-Request-Id"); replay.header.Get("Idempotent-Replayed") != "true" || len(got) != 1 || got[0] != "mine-2" {
+		t.Errorf("replay's request IDs %q; want the retry's [mine-2]", got)
+	}
+	if got := tp.do(t, "POST", "/ucp/v1/carts", "k-own", `{}`, "X-Request-Id", "mine-3").header.Values("X-Request-Id"); len(got) != 1 || got[0] != "mine-3" {
+		t.Errorf("answer without the upstream's ID: %q; want [mine-3]", got)
 	}
 }

@@ -41,6 +41,8 @@ func TestValidateOutput(t *testing.T) {
 			"", warning},
 		{"valid but risky", "risky.yaml", "upstream: {url: http://127.0.0.1:3000}\nstore: {backend: redis}\nidempotency: {lease: 2s, encryption_key_env: IDEMGATE_SEAL}\n",
 			"", warning + "warning: idempotency.lease: 2s is shorter than 6 × store.redis.timeout (500ms, the default) = 3s: a renewal starts lease/3 after the last one, and one that waits for a connection, dials, writes and reads, each up to the timeout, lands after the lease ended if Redis is that slow; a retry could then take over a request that still runs\n"},
+		{"limit by a header any client sets", "byheader.yaml", "upstream: {url: http://127.0.0.1:3000}\nidempotency: {encryption_key_env: IDEMGATE_SEAL}\nroutes:\n  - {name: search, method: GET, path: /search, rate_limit: {requests: 10, per: 1s, by: \"header:X-Api-Key\"}}\n",
+			"", warning + "warning: routes[0].rate_limit.by: \"header:X-Api-Key\" counts per value of a header any client can set, so a client that sends a new value each time is never limited; client_ip.trusted_proxies is empty, so no proxy in front sets it. Use by: identity with idempotency.identity.jwt (verified claims), or list the proxy that overwrites X-Api-Key in client_ip.trusted_proxies\n"},
 		{"missing file", "", "", "nope.yaml: no such file or directory", ""},
 		{"syntax", "syntax.yaml", "upstream:\n  url: http://x\nroutes:\n  - name: a\n    method: POST\n   path: /a\n",
 			"syntax.yaml: invalid config (1 problem)",

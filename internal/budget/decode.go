@@ -30,9 +30,17 @@ const decoderBytes = 64 << 10
 // truncated stream or trailing garbage return an error wrapping
 // [ErrInvalid]; a refused charge returns [ErrOverloaded]. On error the
 // decoded buffers stay charged until Release.
+//
+// At most [MaxCodings] codings are undone: a value listing more (other than
+// "identity") returns [ErrTooManyCodings], which wraps [ErrInvalid], before
+// anything is decoded, so a bomb of nested layers costs nothing (DESIGN.md,
+// Hardening).
 func (b *Body) Decode(enc string, limit int64) ([]byte, error) {
 	if limit <= 0 {
 		limit = 1<<63 - 1
+	}
+	if n := countCodings(enc); n > MaxCodings {
+		return nil, fmt.Errorf("%w: %d content codings", ErrTooManyCodings, n)
 	}
 	cur := b.buf
 	for enc != "" {
@@ -60,6 +68,30 @@ func (b *Body) Decode(enc string, limit int64) ([]byte, error) {
 		return nil, ErrTooLarge
 	}
 	return cur, nil
+}
+
+// MaxCodings is the most content codings [Body.Decode] undoes: two
+// (gzip, gzip) covers a client that compresses what a library already
+// compressed; no client nests more.
+const MaxCodings = 2
+
+// ErrTooManyCodings: a Content-Encoding lists more than [MaxCodings]
+// codings. It wraps [ErrInvalid] (400 request_body_invalid).
+var ErrTooManyCodings = fmt.Errorf("%w: more than %d content codings", ErrInvalid, MaxCodings)
+
+// countCodings counts the codings of enc that are not "identity" (or
+// empty list elements). It allocates nothing.
+func countCodings(enc string) int {
+	n := 0
+	for enc != "" {
+		var coding string
+		coding, enc, _ = strings.Cut(enc, ",")
+		coding = strings.Trim(coding, " \t")
+		if coding != "" && !strings.EqualFold(coding, "identity") {
+			n++
+		}
+	}
+	return n
 }
 
 // decode undoes one coding of src into a new buffer charged to b.

@@ -75,6 +75,10 @@ func TestDecode(t *testing.T) {
 		{"bad checksum", append(append([]byte{}, good[:len(good)-8]...), 0, 0, 0, 0, 0, 0, 0, 0), "gzip", 1000, 1 << 20, nil, ErrInvalid},
 		{"trailing garbage", append(append([]byte{}, good...), "xyz"...), "gzip", 1000, 1 << 20, nil, ErrInvalid},
 		{"not deflate", []byte{0xff, 0xff, 0xff}, "deflate", 1000, 1 << 20, nil, ErrInvalid},
+		{"identity does not count", gz(t, good), "identity, gzip, identity, gzip", 1000, 1 << 20, plain, nil},
+		{"three codings", gz(t, gz(t, good)), "gzip, gzip, gzip", 1000, 1 << 20, nil, ErrTooManyCodings},
+		{"three codings are invalid", gz(t, gz(t, good)), "gzip,deflate,gzip", 1000, 1 << 20, nil, ErrInvalid},
+		{"three unsupported codings", plain, "br, br, br", 1000, 1 << 20, nil, ErrTooManyCodings},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

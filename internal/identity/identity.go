@@ -133,6 +133,12 @@ const (
 	Present
 	// Invalid means a token was sent and does not verify.
 	Invalid
+	// Unreadable means a source is present but cannot be read as one value
+	// (a cookie whose end or name upstreams read differently; see
+	// [ErrUnreadable]). The proxy answers 400 request_invalid: leaving the
+	// source out would leave a smaller identity that another client may
+	// have.
+	Unreadable
 )
 
 func (s Status) String() string {
@@ -143,6 +149,8 @@ func (s Status) String() string {
 		return "present"
 	case Invalid:
 		return "invalid"
+	case Unreadable:
+		return "unreadable"
 	}
 	return "Status(" + strconv.Itoa(int(s)) + ")"
 }
@@ -156,8 +164,9 @@ type Result struct {
 	// Verified is true when the identity carries verified JWT claims
 	// (Status Present with a JWT source that yielded a token).
 	Verified bool
-	// Err is why the identity is Invalid (wrapping [ErrInvalid]); nil
-	// otherwise. Its text names no token, cookie or claim value.
+	// Err is why the identity is Invalid (wrapping [ErrInvalid]) or
+	// Unreadable (wrapping [ErrUnreadable]); nil otherwise. Its text names
+	// no token, cookie or claim value.
 	Err error
 
 	sum    [sha256.Size]byte // v2: SHA-256 of every source's value
@@ -268,11 +277,16 @@ func (r *Resolver) Resolve(req *http.Request) Result {
 		return res
 	}
 	var h hasher
-	present := r.addHeadersCookies(&h, req.Header, req)
+	present, err := r.addHeadersCookies(&h, req.Header)
+	if err != nil {
+		return Result{Status: Unreadable, Err: err}
+	}
 	res := Result{}
 	if r.jwt != nil {
 		tok, err := r.jwt.token(req)
 		switch {
+		case errors.Is(err, ErrUnreadable):
+			return Result{Status: Unreadable, Err: err}
 		case err != nil:
 			return Result{Status: Invalid, Err: err}
 		case tok != "":
@@ -294,9 +308,10 @@ func (r *Resolver) Resolve(req *http.Request) Result {
 }
 
 // addHeadersCookies adds the header and cookie sources to h and reports
-// whether any yielded a non-empty value. req may be nil (admin look-ups):
-// cookies then come from hdr's Cookie header.
-func (r *Resolver) addHeadersCookies(h *hasher, hdr http.Header, req *http.Request) bool {
+// whether any yielded a non-empty value. Cookies come from hdr's Cookie
+// lines, read by [cookieValues]; an unreadable one is an error wrapping
+// [ErrUnreadable].
+func (r *Resolver) addHeadersCookies(h *hasher, hdr http.Header) (bool, error) {
 	present := false
 	h.add(scopeMarkerV2)
 	for _, name := range r.headers {
@@ -309,20 +324,21 @@ func (r *Resolver) addHeadersCookies(h *hasher, hdr http.Header, req *http.Reque
 		}
 	}
 	if len(r.cookies) > 0 {
-		if req == nil {
-			req = &http.Request{Header: hdr}
-		}
+		lines := hdr["Cookie"]
 		for _, name := range r.cookies {
 			h.add("c", name)
-			for _, c := range req.CookiesNamed(name) {
-				if c.Value != "" {
-					h.add(c.Value)
+			err := cookieValues(lines, name, func(v string) {
+				if v != "" {
+					h.add(v)
 					present = true
 				}
+			})
+			if err != nil {
+				return false, err
 			}
 		}
 	}
-	return present
+	return present, nil
 }
 
 // Lookup resolves the identity an operator names for an admin look-up,
@@ -341,7 +357,10 @@ func (r *Resolver) Lookup(hdr http.Header, claims map[string]json.RawMessage) (R
 		return r.Resolve(req), nil
 	}
 	var h hasher
-	present := r.addHeadersCookies(&h, hdr, nil)
+	present, err := r.addHeadersCookies(&h, hdr)
+	if err != nil {
+		return Result{}, err
+	}
 	res := Result{}
 	switch {
 	case r.jwt == nil && len(claims) > 0:

@@ -234,15 +234,18 @@ func (v *verifier) close() { v.keys.close() }
 // an error when it yields something that is no single token.
 func (v *verifier) token(req *http.Request) (string, error) {
 	if v.cookie != "" {
-		tok := ""
-		for _, c := range req.CookiesNamed(v.cookie) {
-			if c.Value == "" {
-				continue
+		tok, n := "", 0
+		err := cookieValues(req.Header["Cookie"], v.cookie, func(val string) {
+			if val != "" {
+				tok = val
+				n++
 			}
-			if tok != "" {
-				return "", invalid(ErrAmbiguous, "cookie %s sent more than once", v.cookie)
-			}
-			tok = c.Value
+		})
+		switch {
+		case err != nil:
+			return "", err
+		case n > 1:
+			return "", invalid(ErrAmbiguous, "cookie %s sent more than once", v.cookie)
 		}
 		return tok, nil
 	}

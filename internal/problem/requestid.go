@@ -10,14 +10,19 @@ import (
 // RequestIDHeader carries a request's ID, from the client and back to it.
 const RequestIDHeader = "X-Request-Id"
 
-// RequestID returns the client's X-Request-Id value v when it is sane (1–128
-// characters from '!' to '~' other than quote and backslash), else a new
-// process-unique one.
+// MaxRequestIDLen is the longest client request ID [RequestID] keeps.
+const MaxRequestIDLen = 200
+
+// RequestID returns the client's X-Request-Id value v when it is 1–200
+// visible ASCII characters ('!' to '~'), else a new process-unique one
+// (DESIGN.md, Hardening). The value kept may hold quotes, backslashes and
+// angle brackets: every body that carries it escapes it (problem+json by
+// quoting, errors templates for their content type).
 func RequestID(v string) string {
-	if len(v) > 0 && len(v) <= 128 {
+	if len(v) > 0 && len(v) <= MaxRequestIDLen {
 		ok := true
 		for i := 0; i < len(v); i++ {
-			if c := v[i]; c < '!' || c > '~' || c == '"' || c == '\\' {
+			if c := v[i]; c < '!' || c > '~' {
 				ok = false
 				break
 			}

@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"mime"
-	"strings"
 	"sync/atomic"
-	"text/template"
 )
 
 // Spec is an `errors` section of the configuration (DESIGN.md, "Error
@@ -24,7 +21,10 @@ type Spec struct {
 	ContentType string
 	// Body is a text/template of the whole body with .Status, .Code (the
 	// renamed code), .Title, .Detail, .RequestID and the function json.
-	// "" keeps problem+json's body (with the renamed code).
+	// "" keeps problem+json's body (with the renamed code). Every value
+	// is escaped for ContentType: JSON-escaped for JSON types (an action
+	// ending in json is left as it is), by html/template for text/html,
+	// with <>&'" as references for XML types (see escape.go).
 	Body string
 	// Extensions is a text/template of a JSON object merged into a GraphQL
 	// error's extensions (GraphQL routes only), e.g. {"class":"CONFLICT"}.
@@ -66,17 +66,12 @@ type Data struct {
 // sample is the problem a template is executed with at load.
 var sample = Data{Status: 409, Code: "idempotency_in_progress", Title: "Request in \"progress\"", Detail: "A <request> with this key\nis still running", RequestID: "0123456789ab-1"}
 
-var funcs = template.FuncMap{"json": func(v any) (string, error) {
-	b, err := json.Marshal(v)
-	return string(b), err
-}}
-
 // Template is a compiled [Spec]. It is safe for concurrent use.
 type Template struct {
 	codes       map[string]string
 	contentType string
-	body        *template.Template // nil: problem+json's body
-	ext         *template.Template // nil: no extensions
+	body        executor // nil: problem+json's body
+	ext         executor // nil: no extensions
 	jsonBody    bool
 	failures    atomic.Uint64
 }
@@ -98,13 +93,13 @@ func Compile(s Spec) (*Template, error) {
 			t.contentType = "application/json"
 		}
 	}
-	mt, _, err := mime.ParseMediaType(t.contentType)
+	esc, err := escapingOf(t.contentType)
 	if err != nil {
 		return nil, fmt.Errorf("content_type: %q: %v", t.contentType, err)
 	}
-	t.jsonBody = mt == "application/json" || strings.HasSuffix(mt, "+json")
+	t.jsonBody = esc == escapeJSON
 	if s.Body != "" {
-		if t.body, err = template.New("body").Funcs(funcs).Option("missingkey=error").Parse(s.Body); err != nil {
+		if t.body, err = parseEscaped("body", s.Body, esc); err != nil {
 			return nil, fmt.Errorf("body: %v", err)
 		}
 		out, err := t.execute(t.body, sample)
@@ -118,7 +113,7 @@ func Compile(s Spec) (*Template, error) {
 		return nil, fmt.Errorf("content_type: %s without a body template: problem+json's body is JSON", t.contentType)
 	}
 	if s.Extensions != "" {
-		if t.ext, err = template.New("extensions").Funcs(funcs).Option("missingkey=error").Parse(s.Extensions); err != nil {
+		if t.ext, err = parseEscaped("extensions", s.Extensions, escapeJSON); err != nil {
 			return nil, fmt.Errorf("extensions: %v", err)
 		}
 		out, err := t.execute(t.ext, sample)
@@ -133,7 +128,7 @@ func Compile(s Spec) (*Template, error) {
 	return t, nil
 }
 
-func (t *Template) execute(tm *template.Template, d Data) ([]byte, error) {
+func (t *Template) execute(tm executor, d Data) ([]byte, error) {
 	var buf bytes.Buffer
 	if err := tm.Execute(&buf, d); err != nil {
 		return nil, err
