@@ -234,7 +234,15 @@ export IDEMGATE_TEST_REDIS_CLUSTER_ADDRS=${c%,}
 export IDEMGATE_TEST_REDIS_SENTINEL_ADDRS=${s%,}
 export IDEMGATE_TEST_REDIS_SENTINEL_MASTER=$master_name
 ENV
+	cache_env >>"$dir/env.tmp"
 	mv "$dir/env.tmp" "$dir/env"
+}
+
+# cache_env: when the binaries come from the cache, the exports that put
+# them on the tests' PATH too (tests start redis-servers of their own).
+cache_env() {
+	[[ $(command -v redis-server) == "$debs"/* ]] || return 0
+	printf 'export PATH=%q\nexport LD_LIBRARY_PATH=%q\n' "$PATH" "$LD_LIBRARY_PATH"
 }
 
 case $cmd in
@@ -257,6 +265,7 @@ start-standalone)
 	server "$standalone" "$dir/standalone"
 	wait_for "standalone $standalone" up "$standalone"
 	echo "export IDEMGATE_TEST_REDIS_ADDR=$host:$standalone" >"$dir/env.tmp"
+	cache_env >>"$dir/env.tmp"
 	mv "$dir/env.tmp" "$dir/env"
 	;;
 stop)
