@@ -11,7 +11,9 @@ import (
 // The identity step of the key check (DESIGN.md step 4, *Identity*): after
 // the key's syntax and the tenant, before the body. A keyed write whose
 // token does not verify gets 401 idempotency_identity_invalid with
-// WWW-Authenticate and nothing runs; one whose identity is empty gets 400
+// WWW-Authenticate and nothing runs; one whose token could not be checked
+// (no JWK Set loaded yet, or its fetch is slow) gets 503
+// idempotency_unavailable with Retry-After; one whose identity is empty gets 400
 // idempotency_identity_missing when the identity is required. The scope of
 // its record is the tenant, the identity and the key ([identity.ScopeKey]).
 // The identity is resolved once per request: a route limit that counts by
@@ -49,6 +51,9 @@ func (p *Proxy) checkIdentity(r *http.Request) *proxyProblem {
 		// The reason names no token, cookie or claim value.
 		p.log.Info("identity does not verify", logRequestID, ex.id, logRoute, ex.route.Name, "reason", id.Err)
 		return &problemIdentityInvalid
+	case id.Status == identity.Unavailable:
+		p.log.Warn("identity cannot be checked yet; answered 503", logRequestID, ex.id, logRoute, ex.route.Name, "reason", id.Err)
+		return &problemIdentityUnavailable
 	case id.Status == identity.Empty && ex.stages.src.RequireIdentity:
 		return &problemIdentityMissing
 	}
