@@ -185,8 +185,9 @@ const scopeMarkerV2 = "identity/v2"
 
 // AppendScope appends r's parts of a store key's scope to dst and returns
 // the extended slice (see "Scope bytes" in the package documentation). An
-// Invalid result must never scope a record (the proxy answers 401); its
-// parts are a fixed placeholder that no valid identity has.
+// Invalid or Unavailable result must never scope a record (the proxy
+// answers 401 or 503); its parts are a fixed placeholder that no valid
+// identity has.
 func (r Result) AppendScope(dst []string) []string {
 	if r.legacy {
 		for _, h := range r.names {
