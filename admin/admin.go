@@ -63,7 +63,8 @@ type Options struct {
 	// DropHeaders apply. An operator's answer for a route's record loses
 	// what that route's upstream answers lose. Nil: DropHeaders always.
 	RouteDropHeaders func(route string) (names []string, ok bool)
-	// Registerer, when set, gets idemgate_admin_requests_total.
+	// Registerer, when set, gets idemgate_admin_requests_total and
+	// idemgate_admin_damaged_records_total.
 	Registerer prometheus.Registerer
 	// Logger receives one line per request. Default: discard.
 	Logger *slog.Logger
@@ -80,6 +81,7 @@ type Handler struct {
 	token    [sha256.Size]byte
 	mux      *http.ServeMux
 	requests *prometheus.CounterVec // action, code
+	damaged  prometheus.Counter     // records the listings skipped
 	drop     map[string]bool        // canonical DropHeaders
 }
 
@@ -109,25 +111,22 @@ func New(o Options) (*Handler, error) {
 	}
 	h := &Handler{o: o, token: sha256.Sum256([]byte(o.Token)), drop: canonicalSet(o.DropHeaders)}
 	if o.Registerer != nil {
-		cv := prometheus.NewCounterVec(prometheus.CounterOpts{
+		cv, err := register(o.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "idemgate_admin_requests_total",
 			Help: "Requests to the admin API, by action (list, inspect, release, complete, key; auth for refused credentials, disabled without a token, other for unknown paths) and HTTP status code.",
-		}, []string{"action", "code"})
-		// Not promauto: a handler rebuilt on the same registry (a new
-		// token) keeps counting on the same series.
-		if err := o.Registerer.Register(cv); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				return nil, fmt.Errorf("admin: %w", err)
-			}
-			existing, ok := are.ExistingCollector.(*prometheus.CounterVec)
-			if !ok {
-				return nil, fmt.Errorf("admin: %w", err)
-			}
-			cv = existing
+		}, []string{"action", "code"}))
+		if err != nil {
+			return nil, err
 		}
 		cv.WithLabelValues("auth", "401") // exists at 0: rate() sees the first refusal
 		h.requests = cv
+		h.damaged, err = register(o.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "idemgate_admin_damaged_records_total",
+			Help: "Records the admin API's listings skipped because they could not be read (a foreign or damaged value at a record's key, a sealed part that does not open); each listing logs them.",
+		}))
+		if err != nil {
+			return nil, err
+		}
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /admin/claims", h.list)
@@ -140,6 +139,23 @@ func New(o Options) (*Handler, error) {
 	})
 	h.mux = mux
 	return h, nil
+}
+
+// register registers c on reg, or returns the collector of its kind
+// already registered there: not promauto, so that a handler rebuilt on the
+// same registry (a new token) keeps counting on the same series.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	err := reg.Register(c)
+	if err == nil {
+		return c, nil
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing, nil
+		}
+	}
+	return c, fmt.Errorf("admin: %w", err)
 }
 
 // Enabled reports whether a token is set.
@@ -263,16 +279,37 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
 	defer cancel()
 	recs, err := h.o.Store.InFlight(ctx, older, limit)
-	if err != nil {
+	var damaged *keystore.DamagedError
+	if err != nil && !errors.As(err, &damaged) {
 		h.storeFailed(w, r, "list", "", err)
 		return
 	}
+	skipped := h.skipped(r, "list", damaged)
 	out := make([]claim, len(recs))
 	for i, rec := range recs {
 		out[i] = h.view(rec, false)
 	}
-	h.log(r, "list", http.StatusOK, "", "", slog.String("older_than", older.String()), slog.Int("count", len(out)))
-	h.ok(w, r, "list", map[string]any{"claims": out, "older_than": older.String(), "limit": limit, "truncated": len(out) == limit})
+	h.log(r, "list", http.StatusOK, "", "", slog.String("older_than", older.String()), slog.Int("count", len(out)), slog.Int("damaged", skipped))
+	h.ok(w, r, "list", map[string]any{"claims": out, "older_than": older.String(), "limit": limit, "truncated": len(out) == limit, "damaged": skipped})
+}
+
+// skipped counts and logs the records a listing skipped because it could
+// not read them (nil: none), and returns how many there were. One damaged
+// record never fails a listing.
+func (h *Handler) skipped(r *http.Request, action string, damaged *keystore.DamagedError) int {
+	if damaged == nil || damaged.Count == 0 {
+		return 0
+	}
+	if h.damaged != nil {
+		h.damaged.Add(float64(damaged.Count))
+	}
+	h.o.Logger.LogAttrs(r.Context(), slog.LevelWarn, "admin listing skipped damaged records",
+		slog.String("action", action),
+		slog.String("request_id", r.Header.Get(problem.RequestIDHeader)),
+		slog.Int("damaged", damaged.Count),
+		slog.Any("records", damaged.Names),
+		slog.Any("error", damaged.Err))
+	return damaged.Count
 }
 
 // key parses the {key} path segment.
@@ -402,8 +439,8 @@ func (h *Handler) answerOf(req completion, drop map[string]bool) (resp *keystore
 }
 
 func (h *Handler) answerOfChecked(req completion, drop map[string]bool) (resp *keystore.Response, dropped []string, msg string) {
-	if req.Status < 200 || req.Status > 599 {
-		return nil, nil, "status must be a final HTTP status from 200 to 599"
+	if msg := replayableStatus(req.Status); msg != "" {
+		return nil, nil, msg
 	}
 	var body []byte
 	switch {
@@ -417,6 +454,9 @@ func (h *Handler) answerOfChecked(req completion, drop map[string]bool) (resp *k
 			return nil, nil, "body_base64 is not standard base64"
 		}
 		body = b
+	}
+	if len(body) > 0 && !bodyAllowed(req.Status) {
+		return nil, nil, fmt.Sprintf("a %d answer has no body (RFC 9110 §15.3.5, §15.3.6); a replay could not send one: leave body out", req.Status)
 	}
 	if int64(len(body)) > h.o.MaxResponseBytes {
 		return nil, nil, fmt.Sprintf("the body is %d bytes; stored answers are at most %d (idempotency.max_response_bytes)", len(body), h.o.MaxResponseBytes)
@@ -432,8 +472,8 @@ func (h *Handler) answerOfChecked(req completion, drop map[string]bool) (resp *k
 			return nil, nil, fmt.Sprintf("header %q is set by idemgate on every replay (or is hop-by-hop); leave it out", cname)
 		}
 		for _, v := range vals {
-			if strings.ContainsAny(v, "\r\n\x00") {
-				return nil, nil, fmt.Sprintf("header %q has a value with CR, LF or NUL", cname)
+			if !validFieldValue(v) {
+				return nil, nil, fmt.Sprintf("header %q has a value with a control character (CR, LF, NUL, …); a replay could not send it", cname)
 			}
 		}
 		if drop[cname] || cname == "Traceresponse" || cname == "Server-Timing" {
@@ -446,6 +486,41 @@ func (h *Handler) answerOfChecked(req completion, drop map[string]bool) (resp *k
 		hdr = nil
 	}
 	return &keystore.Response{Status: req.Status, Header: hdr, Body: body}, dropped, ""
+}
+
+// replayableStatus returns why status cannot be an operator's answer, or
+// "": a replay answers a new request with it, so it must be a final status
+// (not 1xx: 100 Continue and 101 Switching Protocols are interim answers
+// to a connection, and net/http never sends them as a response), and not
+// 304, which answers only a conditional request's validators.
+func replayableStatus(status int) string {
+	switch {
+	case status < 100 || status > 599:
+		return fmt.Sprintf("status %d is not an HTTP status; want a final status from 200 to 599", status)
+	case status < 200:
+		return fmt.Sprintf("status %d is an interim (1xx) answer, which a replay cannot give; want a final status from 200 to 599", status)
+	case status == http.StatusNotModified:
+		return "status 304 answers a conditional request's validators; a replay to another request cannot give it (store the full answer, e.g. 200)"
+	}
+	return ""
+}
+
+// bodyAllowed reports whether an answer with status may carry a body: not
+// 204 No Content or 205 Reset Content (net/http drops a 204's body).
+func bodyAllowed(status int) bool {
+	return status != http.StatusNoContent && status != http.StatusResetContent
+}
+
+// validFieldValue reports whether v is a header value a server can send
+// (RFC 9110 §5.5: visible ASCII, space, tab and obs-text; HTTP/2 refuses
+// the rest).
+func validFieldValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // keyRequest is the body of POST /admin/keys.

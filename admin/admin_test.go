@@ -488,3 +488,129 @@ func TestCompleteDropsTheRoutesHeaders(t *testing.T) {
 		})
 	}
 }
+
+// TestCompleteRefusesUnreplayable: an operator's answer must be one a
+// replay can give (issue 28, item 8): a final status from 200 to 599, not
+// 304, no body on 204 or 205, header values a server can send. Refused ones
+// get 400 invalid_request and leave the claim in flight; the others
+// complete it.
+func TestCompleteRefusesUnreplayable(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, token)
+	ctx := context.Background()
+	for i, c := range []struct {
+		name, answer string // answer: the body's fields after the reason
+		ok           bool
+		why          string // in the refusal's detail
+	}{
+		{"100 Continue", `"status":100`, false, "interim"},
+		{"101 Switching Protocols", `"status":101`, false, "interim"},
+		{"103 Early Hints", `"status":103`, false, "interim"},
+		{"199", `"status":199`, false, "interim"},
+		{"0", `"status":0`, false, "not an HTTP status"},
+		{"negative", `"status":-200`, false, "not an HTTP status"},
+		{"600", `"status":600`, false, "not an HTTP status"},
+		{"999", `"status":999`, false, "not an HTTP status"},
+		{"304", `"status":304`, false, "conditional"},
+		{"304 with a body", `"status":304,"body":"x"`, false, "conditional"},
+		{"304 with headers", `"status":304,"headers":{"ETag":["\"v1\""]}`, false, "conditional"},
+		{"204 with a body", `"status":204,"body":"x"`, false, "no body"},
+		{"204 with a base64 body", `"status":204,"body_base64":"eA=="`, false, "no body"},
+		{"205 with a body", `"status":205,"body":"x"`, false, "no body"},
+		{"a value with a control character", `"status":201,"headers":{"X-A":["a\u0001b"]}`, false, "control character"},
+		{"a value with DEL", `"status":201,"headers":{"X-A":["a\u007fb"]}`, false, "control character"},
+		{"a value with NUL", `"status":201,"headers":{"X-A":["a\u0000b"]}`, false, "control character"},
+		{"a value with LF", `"status":201,"headers":{"X-A":["a\nb"]}`, false, "control character"},
+		{"204 without a body", `"status":204`, true, ""},
+		{"204 with an empty body", `"status":204,"body":""`, true, ""},
+		{"205 without a body", `"status":205`, true, ""},
+		{"200", `"status":200,"body":"ok"`, true, ""},
+		{"599", `"status":599`, true, ""},
+		{"a value with a tab and obs-text", `"status":201,"headers":{"X-A":["a\tb é"]}`, true, ""},
+	} {
+		k, _ := f.claim(t, fmt.Sprint("unreplayable-", i), "pay")
+		a := f.admin(t, "POST", "/admin/claims/"+k.String()+"/complete", `{"reason":"INC-7",`+c.answer+`}`)
+		rec, err := f.store.Get(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.ok {
+			if a.status != 200 || rec.State != keystore.StateCompleted {
+				t.Errorf("%s: complete = %d %s, record %s; want 200, completed", c.name, a.status, a.raw, rec.State)
+			}
+			continue
+		}
+		detail, _ := a.body["detail"].(string)
+		if a.status != 400 || a.body["code"] != "invalid_request" || !strings.Contains(detail, c.why) || rec.State != keystore.StateInFlight {
+			t.Errorf("%s: complete = %d %s, record %s; want 400 invalid_request saying %q, still in flight", c.name, a.status, a.raw, rec.State, c.why)
+		}
+	}
+}
+
+// damagingStore is the memory store whose listings also report damaged
+// records, as a Redis store or a sealed store does for values it cannot
+// read: the memory store's entries are typed values and cannot be damaged.
+type damagingStore struct {
+	*memstore.Store
+	damaged int
+	fail    error // when set, InFlight fails with it
+}
+
+func (s *damagingStore) InFlight(ctx context.Context, olderThan time.Duration, limit int) ([]keystore.Record, error) {
+	if s.fail != nil {
+		return nil, s.fail
+	}
+	recs, err := s.Store.InFlight(ctx, olderThan, limit)
+	if err != nil {
+		return nil, err
+	}
+	d := &keystore.DamagedError{}
+	for i := range s.damaged {
+		d.Add(fmt.Sprintf("idemgate:{%064x}", i), errors.New("corrupt or foreign value at record key"))
+	}
+	return recs, d.OrNil()
+}
+
+// TestListSkipsDamaged: a listing answers 200 with the records it could
+// read when some could not be (issue 28, item 8), says how many it skipped,
+// counts them in idemgate_admin_damaged_records_total and logs their names;
+// a store that fails outright is still 503.
+func TestListSkipsDamaged(t *testing.T) {
+	t.Parallel()
+	st := &damagingStore{Store: memstore.New(memstore.Options{})}
+	t.Cleanup(func() { st.Close() })
+	reg := prometheus.NewPedanticRegistry()
+	logs := &itestutil.SyncBuffer{}
+	h, err := New(Options{Store: st, Token: token, Registerer: reg, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	f := &fixture{srv: srv}
+	good := keystore.NewKey("good")
+	if _, err := st.Reserve(context.Background(), good, keystore.ReserveOptions{Route: "pay", Lease: time.Minute, Retention: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, n := range []int{0, 1, 12} {
+		st.damaged = n
+		total += n
+		a := f.admin(t, "GET", "/admin/claims", "")
+		claims, _ := a.body["claims"].([]any)
+		if a.status != 200 || len(claims) != 1 || claims[0].(map[string]any)["key"] != good.String() || a.body["damaged"] != float64(n) {
+			t.Errorf("%d damaged: list = %d %s; want 200 with the good claim and damaged %d", n, a.status, a.raw, n)
+		}
+		if got := testutil.ToFloat64(mustCounter(t, reg, "idemgate_admin_damaged_records_total")); got != float64(total) {
+			t.Errorf("%d damaged: idemgate_admin_damaged_records_total = %v; want %d", n, got, total)
+		}
+	}
+	if !strings.Contains(logs.String(), `"msg":"admin listing skipped damaged records"`) || !strings.Contains(logs.String(), `"damaged":12`) ||
+		!strings.Contains(logs.String(), fmt.Sprintf("idemgate:{%064x}", 9)) || strings.Contains(logs.String(), fmt.Sprintf("idemgate:{%064x}", 10)) {
+		t.Errorf("log = %s; want the skipped records logged, their count and the first %d names", logs.String(), keystore.MaxDamagedNames)
+	}
+	st.fail = errors.New("connection refused")
+	if a := f.admin(t, "GET", "/admin/claims", ""); a.status != 503 || a.body["code"] != "store_unavailable" {
+		t.Errorf("list on a failing store = %d %s; want 503 store_unavailable", a.status, a.raw)
+	}
+}

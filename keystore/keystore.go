@@ -368,7 +368,11 @@ type ClaimStore interface {
 // ignore fencing tokens. Backends implement it alongside Store.
 type Admin interface {
 	// InFlight lists up to limit in-flight records claimed at least olderThan
-	// ago, oldest first.
+	// ago, oldest first. A record it cannot read (a foreign or damaged value
+	// at a record's key, a sealed part that does not open) is skipped, not
+	// fatal: InFlight then returns the records it could read together with
+	// a [*DamagedError] counting the skipped ones. Any other error comes
+	// with no records.
 	InFlight(ctx context.Context, olderThan time.Duration, limit int) ([]Record, error)
 	// ForceRelease releases an in-flight record whatever its token (for a
 	// write known not to have run). ErrNotFound if absent; ErrLeaseLost if the
@@ -378,6 +382,64 @@ type Admin interface {
 	// token (for a write known to have run). Errors as for ForceRelease.
 	ForceComplete(ctx context.Context, key Key, resp *Response) error
 }
+
+// DamagedError is the error of a listing ([Admin.InFlight]) that skipped
+// records it could not read; the listing's records come with it. Build one
+// with Add and return [DamagedError.OrNil].
+type DamagedError struct {
+	// Count is how many records were skipped.
+	Count int
+	// Names are the first [MaxDamagedNames] skipped records' names as the
+	// backend stores them (a Redis key; a store key's hex), for the log:
+	// they hold hashes, never client input.
+	Names []string
+	// Err is the first skipped record's cause.
+	Err error
+}
+
+// MaxDamagedNames bounds [DamagedError.Names].
+const MaxDamagedNames = 10
+
+// Add counts one skipped record, name, that failed with err.
+func (e *DamagedError) Add(name string, err error) {
+	e.Count++
+	if len(e.Names) < MaxDamagedNames {
+		e.Names = append(e.Names, name)
+	}
+	if e.Err == nil {
+		e.Err = err
+	}
+}
+
+// Merge adds o's records to e; o may be nil.
+func (e *DamagedError) Merge(o *DamagedError) {
+	if o == nil || o.Count == 0 {
+		return
+	}
+	e.Count += o.Count
+	e.Names = append(e.Names, o.Names[:max(0, min(len(o.Names), MaxDamagedNames-len(e.Names)))]...)
+	if e.Err == nil {
+		e.Err = o.Err
+	}
+}
+
+// OrNil returns e as an error, or nil when it counts no record (or is nil).
+func (e *DamagedError) OrNil() error {
+	if e == nil || e.Count == 0 {
+		return nil
+	}
+	return e
+}
+
+func (e *DamagedError) Error() string {
+	first := ""
+	if len(e.Names) > 0 {
+		first = " " + e.Names[0]
+	}
+	return fmt.Sprintf("keystore: %d damaged record(s) skipped (first%s: %v)", e.Count, first, e.Err)
+}
+
+func (e *DamagedError) Unwrap() error { return e.Err }
 
 // EpochStatus reports store resets (DESIGN.md, Store loss): how often the
 // store was found emptied (its epoch marker vanished) since the process

@@ -13,7 +13,9 @@ import (
 // token does not verify gets 401 idempotency_identity_invalid with
 // WWW-Authenticate and nothing runs; one with a source that is present but
 // unreadable (DESIGN.md, Hardening: a cookie upstreams read differently)
-// gets 400 request_invalid; one whose identity is empty gets 400
+// gets 400 request_invalid; one whose token could not be checked (no JWK
+// Set loaded yet, or its fetch is slow) gets 503 idempotency_unavailable
+// with Retry-After; one whose identity is empty gets 400
 // idempotency_identity_missing when the identity is required. The scope of
 // its record is the tenant, the identity and the key ([identity.ScopeKey]).
 // The identity is resolved once per request: a route limit that counts by
@@ -54,6 +56,9 @@ func (p *Proxy) checkIdentity(r *http.Request) *proxyProblem {
 	case id.Status == identity.Unreadable:
 		p.log.Info("identity unreadable", logRequestID, ex.id, logRoute, ex.route.Name, "reason", id.Err)
 		return &problemIdentityUnread
+	case id.Status == identity.Unavailable:
+		p.log.Warn("identity cannot be checked yet; answered 503", logRequestID, ex.id, logRoute, ex.route.Name, "reason", id.Err)
+		return &problemIdentityUnavailable
 	case id.Status == identity.Empty && ex.stages.src.RequireIdentity:
 		return &problemIdentityMissing
 	}

@@ -71,6 +71,12 @@ var (
 	problemInternal         = newProblem(500, "internal", "Internal error", "The proxy failed to serve this request", "", "")
 )
 
+// problemIdentityUnavailable answers a keyed write whose token could not be
+// checked (no JWK Set loaded yet, or its fetch is slow): 503, never 401,
+// since the token may be good and invalid_token tells a client to discard
+// it.
+var problemIdentityUnavailable = newProblem(503, "idempotency_unavailable", "Client identity cannot be checked yet", "The request was not processed; retry later", "1", OutcomeUnavailable)
+
 // withRetryAfter returns p with its Retry-After header set to secs.
 func (p proxyProblem) withRetryAfter(secs int) proxyProblem {
 	p.Problem = p.Problem.WithRetryAfter(secs)

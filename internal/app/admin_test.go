@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/keystore"
 )
 
 // opsApp is an app serving on loopback listeners for the ops tests.
@@ -134,10 +136,7 @@ func TestAdminRepair(t *testing.T) {
 			t.Parallel()
 			store := ""
 			if backend == "redis" {
-				store = `
-store:
-  backend: redis
-  redis: {addrs: ["` + redistest.Addr(t) + `"], key_prefix: "` + e2ePrefix(t) + `"}`
+				store = redisStoreYAML(redistest.Addr(t), e2ePrefix(t))
 			}
 			up := newCountingUpstream(t)
 			token := "admin-token-0123456789abcdef"
@@ -151,6 +150,15 @@ routes:
 			testAdminRepair(t, oa, up, token)
 		})
 	}
+}
+
+// redisStoreYAML is the store section of a config on the Redis at addr,
+// with key_prefix prefix.
+func redisStoreYAML(addr, prefix string) string {
+	return `
+store:
+  backend: redis
+  redis: {addrs: ["` + addr + `"], key_prefix: "` + prefix + `"}`
 }
 
 func testAdminRepair(t *testing.T, oa *opsApp, up *countingUpstream, token string) {
@@ -260,6 +268,70 @@ func testAdminRepair(t *testing.T, oa *opsApp, up *countingUpstream, token strin
 		if !strings.Contains(logs, want) {
 			t.Errorf("log lacks %s", want)
 		}
+	}
+}
+
+// TestAdminListSkipsDamaged (issue 28, item 8): damaged values at record
+// keys, written straight into Redis with the store's key layout, no longer
+// make GET /admin/claims answer 503: the listing shows the claim it can
+// read, reports and counts the damaged ones and logs them. The memory store
+// cannot hold a damaged record (its entries are typed values): there the
+// listing reports none.
+func TestAdminListSkipsDamaged(t *testing.T) {
+	t.Parallel()
+	for _, backend := range []string{"memory", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			store, prefix, addr := "", e2ePrefix(t), ""
+			if backend == "redis" {
+				addr = redistest.Addr(t)
+				store = redisStoreYAML(addr, prefix)
+			}
+			up := newCountingUpstream(t)
+			token := "admin-token-0123456789abcdef"
+			oa := startOpsApp(t, `
+upstream: {url: "`+up.URL+`"}
+edge_limit: {rate: 0}`+store+`
+routes:
+  - {name: pay, method: POST, path: /pay, idempotent: true}
+`, "", &token)
+			stuck := keystore.NewKey("stuck")
+			if _, err := oa.store.Reserve(t.Context(), stuck, keystore.ReserveOptions{Route: "pay", Lease: time.Minute, Retention: time.Hour}); err != nil {
+				t.Fatal(err)
+			}
+			damaged := 0
+			if backend == "redis" {
+				rdb := redis.NewClient(&redis.Options{Addr: addr})
+				defer rdb.Close()
+				for i, write := range []func(key string) error{
+					func(key string) error { return rdb.Set(t.Context(), key, "garbage", time.Hour).Err() },
+					func(key string) error { return rdb.RPush(t.Context(), key, "x").Err() },
+					func(key string) error { return rdb.HSet(t.Context(), key, "v", "9", "st", "1").Err() },
+				} {
+					if err := write(prefix + "{" + keystore.NewKey(fmt.Sprint("damaged-", i)).String() + "}"); err != nil {
+						t.Fatal(err)
+					}
+					damaged++
+				}
+			}
+			a := doHTTP(t, e2eClient(t), "GET", oa.adminBase+"/admin/claims", "", "Authorization", "Bearer "+token)
+			var body struct {
+				Claims  []map[string]any `json:"claims"`
+				Damaged int              `json:"damaged"`
+			}
+			json.Unmarshal([]byte(a.body), &body)
+			if a.status != 200 || len(body.Claims) != 1 || body.Claims[0]["key"] != stuck.String() || body.Damaged != damaged {
+				t.Fatalf("list = %v; want 200 with the stuck claim and damaged %d", a, damaged)
+			}
+			metrics := doHTTP(t, e2eClient(t), "GET", oa.adminBase+"/metrics", "")
+			if want := fmt.Sprintf("idemgate_admin_damaged_records_total %d\n", damaged); !strings.Contains(metrics.body, want) {
+				t.Errorf("/metrics lacks %q", want)
+			}
+			logged := strings.Contains(oa.logs.String(), "admin listing skipped damaged records")
+			if logged != (damaged > 0) {
+				t.Errorf("damaged records logged: %v; want %v", logged, damaged > 0)
+			}
+		})
 	}
 }
 

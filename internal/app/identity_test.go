@@ -322,6 +322,155 @@ func TestIdentityJWKSURL(t *testing.T) {
 	}
 }
 
+// jwksOutageYAML is a config whose identity is a JWK Set URL: /orders is
+// keyed, /limited is keyed and limited to one request an hour per identity.
+func jwksOutageYAML(upstream, jwksURL string) string {
+	return `
+upstream: {url: "` + upstream + `"}
+edge_limit: {rate: 0}
+idempotency:
+  identity:
+    jwt:
+      jwks_url: "` + jwksURL + `"
+      claims: ["sub"]
+routes:
+  - {name: create_order, method: POST, path: /orders, idempotent: true}
+  - {name: limited, method: POST, path: /limited, idempotent: true, rate_limit: {requests: 1, per: 1h, by: identity}}
+`
+}
+
+// wantIdentityUnavailable checks a 503 idempotency_unavailable with
+// Retry-After and no invalid_token challenge.
+func wantIdentityUnavailable(t *testing.T, step string, r httpAnswer) {
+	t.Helper()
+	if r.status != 503 || !strings.Contains(r.body, `"idempotency_unavailable"`) || r.header.Get("Retry-After") == "" || r.header.Get("WWW-Authenticate") != "" {
+		t.Fatalf("%s: a valid token = %v (Retry-After %q, WWW-Authenticate %q); want 503 idempotency_unavailable with Retry-After, never 401 invalid_token",
+			step, r, r.header.Get("Retry-After"), r.header.Get("WWW-Authenticate"))
+	}
+}
+
+// TestIdentityJWKSURLLateStart (issue 28, item 4): the JWK Set URL is down
+// at start (its connections are cut) and comes up later. Until the keys
+// load, a valid token's keyed write gets 503 idempotency_unavailable with
+// Retry-After (never 401 invalid_token, which tells a client to discard a
+// good token), nothing runs, and a route limit by identity counts it per
+// address. The URL is tried again within a short backoff (the identity
+// clock never moves: no 30s interval is waited out), and the write goes
+// through soon after the server is up; then a forged token is 401 again.
+func TestIdentityJWKSURLLateStart(t *testing.T) {
+	t.Parallel()
+	signKeys(t)
+	var up atomic.Bool
+	var gets, failed atomic.Int32
+	set := jwksOf(t, rsa1)
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gets.Add(1)
+		if !up.Load() {
+			failed.Add(1)
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				conn.Close() // the connection is cut: no answer at all
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/jwk-set+json")
+		w.Write(set)
+	}))
+	t.Cleanup(idp.Close)
+	ups := newCountingUpstream(t)
+	base, _ := identityApp(t, jwksOutageYAML(ups.URL, idp.URL+"/jwks.json"), testutil.NewClock(t0))
+	alice := bearer(token(t, rsa1, claimsAt("alice", t0)))
+	bob := bearer(token(t, rsa1, claimsAt("bob", t0)))
+
+	wantIdentityUnavailable(t, "IdP down", order(t, base, "o-1", alice...))
+	waitUntil(t, "three failed fetches", func() bool { return failed.Load() >= 3 })
+	wantIdentityUnavailable(t, "IdP still down", order(t, base, "o-1", alice...))
+	// A limit by identity counts an unverifiable identity per address:
+	// Bob's valid token from the same address buys no fresh budget.
+	limited := func(who []string) httpAnswer {
+		return doHTTP(t, http.DefaultClient, "POST", base+"/limited", `{"sku":"tea"}`, append([]string{"Idempotency-Key", "l-1", "Content-Type", "application/json"}, who...)...)
+	}
+	wantIdentityUnavailable(t, "limited route, IdP down", limited(alice))
+	if r := limited(bob); r.status != 429 {
+		t.Errorf("a second identity from one address while the IdP is down = %v; want 429 (counted per address)", r)
+	}
+	if n := ups.count("/orders", "o-1") + ups.count("/limited", "l-1"); n != 0 {
+		t.Fatalf("the upstream ran %d writes whose identity was not checked", n)
+	}
+
+	up.Store(true)
+	var r httpAnswer
+	waitUntil(t, "the write to go through after the IdP came up", func() bool {
+		r = order(t, base, "o-1", alice...)
+		return r.status != 503
+	})
+	if r.status != 201 || ups.count("/orders", "o-1") != 1 {
+		t.Fatalf("after the IdP came up = %v, executions %d; want 201, 1", r, ups.count("/orders", "o-1"))
+	}
+	// Verified identities count per identity again.
+	if r := limited(alice); r.status != 201 {
+		t.Errorf("limited route after the keys loaded = %v; want 201 (a budget of alice's own)", r)
+	}
+	if r := order(t, base, "o-2", bearer(token(t, otherRSA1, claimsAt("alice", t0)))...); r.status != 401 || r.header.Get("WWW-Authenticate") != `Bearer error="invalid_token"` {
+		t.Errorf("a forged token once the keys loaded = %v; want 401 invalid_token", r)
+	}
+	n := gets.Load()
+	if r := order(t, base, "o-3", bearer(token(t, signKey{"random-kid", jose.RS256, otherRSA1.priv}, claimsAt("mallory", t0)))...); r.status != 401 {
+		t.Errorf("an unknown kid once the keys loaded = %v; want 401", r)
+	}
+	if gets.Load() != n {
+		t.Errorf("an unknown kid right after the load fetched the set %d times; want 0 (rate-limited)", gets.Load()-n)
+	}
+}
+
+// TestIdentityJWKSURLSlow (issue 28, item 4): a JWK Set URL that does not
+// answer. A valid token's keyed write gets 503 idempotency_unavailable
+// within about a second (the bound a request waits for a fetch), not after
+// the fetch's 10s timeout, and never 401; once the IdP answers, it runs.
+func TestIdentityJWKSURLSlow(t *testing.T) {
+	t.Parallel()
+	signKeys(t)
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	var gets atomic.Int32
+	set := jwksOf(t, rsa1)
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gets.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		w.Write(set)
+	}))
+	t.Cleanup(idp.Close)
+	ups := newCountingUpstream(t)
+	base, _ := identityApp(t, jwksOutageYAML(ups.URL, idp.URL+"/jwks.json"), testutil.NewClock(t0))
+	alice := bearer(token(t, rsa1, claimsAt("alice", t0)))
+	for i := range 3 {
+		start := time.Now()
+		r := order(t, base, "s-1", alice...)
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("write %d during a hung JWK Set fetch took %v; want about 1s", i, d)
+		}
+		wantIdentityUnavailable(t, "IdP hung", r)
+	}
+	if gets.Load() != 1 || ups.count("/orders", "s-1") != 0 {
+		t.Errorf("%d fetches, %d executions; want 1 (shared), 0", gets.Load(), ups.count("/orders", "s-1"))
+	}
+	free()
+	var r httpAnswer
+	waitUntil(t, "the write to go through after the IdP answered", func() bool {
+		r = order(t, base, "s-1", alice...)
+		return r.status != 503
+	})
+	if r.status != 201 {
+		t.Errorf("after the IdP answered = %v; want 201", r)
+	}
+}
+
 // TestIdentityCookies: a cookie identity scopes Alice and Bob apart, and a
 // keyed write without any identity gets 400 (require_identity's default).
 func TestIdentityCookies(t *testing.T) {

@@ -16,7 +16,12 @@
 //   - [Invalid]: a token was sent but does not verify; the proxy answers 401
 //     idempotency_identity_invalid with [WWWAuthenticate] and runs nothing.
 //     [Result.Err] says why, wrapping [ErrInvalid]; it never holds a token,
-//     cookie or claim value.
+//     cookie or claim value;
+//   - [Unavailable]: a token was sent but could not be checked: no key set
+//     was ever loaded from the JWK Set URL, or a fetch of it did not end
+//     within FetchWait. The proxy answers 503 idempotency_unavailable with
+//     Retry-After (never 401, which tells a client to discard a good
+//     token) and runs nothing. [Result.Err] wraps [ErrUnavailable].
 //
 // # Scope bytes
 //
@@ -57,10 +62,13 @@
 //
 // Keys come from a JWK Set file (checked for changes at most once a second,
 // on the request path; a file that fails to parse keeps the keys in force),
-// a JWK Set URL (fetched at start, refreshed every RefreshInterval and on a
-// token whose "kid" is unknown, at most once per MinRefreshInterval; while
-// the endpoint fails, the keys last fetched keep verifying), or an HMAC
-// secret.
+// a JWK Set URL (fetched at start in the background, again after a short
+// backoff — 200ms doubling to 5s — until a key set loads; then refreshed
+// every RefreshInterval and on a token whose "kid" is unknown, at most once
+// per MinRefreshInterval, so random kids cannot make a fetch per request;
+// one fetch at a time, shared by every request waiting for it, each
+// waiting at most FetchWait; while the endpoint fails, the keys last
+// fetched keep verifying), or an HMAC secret.
 //
 // Verified tokens are cached by their SHA-256 until their "exp" (plus
 // leeway, at most an hour), up to CacheSize entries, so a warm request costs

@@ -60,9 +60,11 @@ type Resolver struct {
 }
 
 // New checks o and builds a Resolver. With a JWK Set file it reads the file
-// and fails when it holds no usable key; with a URL it starts the first
-// fetch in the background and does not wait for it (tokens that arrive
-// before it completes wait for it, within their request's context).
+// and fails when it holds no usable key; with a URL it starts fetching in
+// the background, retrying with a short backoff until a key set loads, and
+// does not wait for it (a token that arrives before then waits at most
+// FetchWait for the fetch in flight, and is [Unavailable] if the keys are
+// still missing).
 func New(o Options) (*Resolver, error) {
 	r := &Resolver{
 		headers: canonical(o.Headers),
@@ -139,6 +141,12 @@ const (
 	// source out would leave a smaller identity that another client may
 	// have.
 	Unreadable
+	// Unavailable means a token was sent and could not be checked: no key
+	// set was ever loaded from the JWK Set URL, or a fetch of it did not
+	// end within FetchWait. The token may be good; the proxy answers 503
+	// idempotency_unavailable with Retry-After, never 401, and runs
+	// nothing.
+	Unavailable
 )
 
 func (s Status) String() string {
@@ -151,6 +159,8 @@ func (s Status) String() string {
 		return "invalid"
 	case Unreadable:
 		return "unreadable"
+	case Unavailable:
+		return "unavailable"
 	}
 	return "Status(" + strconv.Itoa(int(s)) + ")"
 }
@@ -165,7 +175,8 @@ type Result struct {
 	// (Status Present with a JWT source that yielded a token).
 	Verified bool
 	// Err is why the identity is Invalid (wrapping [ErrInvalid]) or
-	// Unreadable (wrapping [ErrUnreadable]); nil otherwise. Its text names
+	// Unreadable (wrapping [ErrUnreadable]) or Unavailable (wrapping
+	// [ErrUnavailable]); nil otherwise. Its text names
 	// no token, cookie or claim value.
 	Err error
 
@@ -183,8 +194,9 @@ const scopeMarkerV2 = "identity/v2"
 
 // AppendScope appends r's parts of a store key's scope to dst and returns
 // the extended slice (see "Scope bytes" in the package documentation). An
-// Invalid result must never scope a record (the proxy answers 401); its
-// parts are a fixed placeholder that no valid identity has.
+// Invalid or Unavailable result must never scope a record (the proxy
+// answers 401 or 503); its parts are a fixed placeholder that no valid
+// identity has.
 func (r Result) AppendScope(dst []string) []string {
 	if r.legacy {
 		for _, h := range r.names {
@@ -261,9 +273,11 @@ func (h *hasher) add(parts ...string) {
 func (h *hasher) sum() [sha256.Size]byte { return sha256.Sum256(h.b) }
 
 // Resolve resolves req's identity from its headers, cookies and token. A
-// token is verified (or found in the cache of verified tokens); when its
-// key is unknown and a JWK Set URL may be fetched again, Resolve waits for
-// that fetch within req's context.
+// token is verified (or found in the cache of verified tokens); when no
+// key set was loaded yet from a JWK Set URL, or the token's key is unknown
+// and the URL may be fetched again, Resolve waits for that fetch at most
+// FetchWait (and within req's context), and the token is Unavailable if
+// it could not be checked by then.
 func (r *Resolver) Resolve(req *http.Request) Result {
 	if r.legacy {
 		res := Result{legacy: true, hdr: req.Header, names: r.headers}
@@ -291,6 +305,9 @@ func (r *Resolver) Resolve(req *http.Request) Result {
 			return Result{Status: Invalid, Err: err}
 		case tok != "":
 			claims, err := r.jwt.verify(req.Context(), tok)
+			if errors.Is(err, ErrUnavailable) {
+				return Result{Status: Unavailable, Err: err}
+			}
 			if err != nil {
 				return Result{Status: Invalid, Err: err}
 			}

@@ -34,6 +34,12 @@ var (
 	ErrIssuer       = errors.New("issuer not accepted")
 	ErrAudience     = errors.New("audience not accepted")
 	ErrClaimMissing = errors.New("claim missing")
+
+	// ErrUnavailable is the error of an [Unavailable] Result: the token
+	// could not be checked, because no key set was ever loaded from the JWK
+	// Set URL or a fetch of it did not end within FetchWait. It does not
+	// wrap ErrInvalid: the token may be good.
+	ErrUnavailable = errors.New("keys unavailable")
 )
 
 func invalid(sentinel error, format string, args ...any) error {
@@ -105,8 +111,18 @@ type JWTOptions struct {
 	// background (on the first request after it). Default 1h.
 	RefreshInterval time.Duration
 	// MinRefreshInterval bounds fetches of JWKSURL caused by unknown "kid"s
-	// (and failed fetches' retries): at most one per interval. Default 30s.
+	// (and failed refreshes' retries) once a key set is loaded: at most one
+	// per interval. Default 30s.
 	MinRefreshInterval time.Duration
+	// FetchWait is the longest a request waits for a fetch of JWKSURL in
+	// flight (the first, or one for an unknown "kid"); a token that the
+	// keys in hand cannot check then is [Unavailable]. The fetch goes on in
+	// the background and every request shares it. Default 1s.
+	FetchWait time.Duration
+	// LoadBackoff is the wait after the attempt-th (from 0) failed fetch of
+	// JWKSURL while no key set was ever loaded. Default: 200ms doubling to
+	// 5s, each drawn from its upper half.
+	LoadBackoff func(attempt int) time.Duration
 }
 
 // maxTokenBytes caps a token: larger ones are malformed without parsing.
@@ -335,10 +351,19 @@ func (v *verifier) verifyCold(ctx context.Context, tok string, set *keySet, now 
 		return sum, until, set, invalid(ErrAlgorithm, "")
 	}
 	cands := set.candidates(hdr.KeyID, alg)
-	if len(cands) == 0 && hdr.KeyID != "" {
-		// An unknown kid: the keys may have rotated.
-		set = v.keys.refresh(ctx, now)
+	if set.gen == 0 || len(cands) == 0 && hdr.KeyID != "" {
+		// No keys yet (a JWK Set URL not fetched so far), or an unknown
+		// kid: the keys may have rotated.
+		var done bool
+		set, done = v.keys.refresh(ctx, now)
 		cands = set.candidates(hdr.KeyID, alg)
+		switch {
+		case len(cands) > 0:
+		case set.gen == 0:
+			return sum, until, set, fmt.Errorf("%w: no JWK Set loaded yet", ErrUnavailable)
+		case !done:
+			return sum, until, set, fmt.Errorf("%w: the JWK Set fetch did not end in time", ErrUnavailable)
+		}
 	}
 	if len(cands) == 0 {
 		return sum, until, set, invalid(ErrUnknownKey, "")

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"slices"
@@ -125,10 +126,13 @@ type keySource interface {
 	// current returns the keys in force (never nil), checking for a change
 	// when one is due.
 	current(ctx context.Context, now time.Time) *keySet
-	// refresh is called for a token whose kid is unknown: it looks for new
-	// keys if the source's rate bound allows, waiting within ctx, and
-	// returns the keys then in force.
-	refresh(ctx context.Context, now time.Time) *keySet
+	// refresh is called for a token whose kid is unknown, or when no keys
+	// were ever loaded: it looks for new keys if the source's rate bound
+	// allows, waits a bounded time (and within ctx) for a look-up in
+	// flight, and returns the keys then in force. done is false when it
+	// gave up waiting: a look-up is still running, so a token the keys do
+	// not fit could not be checked.
+	refresh(ctx context.Context, now time.Time) (set *keySet, done bool)
 	stats() *keyStats
 	close()
 }
@@ -143,10 +147,10 @@ func newStaticKeys(secret []byte) *staticKeys {
 	return &staticKeys{set: &keySet{gen: 1, keys: []key{{pub: bytes.Clone(secret)}}, ignoreKid: true}}
 }
 
-func (s *staticKeys) current(context.Context, time.Time) *keySet { return s.set }
-func (s *staticKeys) refresh(context.Context, time.Time) *keySet { return s.set }
-func (s *staticKeys) stats() *keyStats                           { return &s.st }
-func (s *staticKeys) close()                                     {}
+func (s *staticKeys) current(context.Context, time.Time) *keySet         { return s.set }
+func (s *staticKeys) refresh(context.Context, time.Time) (*keySet, bool) { return s.set, true }
+func (s *staticKeys) stats() *keyStats                                   { return &s.st }
+func (s *staticKeys) close()                                             {}
 
 // fileKeys is a JWK Set file, read again at most once per
 // fileCheckInterval, on the request path (no goroutine, no watcher: a
@@ -226,15 +230,23 @@ func (f *fileKeys) current(_ context.Context, now time.Time) *keySet {
 
 // refresh is current: a file is cheap to check, and checked at most once
 // per interval anyway.
-func (f *fileKeys) refresh(ctx context.Context, now time.Time) *keySet { return f.current(ctx, now) }
-func (f *fileKeys) stats() *keyStats                                   { return &f.st }
-func (f *fileKeys) close()                                             {}
+func (f *fileKeys) refresh(ctx context.Context, now time.Time) (*keySet, bool) {
+	return f.current(ctx, now), true
+}
+func (f *fileKeys) stats() *keyStats { return &f.st }
+func (f *fileKeys) close()           {}
 
-// urlKeys is a JWK Set URL. It is fetched at start, then again in the
-// background once RefreshInterval has passed since the last success (on
-// the first request after it), and on demand for a token whose kid is
-// unknown; every fetch but the first waits MinRefreshInterval after the
-// previous attempt. A failed fetch keeps the keys in force.
+// urlKeys is a JWK Set URL. At start a goroutine fetches it until a key set
+// is loaded, waiting a short backoff between failed attempts (loadBackoff:
+// 200ms doubling to 5s), never the MinRefreshInterval: an IdP that was down
+// for a moment at start costs seconds, not a refresh interval. Once keys
+// are loaded it is fetched again in the background once RefreshInterval
+// has passed since the last success (on the first request after it), and
+// on demand for a token whose kid is unknown; each of those waits
+// MinRefreshInterval after the previous attempt, so random kids cannot
+// cause more than one fetch per interval. One fetch runs at a time, and
+// every request that needs it shares it (single flight), waiting at most
+// FetchWait for it. A failed fetch keeps the keys in force.
 type urlKeys struct {
 	url          string
 	client       *http.Client
@@ -242,6 +254,8 @@ type urlKeys struct {
 	now          func() time.Time
 	log          *slog.Logger
 	every, min   time.Duration
+	wait         time.Duration                   // the longest a request waits for a fetch
+	backoff      func(attempt int) time.Duration // between the first fetches
 
 	set atomic.Pointer[keySet]
 	due atomic.Int64 // unix nanos from which a background refresh is due
@@ -258,28 +272,91 @@ type urlKeys struct {
 	st     keyStats
 }
 
+// Defaults of the JWK Set URL's timing (see [JWTOptions]).
+const (
+	defaultFetchWait       = time.Second
+	defaultFetchTimeout    = 10 * time.Second
+	firstLoadBackoff       = 200 * time.Millisecond
+	maxLoadBackoff         = 5 * time.Second
+	defaultRefreshInterval = time.Hour
+	defaultMinRefresh      = 30 * time.Second
+)
+
+// loadBackoff is the default wait after the attempt-th failed fetch (from
+// 0) while no key set was ever loaded: 200ms doubling to 5s, each drawn
+// from its upper half so that replicas started together spread out.
+func loadBackoff(attempt int) time.Duration {
+	d := maxLoadBackoff
+	if attempt < 5 {
+		d = min(firstLoadBackoff<<attempt, maxLoadBackoff)
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
 func newURLKeys(o JWTOptions, now func() time.Time, log *slog.Logger) (*urlKeys, error) {
 	if !strings.HasPrefix(o.JWKSURL, "https://") && !strings.HasPrefix(o.JWKSURL, "http://") {
 		return nil, fmt.Errorf("identity: jwks_url %q: want an http or https URL", o.JWKSURL)
 	}
 	u := &urlKeys{url: o.JWKSURL, client: o.HTTPClient, now: now, log: log.With("jwks_url", o.JWKSURL),
-		every: o.RefreshInterval, min: o.MinRefreshInterval}
+		every: o.RefreshInterval, min: o.MinRefreshInterval, wait: o.FetchWait, backoff: o.LoadBackoff}
 	if u.every <= 0 {
-		u.every = time.Hour
+		u.every = defaultRefreshInterval
 	}
 	if u.min <= 0 {
-		u.min = 30 * time.Second
+		u.min = defaultMinRefresh
+	}
+	if u.wait <= 0 {
+		u.wait = defaultFetchWait
+	}
+	if u.backoff == nil {
+		u.backoff = loadBackoff
 	}
 	if u.client == nil {
 		u.ownTransport = http.DefaultTransport.(*http.Transport).Clone()
-		u.client = &http.Client{Timeout: 10 * time.Second, Transport: u.ownTransport}
+		u.client = &http.Client{Timeout: defaultFetchTimeout, Transport: u.ownTransport}
 	}
 	u.ctx, u.cancel = context.WithCancel(context.Background())
 	u.set.Store(emptySet)
 	u.mu.Lock()
-	u.startLocked(now())
+	u.startLocked(now()) // in flight before New returns: the first tokens wait for it
+	first := u.inflight
 	u.mu.Unlock()
+	u.wg.Add(1)
+	go u.loadFirst(first)
 	return u, nil
+}
+
+// loadFirst waits for the first fetch, ch, then fetches again after
+// loadBackoff until a key set loads (or close). Requests never start a
+// fetch while no keys are loaded: they share these.
+func (u *urlKeys) loadFirst(ch chan struct{}) {
+	defer u.wg.Done()
+	for attempt := 0; ; attempt++ {
+		select {
+		case <-ch:
+		case <-u.ctx.Done():
+			return
+		}
+		if u.set.Load().gen != 0 {
+			return
+		}
+		t := time.NewTimer(u.backoff(attempt))
+		select {
+		case <-t.C:
+		case <-u.ctx.Done():
+			t.Stop()
+			return
+		}
+		u.mu.Lock()
+		if u.inflight == nil && u.set.Load().gen == 0 {
+			u.startLocked(u.now())
+		}
+		ch = u.inflight
+		u.mu.Unlock()
+		if ch == nil {
+			return // closed, or loaded meanwhile
+		}
+	}
 }
 
 // startLocked starts a fetch. u.mu must be held and no fetch running.
@@ -301,7 +378,7 @@ func (u *urlKeys) startLocked(now time.Time) {
 		u.inflight = nil
 		if err != nil {
 			u.st.errors.Add(1)
-			u.log.Error("identity: JWK Set not fetched; the keys in force are kept", "err", err)
+			u.log.Error("identity: JWK Set not fetched; the keys in force are kept", "err", err, "keys_loaded", u.set.Load().gen != 0)
 			return
 		}
 		u.fetchedAt = u.now()
@@ -346,13 +423,12 @@ func (u *urlKeys) fetch() error {
 	return nil
 }
 
-func (u *urlKeys) current(ctx context.Context, now time.Time) *keySet {
+// current returns the keys in force without waiting (none, before the
+// first load: refresh waits for it), and starts a background refresh when
+// one is due.
+func (u *urlKeys) current(_ context.Context, now time.Time) *keySet {
 	s := u.set.Load()
-	if s.gen == 0 {
-		// No keys yet: wait for the first fetch, or start another.
-		return u.refresh(ctx, now)
-	}
-	if now.UnixNano() >= u.due.Load() {
+	if s.gen != 0 && now.UnixNano() >= u.due.Load() {
 		u.mu.Lock()
 		if u.inflight == nil && now.Sub(u.fetchedAt) >= u.every && now.Sub(u.lastAttempt) >= u.min {
 			u.startLocked(now)
@@ -362,20 +438,28 @@ func (u *urlKeys) current(ctx context.Context, now time.Time) *keySet {
 	return s
 }
 
-func (u *urlKeys) refresh(ctx context.Context, now time.Time) *keySet {
+// refresh starts a fetch for an unknown kid when MinRefreshInterval allows
+// (before the first load, loadFirst alone fetches), then waits for the
+// fetch in flight, if any, at most u.wait.
+func (u *urlKeys) refresh(ctx context.Context, now time.Time) (*keySet, bool) {
 	u.mu.Lock()
-	if u.inflight == nil && now.Sub(u.lastAttempt) >= u.min {
+	if u.inflight == nil && u.set.Load().gen != 0 && now.Sub(u.lastAttempt) >= u.min {
 		u.startLocked(now)
 	}
 	ch := u.inflight
 	u.mu.Unlock()
-	if ch != nil {
-		select {
-		case <-ch:
-		case <-ctx.Done():
-		}
+	if ch == nil {
+		return u.set.Load(), true
 	}
-	return u.set.Load()
+	t := time.NewTimer(u.wait)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return u.set.Load(), true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return u.set.Load(), false
 }
 
 func (u *urlKeys) stats() *keyStats { return &u.st }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -100,13 +101,21 @@ func (s *jwksServer) set(b []byte) {
 	s.mu.Unlock()
 }
 
-func urlResolver(t *testing.T, url string) (*identity.Resolver, *testutil.Clock) {
+// urlResolver returns a resolver of the JWK Set at url, with a fake clock
+// at t0. Requests wait up to 10s for a fetch (a loaded machine's loopback
+// can be slow) unless mod says otherwise.
+func urlResolver(t *testing.T, url string, mod ...func(*identity.JWTOptions)) (*identity.Resolver, *testutil.Clock) {
 	t.Helper()
 	clk := newClock()
-	r, err := identity.New(identity.Options{Now: clk.Now, JWT: &identity.JWTOptions{
+	o := &identity.JWTOptions{
 		JWKSURL: url, Leeway: 30 * time.Second,
 		MinRefreshInterval: 30 * time.Second, RefreshInterval: time.Hour,
-	}})
+		FetchWait: 10 * time.Second,
+	}
+	for _, m := range mod {
+		m(o)
+	}
+	r, err := identity.New(identity.Options{Now: clk.Now, JWT: o})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,51 +216,220 @@ func TestJWKSURLConcurrentUnknownKid(t *testing.T) {
 	}
 }
 
-// TestJWKSURLDownAtStart: with no keys at all, tokens are invalid, the
-// endpoint is asked at most once per MinRefreshInterval, and the waiting
-// request stops at its context's end.
-func TestJWKSURLDownAtStart(t *testing.T) {
+// TestJWKSURLLateStart: the JWK Set URL refuses connections at start, then
+// answers 503, then serves. Meanwhile a good token is Unavailable (503 in
+// the proxy), never Invalid (401 invalid_token), and a forged one stays
+// Invalid; the URL is tried again after the injected backoff, not after
+// MinRefreshInterval (the fake clock never moves), and the token verifies
+// soon after the server is up. Then fetching stops; a forged token is
+// Invalid, and random kids cause at most one fetch per MinRefreshInterval.
+func TestJWKSURLLateStart(t *testing.T) {
 	t.Parallel()
 	keys(t)
 	srv := newJWKSServer(t, jwks(t, rsaA))
-	srv.down.Store(true)
-	r, clk := urlResolver(t, srv.URL)
-	tok := sign(t, rsaA, true, claims("alice"))
-	for range 3 {
-		if res := r.Resolve(bearerReq(tok)); !errors.Is(res.Err, identity.ErrUnknownKey) {
-			t.Fatalf("Resolve = %v, %v; want unknown key", res.Status, res.Err)
+	var target atomic.Pointer[string]
+	dead := testutil.DeadAddr(t)
+	target.Store(&dead)
+	// Real loopback connections: to a closed port (refused) until the test
+	// points the dialer at the server.
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, *target.Load())
+	}}
+	t.Cleanup(tr.CloseIdleConnections)
+	var attempts atomic.Int64
+	r, clk := urlResolver(t, "http://idp.test/jwks.json", func(o *identity.JWTOptions) {
+		o.HTTPClient = &http.Client{Transport: tr, Timeout: 10 * time.Second}
+		o.LoadBackoff = func(int) time.Duration { attempts.Add(1); return 5 * time.Millisecond }
+	})
+	good := sign(t, rsaA, true, claims("alice"))
+	// Tokens that no key set can make valid: not a JWS; alg "none"; an
+	// algorithm outside the allow-list.
+	forged := []string{
+		"x.y.z",
+		b64(`{"alg":"none"}`) + "." + b64(claims("alice")) + ".",
+		b64(`{"alg":"HS256","kid":"rsa-a"}`) + "." + b64(claims("alice")) + "." + b64("sig"),
+	}
+	unavailable := func(step string) {
+		t.Helper()
+		res := r.Resolve(bearerReq(good))
+		if res.Status != identity.Unavailable || !errors.Is(res.Err, identity.ErrUnavailable) || errors.Is(res.Err, identity.ErrInvalid) {
+			t.Fatalf("%s: a good token = %v, %v; want unavailable, never invalid", step, res.Status, res.Err)
+		}
+		for _, tok := range forged {
+			if res := r.Resolve(bearerReq(tok)); res.Status != identity.Invalid {
+				t.Errorf("%s: a malformed token = %v, %v; want invalid: no key is needed to tell", step, res.Status, res.Err)
+			}
 		}
 	}
-	if got := srv.gets.Load(); got != 1 {
-		t.Errorf("%d fetches; want 1", got)
-	}
-	srv.down.Store(false)
-	clk.Advance(30 * time.Second)
-	if res := r.Resolve(bearerReq(tok)); res.Status != identity.Present {
-		t.Fatalf("back up: Resolve = %v, %v", res.Status, res.Err)
+	unavailable("refused")
+	waitFor(t, func() bool { return r.Stats().KeySetErrors >= 3 })
+	unavailable("refused, retried")
+	if srv.gets.Load() != 0 {
+		t.Fatalf("the server was asked before it was reachable")
 	}
 
-	// A hung endpoint: the request's context bounds the wait.
-	hang := make(chan struct{})
-	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv.down.Store(true)
+	target.Store(&strings.Split(srv.URL, "//")[1])
+	waitFor(t, func() bool { return srv.gets.Load() >= 2 })
+	unavailable("answering 503")
+
+	srv.down.Store(false)
+	waitFor(t, func() bool { return r.Resolve(bearerReq(good)).Status == identity.Present })
+	if n := attempts.Load(); n < 4 {
+		t.Errorf("%d backoff waits; want one per failed attempt (at least 4)", n)
+	}
+	gets := srv.gets.Load()
+
+	// Loaded: the start loop is over, and nothing fetches without a cause.
+	time.Sleep(50 * time.Millisecond)
+	if r.Resolve(bearerReq(good)).Status != identity.Present || srv.gets.Load() != gets {
+		t.Errorf("after the load: %d more fetches; want none", srv.gets.Load()-gets)
+	}
+	// Forged tokens are Invalid again, not Unavailable: a key of the
+	// wrong signer under a known kid, and unknown kids.
+	wrongSigner := sign(t, testKey{rsaA.kid, rsaB.alg, rsaB.priv}, true, claims("mallory"))
+	if res := r.Resolve(bearerReq(wrongSigner)); res.Status != identity.Invalid || !errors.Is(res.Err, identity.ErrSignature) {
+		t.Errorf("a forged signature = %v, %v; want invalid signature", res.Status, res.Err)
+	}
+	clk.Advance(31 * time.Second)
+	const n = 32
+	var wg sync.WaitGroup
+	var invalid atomic.Int64
+	for i := range n {
+		tok := sign(t, testKey{fmt.Sprint("random-", i), rsaB.alg, rsaB.priv}, true, claims("mallory"))
+		wg.Go(func() {
+			if res := r.Resolve(bearerReq(tok)); res.Status == identity.Invalid && errors.Is(res.Err, identity.ErrUnknownKey) {
+				invalid.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if got := srv.gets.Load() - gets; got != 1 {
+		t.Errorf("%d random kids fetched the set %d times; want 1", n, got)
+	}
+	if invalid.Load() != n {
+		t.Errorf("%d of %d random kids invalid; want all", invalid.Load(), n)
+	}
+}
+
+// hungJWKS is a JWK Set server whose answers wait until release is closed
+// (or the client gives up); it counts requests.
+func hungJWKS(t *testing.T, body []byte) (srv *httptest.Server, release func(), gets *atomic.Int64) {
+	t.Helper()
+	gets = &atomic.Int64{}
+	ch := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(ch) }) }
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gets.Add(1)
 		select {
-		case <-hang:
+		case <-ch:
 		case <-r.Context().Done():
+			return
 		}
+		w.Header().Set("Content-Type", "application/jwk-set+json")
+		w.Write(body)
 	}))
-	defer slow.Close()
-	defer close(hang)
-	r2, _ := urlResolver(t, slow.URL)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	req := bearerReq(tok).WithContext(ctx)
+	t.Cleanup(srv.Close)
+	t.Cleanup(release)
+	return srv, release, gets
+}
+
+// TestJWKSURLSlowAtStart: a JWK Set URL that does not answer. Every request
+// waits at most FetchWait (not the fetch's 10s timeout) and gets
+// Unavailable; all of them share one fetch; the keys are used as soon as it
+// ends.
+func TestJWKSURLSlowAtStart(t *testing.T) {
+	t.Parallel()
+	keys(t)
+	srv, release, gets := hungJWKS(t, jwks(t, rsaA))
+	r, _ := urlResolver(t, srv.URL, func(o *identity.JWTOptions) { o.FetchWait = 50 * time.Millisecond })
+	good := sign(t, rsaA, true, claims("alice"))
+	const n = 16
+	var wg sync.WaitGroup
+	var unavailable atomic.Int64
 	start := time.Now()
-	if res := r2.Resolve(req); res.Status != identity.Invalid {
-		t.Errorf("hung endpoint: Resolve = %v; want invalid", res.Status)
+	for range n {
+		wg.Go(func() {
+			if res := r.Resolve(bearerReq(good)); res.Status == identity.Unavailable && errors.Is(res.Err, identity.ErrUnavailable) {
+				unavailable.Add(1)
+			} else {
+				t.Errorf("Resolve during a hung fetch = %v, %v; want unavailable", res.Status, res.Err)
+			}
+		})
+	}
+	wg.Wait()
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("%d requests took %v; each should wait about FetchWait (50ms), not the fetch", n, d)
+	}
+	if unavailable.Load() != n || gets.Load() != 1 {
+		t.Errorf("%d unavailable, %d fetches; want %d, 1 (one fetch, shared)", unavailable.Load(), gets.Load(), n)
+	}
+	release()
+	waitFor(t, func() bool { return r.Resolve(bearerReq(good)).Status == identity.Present })
+	if gets.Load() != 1 {
+		t.Errorf("%d fetches; want 1", gets.Load())
+	}
+}
+
+// TestJWKSURLSlowRefresh: with keys loaded, a token with an unknown kid
+// whose refresh hangs is Unavailable after FetchWait, while tokens of known
+// keys verify meanwhile; the request's context bounds the wait too.
+func TestJWKSURLSlowRefresh(t *testing.T) {
+	t.Parallel()
+	keys(t)
+	var slow atomic.Bool
+	hang := make(chan struct{})
+	var gets atomic.Int64
+	body := atomic.Pointer[[]byte]{}
+	first := jwks(t, rsaA)
+	body.Store(&first)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gets.Add(1)
+		if slow.Load() {
+			select {
+			case <-hang:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		w.Write(*body.Load())
+	}))
+	t.Cleanup(srv.Close)
+	var once sync.Once
+	release := func() { once.Do(func() { close(hang) }) }
+	t.Cleanup(release)
+	r, clk := urlResolver(t, srv.URL, func(o *identity.JWTOptions) { o.FetchWait = 50 * time.Millisecond })
+	tokA := sign(t, rsaA, true, claims("alice"))
+	if res := r.Resolve(bearerReq(tokA)); res.Status != identity.Present {
+		t.Fatal(res.Err)
+	}
+	rotated := jwks(t, rsaA, edA)
+	body.Store(&rotated)
+	slow.Store(true)
+	clk.Advance(time.Minute)
+	tokEd := sign(t, edA, true, claims("ed"))
+	start := time.Now()
+	if res := r.Resolve(bearerReq(tokEd)); res.Status != identity.Unavailable {
+		t.Errorf("a new kid while the refresh hangs = %v, %v; want unavailable", res.Status, res.Err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	if res := r.Resolve(bearerReq(tokEd).WithContext(ctx)); res.Status != identity.Unavailable {
+		t.Errorf("a new kid, context ending first = %v, %v; want unavailable", res.Status, res.Err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("Resolve waited %v; want about the context's 50ms", d)
+		t.Errorf("two requests took %v; want about FetchWait each", d)
 	}
+	if res := r.Resolve(bearerReq(sign(t, rsaA, true, claims("bob")))); res.Status != identity.Present {
+		t.Errorf("a known kid while the refresh hangs = %v, %v; want present", res.Status, res.Err)
+	}
+	if gets.Load() != 2 {
+		t.Errorf("%d fetches; want 2 (the first, one refresh)", gets.Load())
+	}
+	release()
+	waitFor(t, func() bool { return r.Resolve(bearerReq(tokEd)).Status == identity.Present })
 }
 
 // waitFor polls cond until it holds, for at most 5 seconds: background

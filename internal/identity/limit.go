@@ -80,9 +80,10 @@ type LimitKey [sha256.Size]byte
 //   - [ByIdentity]: the hash of the verified JWT claims alone when id is
 //     Present and Verified (two addresses with one identity share a budget;
 //     headers and cookies beside the token are left out, so varying them
-//     buys nothing); otherwise addr: an empty, invalid or unverified
-//     identity (headers and cookies are the client's to choose) counts per
-//     address, so random tokens never buy fresh budgets;
+//     buys nothing); otherwise addr: an empty, invalid, unavailable (a
+//     token not checkable yet) or unverified identity (headers and cookies
+//     are the client's to choose) counts per address, so random tokens
+//     never buy fresh budgets;
 //   - "header:NAME": the hash of that header's values (a header that a
 //     trusted proxy sets); addr when it is absent or empty.
 //

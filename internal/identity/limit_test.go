@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/idemgate/idemgate/internal/identity"
+	"github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/limiter"
 )
 
@@ -57,6 +58,11 @@ func TestKeyFor(t *testing.T) {
 	forged := r.Resolve(bearerReq(sign(t, testKey{"ed-a", edA.alg, otherEd}, true, claims("alice"))))
 	empty := r.Resolve(bearerReq(""))
 	sid := cookies.Resolve(&http.Request{Header: http.Header{"Cookie": {"sid=a"}}})
+	noKeys, _ := urlResolver(t, "http://"+testutil.DeadAddr(t)+"/jwks.json")
+	unavailable := noKeys.Resolve(bearerReq(sign(t, edA, true, claims("alice"))))
+	if unavailable.Status != identity.Unavailable {
+		t.Fatalf("a token while the JWK Set URL refuses = %v; want unavailable", unavailable.Status)
+	}
 
 	key := func(b identity.By, h http.Header, id identity.Result, a limiter.Key) (identity.LimitKey, bool) {
 		return b.KeyFor(h, id, a)
@@ -72,7 +78,7 @@ func TestKeyFor(t *testing.T) {
 		t.Errorf("two identities from one address share a key")
 	}
 	ip1, _ := key(identity.ByClientIP, nil, alice, addr1)
-	for name, id := range map[string]identity.Result{"forged": forged, "empty": empty, "cookie (unverified)": sid} {
+	for name, id := range map[string]identity.Result{"forged": forged, "empty": empty, "cookie (unverified)": sid, "unavailable (no keys yet)": unavailable} {
 		k, per := key(by, nil, id, addr1)
 		if !per || k != ip1 {
 			t.Errorf("%s: per address = %v, key = address's %v; want both", name, per, k == ip1)

@@ -131,3 +131,38 @@ func TestCompleteClaim(t *testing.T) {
 		t.Errorf("CompleteClaim without claims = %v; want errNoClaims", err)
 	}
 }
+
+// damagedListing is a memory store whose listing reports one damaged
+// record, as a Redis store does for a foreign value.
+type damagedListing struct{ *memstore.Store }
+
+func (d damagedListing) InFlight(ctx context.Context, olderThan time.Duration, limit int) ([]keystore.Record, error) {
+	recs, _ := d.Store.InFlight(ctx, olderThan, limit)
+	dmg := &keystore.DamagedError{}
+	dmg.Add("idemgate:{foreign}", errors.New("corrupt"))
+	return recs, dmg
+}
+
+// TestInFlightDamaged: a listing that skipped a damaged record passes its
+// records and the DamagedError through, and is no store error (the admin
+// API counts damaged records itself).
+func TestInFlightDamaged(t *testing.T) {
+	t.Parallel()
+	st := memstore.New(memstore.Options{})
+	t.Cleanup(func() { st.Close() })
+	ms := New(damagedListing{st}, prometheus.NewPedanticRegistry())
+	ctx := context.Background()
+	if _, err := ms.Reserve(ctx, keystore.NewKey("a"), keystore.ReserveOptions{Lease: time.Minute, Retention: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := ms.InFlight(ctx, 0, 10)
+	var dmg *keystore.DamagedError
+	if len(recs) != 1 || !errors.As(err, &dmg) || dmg.Count != 1 {
+		t.Errorf("InFlight = %d records, %v; want 1 and the DamagedError", len(recs), err)
+	}
+	for _, kind := range []string{"unavailable", "timeout", "canceled"} {
+		if got := testutil.ToFloat64(ms.errs.WithLabelValues(opInFlight, kind)); got != 0 {
+			t.Errorf("store errors{in_flight,%s} = %v; want 0", kind, got)
+		}
+	}
+}

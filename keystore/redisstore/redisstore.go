@@ -451,19 +451,23 @@ const scanCount = 500
 // InFlight implements [keystore.Admin]. It SCANs every master (every shard
 // of a Ring) for the store's keys, so it costs one pass over the keyspace:
 // it is for the admin API, never for the request path. A key under the
-// prefix whose value is not a record fails the listing with ErrCorrupt.
+// prefix whose value is not a record (ErrCorrupt) is skipped and counted in
+// the [*keystore.DamagedError] returned with the records.
 func (s *Store) InFlight(ctx context.Context, olderThan time.Duration, limit int) ([]keystore.Record, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
 	var (
-		mu  sync.Mutex // protects out
-		out []keystore.Record
+		mu      sync.Mutex // protects out and damaged
+		out     []keystore.Record
+		damaged keystore.DamagedError
 	)
 	scan := func(ctx context.Context, c *redis.Client) error {
-		recs, err := s.scanNode(ctx, c, olderThan)
+		var dmg keystore.DamagedError
+		recs, err := s.scanNode(ctx, c, olderThan, &dmg)
 		mu.Lock()
 		out = append(out, recs...)
+		damaged.Merge(&dmg)
 		mu.Unlock()
 		return err
 	}
@@ -485,13 +489,14 @@ func (s *Store) InFlight(ctx context.Context, olderThan time.Duration, limit int
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}
-	return out, nil
+	return out, damaged.OrNil()
 }
 
 // scanNode lists the in-flight records on one node claimed at least
 // olderThan ago by that node's clock. It reads each key it finds with
-// getScript (without answers), which knows both record formats.
-func (s *Store) scanNode(ctx context.Context, c *redis.Client, olderThan time.Duration) ([]keystore.Record, error) {
+// getScript (without answers), which knows both record formats, and adds
+// the keys that hold no record to damaged.
+func (s *Store) scanNode(ctx context.Context, c *redis.Client, olderThan time.Duration, damaged *keystore.DamagedError) ([]keystore.Record, error) {
 	now, err := c.Time(ctx).Result()
 	if err != nil {
 		return nil, err
@@ -520,6 +525,10 @@ func (s *Store) scanNode(ctx context.Context, c *redis.Client, olderThan time.Du
 			}
 			for i, key := range keys {
 				rec, ok, err := s.parseListed(key, cmds[i])
+				if errors.Is(err, ErrCorrupt) {
+					damaged.Add(key, err)
+					continue
+				}
 				if err != nil {
 					return out, err
 				}

@@ -3,8 +3,10 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -300,12 +302,49 @@ func TestCorruptValue(t *testing.T) {
 		}
 	})
 	t.Run("listing", func(t *testing.T) {
-		s := newStore(t, c, redistest.Prefix(t))
-		if err := c.Set(ctx, s.key(storetest.NewTestKey(t)), "garbage", time.Minute).Err(); err != nil {
+		// Damaged values beside a good claim, written straight into Redis
+		// under the store's key layout: the listing skips and counts them
+		// (issue 28, item 8) and still lists the good claim.
+		prefix := redistest.Prefix(t)
+		s := newStore(t, c, prefix)
+		good := storetest.NewTestKey(t)
+		if _, err := s.Reserve(ctx, good, reserveOpts("a")); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.InFlight(ctx, 0, 10); !errors.Is(err, ErrCorrupt) {
-			t.Errorf("InFlight over a foreign value = %v; want ErrCorrupt", err)
+		var names []string
+		for i, write := range []func(key string) error{
+			func(key string) error { return c.Set(ctx, key, "garbage", time.Minute).Err() },
+			func(key string) error { return c.RPush(ctx, key, "x").Err() },
+			func(key string) error { return c.Set(ctx, key, inFlight[:30], time.Minute).Err() },
+			func(key string) error { return c.HSet(ctx, key, "v", "2", "st", "1").Err() },
+		} {
+			key := s.key(keystore.NewKey(fmt.Sprint("damaged-", i)))
+			if err := write(key); err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, key)
+		}
+		notAKey := prefix + "{not-a-store-key}"
+		if err := c.Set(ctx, notAKey, "x", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, notAKey)
+		recs, err := s.InFlight(ctx, 0, 10)
+		var damaged *keystore.DamagedError
+		if !errors.As(err, &damaged) || !errors.Is(err, ErrCorrupt) || damaged.Count != len(names) {
+			t.Fatalf("InFlight over %d damaged values = %v; want a DamagedError counting them", len(names), err)
+		}
+		slices.Sort(names)
+		if got := slices.Sorted(slices.Values(damaged.Names)); !slices.Equal(got, names) {
+			t.Errorf("damaged names = %q; want %q", got, names)
+		}
+		if len(recs) != 1 || recs[0].Key != good || recs[0].State != keystore.StateInFlight {
+			t.Errorf("InFlight = %+v; want the good claim alone", recs)
+		}
+		for _, name := range names {
+			if typ, _ := c.Type(ctx, name).Result(); typ == "none" {
+				t.Errorf("the listing deleted the damaged value %s", name)
+			}
 		}
 	})
 }

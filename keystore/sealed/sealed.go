@@ -292,20 +292,25 @@ func (s *Store) InFlight(ctx context.Context, olderThan time.Duration, limit int
 		return nil, err
 	}
 	recs, err := a.InFlight(ctx, olderThan, limit)
-	if err != nil {
+	damaged := &keystore.DamagedError{}
+	if err != nil && !errors.As(err, &damaged) {
 		return nil, err
 	}
-	for i := range recs {
-		if recs[i].Response == nil {
-			continue
+	out := recs[:0]
+	for _, rec := range recs {
+		if rec.Response != nil {
+			resp, err := s.open(rec.Key, rec.Response)
+			if err != nil {
+				// A sealed answer that does not open is a damaged record:
+				// skipped and counted, as the backends skip theirs.
+				damaged.Add(rec.Key.String(), err)
+				continue
+			}
+			rec.Response = resp
 		}
-		resp, err := s.open(recs[i].Key, recs[i].Response)
-		if err != nil {
-			return nil, err
-		}
-		recs[i].Response = resp
+		out = append(out, rec)
 	}
-	return recs, nil
+	return out, damaged.OrNil()
 }
 
 // ForceRelease implements [keystore.Admin].

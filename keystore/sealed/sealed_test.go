@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -345,4 +346,43 @@ func BenchmarkSealed(b *testing.B) {
 		b.Cleanup(func() { m.Close() })
 		return mustNew(b, m, newKey(b))
 	})
+}
+
+// damagedListing is a memory store whose listing also returns a record
+// with an answer that is not sealed, and one damaged record it skipped
+// itself, as a Redis store reports a foreign value.
+type damagedListing struct{ *memstore.Store }
+
+func (d damagedListing) InFlight(ctx context.Context, olderThan time.Duration, limit int) ([]keystore.Record, error) {
+	recs, err := d.Store.InFlight(ctx, olderThan, limit)
+	if err != nil {
+		return nil, err
+	}
+	recs = append(recs, keystore.Record{Key: keystore.NewKey("unsealed"), State: keystore.StateInFlight,
+		Response: &keystore.Response{Status: 200, Body: []byte("plain")}})
+	dmg := &keystore.DamagedError{}
+	dmg.Add("idemgate:{foreign}", errors.New("corrupt"))
+	return recs, dmg
+}
+
+// TestInFlightSkipsDamaged: a listing through the sealed store skips a
+// record whose answer does not open and keeps the inner store's count of
+// skipped records (issue 28, item 8); the readable records come through.
+func TestInFlightSkipsDamaged(t *testing.T) {
+	t.Parallel()
+	m, _ := newMem(t)
+	s := mustNew(t, damagedListing{m}, newKey(t))
+	ctx := context.Background()
+	good := keystore.NewKey("good")
+	if _, err := s.Reserve(ctx, good, keystore.ReserveOptions{Lease: time.Minute, Retention: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := s.InFlight(ctx, 0, 10)
+	var dmg *keystore.DamagedError
+	if !errors.As(err, &dmg) || dmg.Count != 2 || !slices.Contains(dmg.Names, keystore.NewKey("unsealed").String()) || !slices.Contains(dmg.Names, "idemgate:{foreign}") {
+		t.Fatalf("InFlight = %v; want a DamagedError counting the foreign and the unsealed record", err)
+	}
+	if len(recs) != 1 || recs[0].Key != good {
+		t.Errorf("InFlight = %+v; want the good record alone", recs)
+	}
 }
