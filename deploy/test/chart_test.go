@@ -685,8 +685,6 @@ spec:
       annotations:
         {{- include "idemgate.podAnnotations" $ig | nindent 8 }}
     spec:
-      securityContext:
-        {{- toYaml $ig.Values.podSecurityContext | nindent 8 }}
       {{- if include "idemgate.isNativeSidecar" $ig }}
       initContainers:
         {{- include "idemgate.initContainer" $ig | nindent 8 }}
@@ -696,6 +694,7 @@ spec:
           image: registry.example.com/shop/api:1
           ports:
             - containerPort: 3000
+          {{- include "idemgate.appLifecycle" $ig | nindent 10 }}
         {{- if not (include "idemgate.isNativeSidecar" $ig) }}
         {{- include "idemgate.container" $ig | nindent 8 }}
         {{- end }}
@@ -716,6 +715,9 @@ spec:
 			_, native, err := checkIdemgatePod(&objs.Deployments[0].Spec.Template.Spec, cms)
 			if err != nil {
 				t.Errorf("parent chart's pod:\n%v", err)
+			}
+			if err := checkAppShutdown(&objs.Deployments[0].Spec.Template.Spec, kv >= "v1.30.0"); err != nil {
+				t.Errorf("parent chart's app: %v", err)
 			}
 			if want := kv >= "v1.29.0"; native != want {
 				t.Errorf("native sidecar = %v; want %v", native, want)

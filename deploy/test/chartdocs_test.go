@@ -244,7 +244,8 @@ The default image, ` + "`ghcr.io/idemgate/idemgate:<appVersion>`" + `, is not pu
 	fmt.Fprintf(&b, "Kubernetes: `%s`\n\n", meta.KubeVersion)
 	b.WriteString(`## Monitoring
 
-- ` + "`serviceMonitor.enabled`" + ` or ` + "`podMonitor.enabled`" + `: Prometheus Operator scraping of ` + "`/metrics`" + ` on the admin port.
+- ` + "`serviceMonitor.enabled`" + ` or ` + "`podMonitor.enabled`" + `: Prometheus Operator scraping of ` + "`/metrics`" + ` on the admin port (one of them;
+  rendered only where the cluster serves ` + "`monitoring.coreos.com/v1`" + ` unless their ` + "`skipCapabilityCheck`" + `).
 - ` + "`prometheusRule.enabled`" + `: the alerting rules of ` + "`deploy/monitoring/idemgate-rules.yaml`" + `, each with a runbook in the
   project's docs/operations.md (Runbooks); rendered only where the cluster serves ` + "`monitoring.coreos.com/v1`" + ` unless
   ` + "`prometheusRule.skipCapabilityCheck`" + `.

@@ -1,7 +1,7 @@
 {{/*
-Named templates. Those documented in README.md (idemgate.container,
+Named templates. Those documented in docs/operations.md (idemgate.container,
 idemgate.initContainer, idemgate.isNativeSidecar, idemgate.volumes,
-idemgate.podAnnotations) are for your own charts too: add this chart as a
+idemgate.podAnnotations, idemgate.appLifecycle) are for your own charts too: add this chart as a
 dependency with mode: include and call them with the subchart's context, e.g.
   {{ include "idemgate.container" .Subcharts.idemgate | nindent 8 }}
 Every template takes a chart context (.Values, .Chart, .Release, .Capabilities).
