@@ -10,9 +10,15 @@
 // when empty, so IDEMGATE_IDEMPOTENCY_REPLAY_HEADER= turns the replay header
 // off. The routes list cannot be set from the environment.
 //
-// Decoding is strict: an unknown key anywhere is an error naming it, and a
-// duration must be a string with a unit ("30s"); a bare number is refused
-// rather than read as nanoseconds. Decoding normalises what is
+// Decoding is strict: the file is first checked against [Config]'s keys
+// (checkDocument), because viper folds the case of keys and decodes weakly.
+// Keys are case-sensitive; an unknown key anywhere is an error naming it and
+// the key it most likely misspells (the rule of [UnknownEnv]'s
+// did-you-mean); a value must have its key's kind (a number or boolean is no
+// string, a scalar no list, a map of routes no list of them); and a duration
+// must be a string with a unit ("30s"): a bare number is refused rather than
+// read as nanoseconds. A route's method must be in [RegisteredMethods] or in
+// extra_methods. Decoding normalises what is
 // case-insensitive: header names are canonicalised
 // (net/textproto.CanonicalMIMEHeaderKey) and tenant_hosts keys are written
 // in [NormalizeHost]'s form, except those that Validate must refuse (a port,
