@@ -114,6 +114,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzNormalize$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 0 ./internal/gql/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 0 ./internal/gql/
 	$(GO) test -run '^$$' -fuzz '^FuzzResolveToken$$' -fuzztime $(FUZZTIME) ./internal/identity/
+	$(GO) test -run '^$$' -fuzz '^FuzzCookieValues$$' -fuzztime $(FUZZTIME) ./internal/identity/
 
 # docs: renders docs/*.dot to SVG with Graphviz (installed from Debian's
 # packages when dot is missing, as root; never part of `make test`). Each SVG
