@@ -16,7 +16,15 @@
 //   - [Invalid]: a token was sent but does not verify; the proxy answers 401
 //     idempotency_identity_invalid with [WWWAuthenticate] and runs nothing.
 //     [Result.Err] says why, wrapping [ErrInvalid]; it never holds a token,
-//     cookie or claim value.
+//     cookie or claim value;
+//   - [Unreadable]: a cookie (of the identity or the JWT's) is spelled so
+//     that upstreams read it differently; the proxy answers 400
+//     request_invalid and runs nothing, since leaving it out would leave a
+//     smaller identity that another client may have ([ErrUnreadable]).
+//
+// Cookies are read byte for byte from the raw Cookie header lines, not by
+// net/http's parser, which drops values it finds invalid (see cookie.go's
+// cookieValues): a value such as {"u":1} stays in the identity.
 //
 // # Scope bytes
 //
