@@ -22,6 +22,23 @@ func BenchmarkResolve(b *testing.B) {
 	b.Run("header", func(b *testing.B) {
 		run(b, headerRes, rsaTok)
 	})
+	cookieRes, err := identity.New(identity.Options{Headers: []string{"X-Shop"}, Cookies: []string{"sid"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("cookie", func(b *testing.B) {
+		req := bearerReq(rsaTok)
+		req.Header.Set("X-Shop", "s1")
+		req.Header.Set("Cookie", "_ga=GA1.2.3; theme=dark; sid=3f9a1c7e5b2d4e6f8a0b1c2d3e4f5a6b; lang=en; consent=yes")
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if res := cookieRes.Resolve(req); res.Status != identity.Present {
+					b.Fatal(res.Err)
+				}
+			}
+		})
+	})
 	warm, _, _ := fileResolver(b, nil, rsaA, edA)
 	b.Run("jwt_warm", func(b *testing.B) {
 		run(b, warm, rsaTok)

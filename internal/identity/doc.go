@@ -21,7 +21,15 @@
 //     was ever loaded from the JWK Set URL, or a fetch of it did not end
 //     within FetchWait. The proxy answers 503 idempotency_unavailable with
 //     Retry-After (never 401, which tells a client to discard a good
-//     token) and runs nothing. [Result.Err] wraps [ErrUnavailable].
+//     token) and runs nothing. [Result.Err] wraps [ErrUnavailable];
+//   - [Unreadable]: a cookie (of the identity or the JWT's) is spelled so
+//     that upstreams read it differently; the proxy answers 400
+//     request_invalid and runs nothing, since leaving it out would leave a
+//     smaller identity that another client may have ([ErrUnreadable]).
+//
+// Cookies are read byte for byte from the raw Cookie header lines, not by
+// net/http's parser, which drops values it finds invalid (see cookie.go's
+// cookieValues): a value such as {"u":1} stays in the identity.
 //
 // # Scope bytes
 //
