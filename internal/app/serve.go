@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/idemgate/idemgate/internal/connguard"
@@ -104,15 +105,21 @@ func (a *App) Serve(ctx context.Context, grace time.Duration, lns *Listeners) er
 	if err := a.startTLS(lns); err != nil {
 		return err
 	}
-	n := a.cfg.MaxHeaderBytes
-	pub := watch(a.public, lns.Public, n, a.tls.config)
-	adm := watch(a.admin, lns.Admin, n, nil)
+	// max_connections bounds each listener's open connections (DESIGN.md,
+	// Hardening): at the cap, Accept waits until one closes, so new
+	// clients queue in the kernel's accept backlog, as nginx's
+	// worker_connections and HAProxy's maxconn do (rather than being
+	// accepted and reset, which a client retries at once). The cap wraps
+	// the TCP listener, under TLS: a handshake holds a slot too.
+	n, conns := a.cfg.MaxHeaderBytes, a.cfg.MaxConnections
+	pub := watch(a.public, netutil.LimitListener(lns.Public, conns), n, a.tls.config)
+	adm := watch(a.admin, netutil.LimitListener(lns.Admin, conns), n, nil)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serveOn(a.public, pub) })
 	g.Go(func() error { return serveOn(a.admin, adm) })
 	a.startReload(gctx, g)
 	if a.tls.http != nil {
-		h := watch(a.tls.http, lns.HTTP, n, nil)
+		h := watch(a.tls.http, netutil.LimitListener(lns.HTTP, conns), n, nil)
 		g.Go(func() error { return serveOn(a.tls.http, h) })
 	}
 	a.ready.Store(true)
