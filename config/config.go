@@ -27,6 +27,11 @@ type Config struct {
 	// MaxHeaderBytes caps a request's head (request line and headers);
 	// over it the server answers 431. Default 64 KiB.
 	MaxHeaderBytes int `mapstructure:"max_header_bytes"`
+	// MaxConnections caps the open connections of each listener (the public
+	// one, plain or TLS; the admin one; tls.http_listen), each on its own:
+	// at the cap a listener stops accepting until a connection closes, and
+	// new clients wait in the kernel's accept queue. Default 10000.
+	MaxConnections int `mapstructure:"max_connections"`
 	// RequestBodyTimeout is how long after its headers a keyed request's
 	// body may take to arrive; over it the request gets 408
 	// request_timeout and nothing is claimed. Default 30s.
@@ -605,6 +610,7 @@ func Default() *Config {
 		AdminListen:        ":9090",
 		MaxBufferedBytes:   256 << 20,
 		MaxHeaderBytes:     64 << 10,
+		MaxConnections:     10000,
 		RequestBodyTimeout: 30 * time.Second,
 		Upstream: Upstream{
 			Timeout: 60 * time.Second,

@@ -60,6 +60,7 @@ func TestDefaultValues(t *testing.T) {
 		{"max_buffered_bytes", c.MaxBufferedBytes, int64(268435456)},
 		{"max_buffered_bytes_per_client", c.MaxBufferedBytesPerClient, int64(0)},
 		{"max_header_bytes", c.MaxHeaderBytes, 65536},
+		{"max_connections", c.MaxConnections, 10000},
 		{"request_body_timeout", c.RequestBodyTimeout, 30 * time.Second},
 		{"upstream.url", c.Upstream.URL, ""},
 		{"upstream.timeout", c.Upstream.Timeout, 60 * time.Second},

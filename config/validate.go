@@ -113,6 +113,9 @@ func (c *Config) validateTop(p *problems) {
 	if c.MaxHeaderBytes < 4096 || c.MaxHeaderBytes > 16<<20 {
 		p.add("max_header_bytes", ErrRange, "must be from 4096 to 16777216; got %d", c.MaxHeaderBytes)
 	}
+	if c.MaxConnections < 1 || c.MaxConnections > 1_000_000 {
+		p.add("max_connections", ErrRange, "must be from 1 to 1000000; got %d", c.MaxConnections)
+	}
 	if c.RequestBodyTimeout <= 0 {
 		p.add("request_body_timeout", ErrRange, "must be > 0; got %s", c.RequestBodyTimeout)
 	}

@@ -44,6 +44,8 @@ func TestValidateRules(t *testing.T) {
 		{"max_buffered_bytes_per_client below body", func(c *Config) { c.MaxBufferedBytesPerClient = 1000 }, "max_buffered_bytes_per_client", ErrRange, []string{"max_body_bytes"}},
 		{"max_header_bytes small", func(c *Config) { c.MaxHeaderBytes = 4095 }, "max_header_bytes", ErrRange, nil},
 		{"max_header_bytes huge", func(c *Config) { c.MaxHeaderBytes = 16<<20 + 1 }, "max_header_bytes", ErrRange, nil},
+		{"max_connections zero", func(c *Config) { c.MaxConnections = 0 }, "max_connections", ErrRange, nil},
+		{"max_connections huge", func(c *Config) { c.MaxConnections = 1_000_001 }, "max_connections", ErrRange, nil},
 		{"request_body_timeout zero", func(c *Config) { c.RequestBodyTimeout = 0 }, "request_body_timeout", ErrRange, nil},
 		{"mode", func(c *Config) { c.Mode = "Enforce" }, "mode", ErrInvalid, nil},
 		{"sessions.queue_depth", func(c *Config) { c.Sessions.QueueDepth = -1 }, "sessions.queue_depth", ErrRange, nil},

@@ -25,7 +25,7 @@ import (
 // would otherwise read it first, from a client that may never send it.
 func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request, observe bool) (body []byte, free func(), prob *proxyProblem) {
 	ex := exchangeOf(r)
-	opt := budget.ReadOptions{Limit: ex.route.maxBody, Writer: w}
+	opt := budget.ReadOptions{Limit: ex.route.maxBody, Writer: w, DropOnError: !observe}
 	if d := ex.stages.bodyTimeout; d > 0 {
 		// The exchange starts as the server hands the request over, right
 		// after its headers.

@@ -44,6 +44,14 @@ type fingerprintState struct {
 	canon []byte
 }
 
+// keepCanonMax is the largest canonical-JSON buffer a pooled
+// fingerprintState keeps. A pooled buffer is not charged to
+// max_buffered_bytes once its request is done, and the pool keeps one per
+// fingerprint that ran at once (through a GC): with 1 MiB kept, many
+// clients' big bodies left tens of MiB live outside the budget (issue 28).
+// Bigger canonical forms are allocated afresh, charged, and collected.
+const keepCanonMax = 64 << 10
+
 var fingerprintPool = sync.Pool{New: func() any {
 	return &fingerprintState{h: sha256.New(), head: make([]byte, 0, 256), canon: make([]byte, 0, 4096)}
 }}
@@ -71,9 +79,10 @@ func (st *fingerprintState) sum(pre string, parts [4]string, payload []byte) key
 	return fp
 }
 
-// keepCanon keeps c's buffer for the next fingerprint unless it grew big.
+// keepCanon keeps c's buffer for the next fingerprint unless it grew past
+// keepCanonMax.
 func (st *fingerprintState) keepCanon(c []byte) {
-	if cap(c) <= 1<<20 {
+	if cap(c) <= keepCanonMax {
 		st.canon = c[:0]
 	}
 }

@@ -4,9 +4,15 @@
 // once. While each phase runs it scrapes idemgate's /metrics every 20 ms
 // for the Go heap (go_memstats_heap_inuse_bytes, which the Prometheus Go
 // collector takes from runtime/metrics) and reads /proc/PID/status for the
-// resident set (VmRSS, sampled; VmHWM, the kernel's lifetime peak).
+// resident set (VmRSS, sampled; VmHWM, the kernel's lifetime peak), and
+// the live heap the last collection found (go_gc_heap_live_bytes).
 //
 //	hostile -url http://127.0.0.1:18096/ucp/v1/carts -metrics http://127.0.0.1:18097/metrics -pid 1234
+//
+// With -clients N the requests come from N client addresses (127.0.0.1 to
+// 127.0.0.N, round robin), each with its own max_buffered_bytes_per_client
+// share, so that together they can fill the whole max_buffered_bytes
+// budget; the target must then be on 127.0.0.1.
 //
 // The route must be keyed (idempotent: true). Every request carries a fresh
 // Idempotency-Key. Nothing is retried; every run is bounded by -timeout.
@@ -22,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"sort"
@@ -40,6 +47,8 @@ var (
 	headerReqs  = flag.Int("headers", 40, "concurrent keyed requests with big headers")
 	headerBytes = flag.Int("header-bytes", 1_000_000, "bytes of small headers per request")
 	timeout     = flag.Duration("timeout", 2*time.Minute, "bound on each phase")
+	clients     = flag.Int("clients", 1, "client addresses (127.0.0.1 to 127.0.0.N) the requests come from, round robin")
+	slow        = flag.Int("slow", 0, "then, sockets that send half a request head and hold it (a phase of their own)")
 )
 
 func main() {
@@ -50,9 +59,12 @@ func main() {
 	}
 	body := zeros(*bodySize)
 	hdr := smallHeaders(*headerBytes)
-	fmt.Printf("target %s, %d × %d-byte [0,0,...] bodies, %d × %d bytes of headers\n", *target, *bodies, len(body), *headerReqs, *headerBytes)
+	if *clients < 1 || *clients > 254 {
+		log.Fatal("-clients must be from 1 to 254")
+	}
+	fmt.Printf("target %s, %d × %d-byte [0,0,...] bodies, %d × %d bytes of headers, from %d client addresses\n", *target, *bodies, len(body), *headerReqs, *headerBytes, *clients)
 	fmt.Printf("GOMEMLIMIT in force: %s\n", human(scrape()["go_gc_gomemlimit_bytes"]))
-	fmt.Printf("\n| phase | answers | peak Go heap in use | peak heap allocated | peak RSS (sampled) | VmHWM after |\n|---|---|---|---|---|---|\n")
+	fmt.Printf("\n| phase | answers | peak Go heap in use | peak heap live | peak RSS (sampled) | VmHWM after |\n|---|---|---|---|---|---|\n")
 	for _, ph := range []struct {
 		name            string
 		nBodies, nHeads int
@@ -63,15 +75,16 @@ func main() {
 	} {
 		run(ph.name, ph.nBodies, ph.nHeads, body, hdr)
 	}
+	if *slow > 0 {
+		slowHeads(*slow)
+	}
 }
 
-// run sends nBodies body requests and nHeads header requests at once and
-// prints the phase's row.
-func run(name string, nBodies, nHeads int, body []byte, hdr http.Header) {
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	var peakInuse, peakAlloc, peakRSS float64
-	stop := make(chan struct{})
+// sampler samples the heap and RSS every 20 ms until stop is called, which
+// returns the peaks.
+func sampler() (stop func() (inuse, live, rss float64)) {
+	var peakInuse, peakLive, peakRSS float64
+	done := make(chan struct{})
 	sampled := make(chan struct{})
 	go func() {
 		defer close(sampled)
@@ -80,19 +93,58 @@ func run(name string, nBodies, nHeads int, body []byte, hdr http.Header) {
 		for {
 			m := scrape()
 			peakInuse = max(peakInuse, m["go_memstats_heap_inuse_bytes"])
-			peakAlloc = max(peakAlloc, m["go_memstats_heap_alloc_bytes"])
+			peakLive = max(peakLive, m["go_gc_heap_live_bytes"])
 			if rss := procStatus("VmRSS"); rss > 0 {
 				peakRSS = max(peakRSS, rss)
 			} else {
 				peakRSS = max(peakRSS, m["process_resident_memory_bytes"])
 			}
 			select {
-			case <-stop:
+			case <-done:
 				return
 			case <-t.C:
 			}
 		}
 	}()
+	return func() (float64, float64, float64) {
+		close(done)
+		<-sampled
+		return peakInuse, peakLive, peakRSS
+	}
+}
+
+// slowHeads opens n connections that each send half a request head and
+// hold it for two seconds after the last one opened, then closes them.
+func slowHeads(n int) {
+	stop := sampler()
+	host := strings.TrimPrefix(strings.TrimPrefix(*target, "http://"), "https://")
+	host, _, _ = strings.Cut(host, "/")
+	var conns []net.Conn
+	failed := 0
+	for i := range n {
+		d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i%*clients))}}
+		c, err := d.Dial("tcp", host)
+		if err != nil {
+			failed++
+			continue
+		}
+		fmt.Fprintf(c, "POST /slow HTTP/1.1\r\nHost: x\r\nX-Slow: %d\r\n", i)
+		conns = append(conns, c)
+	}
+	time.Sleep(2 * time.Second)
+	inuse, live, rss := stop()
+	for _, c := range conns {
+		c.Close()
+	}
+	fmt.Printf("| %d slow heads | open %d, dial errors %d | %s | %s | %s | %s |\n", n, len(conns), failed, human(inuse), human(live), human(rss), human(procStatus("VmHWM")))
+}
+
+// run sends nBodies body requests and nHeads header requests at once and
+// prints the phase's row.
+func run(name string, nBodies, nHeads int, body []byte, hdr http.Header) {
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	stop := sampler()
 	var mu sync.Mutex
 	answers := map[string]int{}
 	count := func(s string) {
@@ -101,8 +153,13 @@ func run(name string, nBodies, nHeads int, body []byte, hdr http.Header) {
 		mu.Unlock()
 	}
 	var wg sync.WaitGroup
-	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 0, DisableKeepAlives: true}}
-	for range nBodies {
+	cs := make([]*http.Client, *clients)
+	for i := range cs {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i))}}
+		cs[i] = &http.Client{Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
+	}
+	for i := range nBodies {
+		client := cs[i%len(cs)]
 		wg.Go(func() {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, *target, bytes.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
@@ -110,7 +167,8 @@ func run(name string, nBodies, nHeads int, body []byte, hdr http.Header) {
 			count("body " + do(client, req))
 		})
 	}
-	for range nHeads {
+	for i := range nHeads {
+		client := cs[i%len(cs)]
 		wg.Go(func() {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, *target, strings.NewReader(`{"a":1}`))
 			req.Header = hdr.Clone()
@@ -120,14 +178,13 @@ func run(name string, nBodies, nHeads int, body []byte, hdr http.Header) {
 		})
 	}
 	wg.Wait()
-	close(stop)
-	<-sampled
+	peakInuse, peakLive, peakRSS := stop()
 	var parts []string
 	for k, v := range answers {
 		parts = append(parts, fmt.Sprintf("%s ×%d", k, v))
 	}
 	sort.Strings(parts)
-	fmt.Printf("| %s | %s | %s | %s | %s | %s |\n", name, strings.Join(parts, ", "), human(peakInuse), human(peakAlloc), human(peakRSS), human(procStatus("VmHWM")))
+	fmt.Printf("| %s | %s | %s | %s | %s | %s |\n", name, strings.Join(parts, ", "), human(peakInuse), human(peakLive), human(peakRSS), human(procStatus("VmHWM")))
 }
 
 // do sends req and returns its status, or what went wrong.

@@ -70,6 +70,7 @@ func freeAddr(t *testing.T) string {
 type proc struct {
 	cmd    *exec.Cmd
 	public string
+	admin  string
 	logs   *syncBuffer
 	exited chan struct{} // closed when the process has exited
 }
@@ -85,7 +86,7 @@ func startBin(t *testing.T, yaml string, args ...string) *proc {
 	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{public: pub, logs: &syncBuffer{}, exited: make(chan struct{})}
+	p := &proc{public: pub, admin: adm, logs: &syncBuffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(bin, append([]string{"--config", cfgPath, "--log-flush", "0"}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	if err := p.cmd.Start(); err != nil {

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"regexp"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,7 +20,11 @@ import (
 func newRegistry(version, revision string, limits *atomic.Pointer[limitSet]) (*prometheus.Registry, *proxy.Metrics, *reloadMetrics) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
-		collectors.NewGoCollector(),
+		// go_gc_heap_live_bytes (the heap the last collection found live)
+		// on top of the defaults: with go_memstats_heap_inuse_bytes it tells
+		// live memory from garbage not yet collected (Bounds; issue 28).
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&limitsCollector{limits},
 	)

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/idemgate/idemgate/internal/connguard"
@@ -54,16 +56,21 @@ func guarded(h http.Handler) http.Handler {
 }
 
 // watch prepares s to serve on l with the max_header_bytes limit n (DESIGN.md,
-// Bounds): a plain-text listener is wrapped in a [connguard.Listener] (CL+TE
-// heads marked, the limit exact); on a TLS listener net/http's own limit
-// applies (4096 bytes looser).
-func watch(s *http.Server, l net.Listener, n int, plain bool) net.Listener {
+// Bounds). A plain-text listener is wrapped in a [connguard.Listener] (CL+TE
+// heads marked, the limit exact). With tc (the public listener's TLS) l is
+// the TCP listener under TLS: [connguard.NewTLSListener] serves TLS on it
+// and watches the decrypted stream the same way, for HTTP/1.1 and, through
+// net/http's HTTP/2 server on that stream, HTTP/2, whose header list limit
+// is set to n exactly (see [connguard.ServeTLS]).
+func watch(s *http.Server, l net.Listener, n int, tc *tls.Config) net.Listener {
 	s.MaxHeaderBytes = n
 	s.Handler = guarded(s.Handler)
-	if plain {
+	if tc == nil {
 		return connguard.NewListener(l, n)
 	}
-	return l
+	s.MaxHeaderBytes = connguard.H2MaxHeaderBytes(n)
+	connguard.ServeTLS(s)
+	return connguard.NewTLSListener(l, tc, n, s.ErrorLog)
 }
 
 // Listeners are an app's bound listeners; HTTP (tls.http_listen) is bound
@@ -98,15 +105,21 @@ func (a *App) Serve(ctx context.Context, grace time.Duration, lns *Listeners) er
 	if err := a.startTLS(lns); err != nil {
 		return err
 	}
-	n := a.cfg.MaxHeaderBytes
-	pub := watch(a.public, lns.Public, n, a.tls.config == nil)
-	adm := watch(a.admin, lns.Admin, n, true)
+	// max_connections bounds each listener's open connections (DESIGN.md,
+	// Hardening): at the cap, Accept waits until one closes, so new
+	// clients queue in the kernel's accept backlog, as nginx's
+	// worker_connections and HAProxy's maxconn do (rather than being
+	// accepted and reset, which a client retries at once). The cap wraps
+	// the TCP listener, under TLS: a handshake holds a slot too.
+	n, conns := a.cfg.MaxHeaderBytes, a.cfg.MaxConnections
+	pub := watch(a.public, netutil.LimitListener(lns.Public, conns), n, a.tls.config)
+	adm := watch(a.admin, netutil.LimitListener(lns.Admin, conns), n, nil)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serveOn(a.public, pub) })
 	g.Go(func() error { return serveOn(a.admin, adm) })
 	a.startReload(gctx, g)
 	if a.tls.http != nil {
-		h := watch(a.tls.http, lns.HTTP, n, true)
+		h := watch(a.tls.http, netutil.LimitListener(lns.HTTP, conns), n, nil)
 		g.Go(func() error { return serveOn(a.tls.http, h) })
 	}
 	a.ready.Store(true)

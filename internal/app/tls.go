@@ -112,9 +112,9 @@ func newTLS(cfg *config.Config, rdb redis.UniversalClient, log *slog.Logger, cs 
 	return ts, nil
 }
 
-// startTLS binds the HTTP listener (unless lns.HTTP is set), starts ACME
-// and wraps lns.Public in TLS. It runs before anything serves. On error it
-// closes lns.
+// startTLS binds the HTTP listener (unless lns.HTTP is set) and starts
+// ACME; Serve then serves TLS on lns.Public (see watch). It runs before
+// anything serves. On error it closes lns.
 func (a *App) startTLS(lns *Listeners) (err error) {
 	if a.tls.config == nil {
 		return nil
@@ -149,7 +149,6 @@ func (a *App) startTLS(lns *Listeners) (err error) {
 			return fmt.Errorf("tls: %w", err)
 		}
 	}
-	lns.Public = tls.NewListener(lns.Public, a.tls.config)
 	attrs := []any{"mode", a.cfg.TLS.Mode}
 	if lns.HTTP != nil {
 		attrs = append(attrs, "http_listen", lns.HTTP.Addr().String())

@@ -40,6 +40,13 @@ type ReadOptions struct {
 	Writer http.ResponseWriter
 	// Now is the clock checked against Deadline. Nil means time.Now.
 	Now func() time.Time
+	// DropOnError leaves the request's body as it was when the read fails,
+	// and drops what was read: for a caller that forwards nothing then
+	// (enforce mode). Without it, what was read is put back in front of
+	// the rest for observe mode, no longer charged: a refused body must not
+	// stay reachable from its request, uncharged, while the server answers
+	// and closes the connection (issue 28: the heap with many clients).
+	DropOnError bool
 }
 
 // A Body is a request body read whole and held against a [Budget]. It is an
@@ -133,7 +140,7 @@ func (b *Budget) ReadBody(k limiter.Key, r *http.Request, opt *ReadOptions) (*Bo
 		src = r.Body
 	}
 	if err := body.read(src, r.ContentLength, opt); err != nil {
-		if src != nil && (len(body.buf) > 0 || body.over > 0 || errors.Is(err, ErrInvalid) || errors.Is(err, ErrTimeout)) {
+		if src != nil && (opt == nil || !opt.DropOnError) && (len(body.buf) > 0 || body.over > 0 || errors.Is(err, ErrInvalid) || errors.Is(err, ErrTimeout)) {
 			r.Body = body.rest(r.Body, err)
 		}
 		return nil, err

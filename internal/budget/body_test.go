@@ -315,3 +315,25 @@ func TestReadBodyRestOnError(t *testing.T) {
 		})
 	}
 }
+
+// TestReadBodyDropOnError: with DropOnError (enforce mode) a failed read
+// leaves r.Body as it was, so the request no longer reaches the bytes read
+// (released from the budget, they must not stay live through it).
+func TestReadBodyDropOnError(t *testing.T) {
+	t.Parallel()
+	data := bytes.Repeat([]byte("0123456789"), 30) // 300 bytes
+	b := New(200, 200)
+	src := &chunkReader{src: data, n: 7}
+	req := httptest.NewRequest(http.MethodPost, "/", src)
+	req.ContentLength = -1
+	orig := req.Body
+	if _, err := b.ReadBody(key("192.0.2.31"), req, &ReadOptions{DropOnError: true}); !errors.Is(err, ErrOverloaded) {
+		t.Fatalf("err = %v; want ErrOverloaded", err)
+	}
+	if req.Body != orig {
+		t.Errorf("r.Body replaced (%T); want the original", req.Body)
+	}
+	if b.Used() != 0 {
+		t.Errorf("used = %d; want 0", b.Used())
+	}
+}

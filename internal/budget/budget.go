@@ -2,7 +2,9 @@ package budget
 
 import (
 	"errors"
+	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/idemgate/idemgate/limiter"
 )
@@ -42,6 +44,11 @@ var (
 type Budget struct {
 	max       int64
 	perClient int64
+
+	// Collection: bytes released since the last collection this Budget
+	// started, and whether one runs (see Release).
+	freed      atomic.Int64
+	collecting atomic.Bool
 
 	mu      sync.Mutex            // protects used, clients
 	used    int64                 // bytes held in total
@@ -110,6 +117,31 @@ func (b *Budget) Release(k limiter.Key, n int64) {
 	} else {
 		b.clients[k] = c - n
 	}
+	b.released(n)
+}
+
+// collectFloor is the least garbage worth a collection of its own.
+const collectFloor = 4 << 20
+
+// released counts n bytes released. A released body buffer is garbage
+// until the garbage collector runs, and the Go runtime runs it only when
+// the heap has grown by GOGC (100 %) of what was live at the last
+// collection: with the budget full of big bodies turning over, the heap
+// in use reached twice the budget and more, released bodies waiting to be
+// collected (issue 28). So once half the budget (at least collectFloor)
+// has been released since the last one, a collection is started in the
+// background, one at a time: the garbage of released bodies stays within
+// half the budget. Ordinary traffic (small bodies) releases half the
+// budget rarely and triggers nothing the runtime would not do anyway.
+func (b *Budget) released(n int64) {
+	if b.freed.Add(n) < max(b.max/2, collectFloor) || !b.collecting.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		b.freed.Store(0)
+		runtime.GC()
+		b.collecting.Store(false)
+	}()
 }
 
 // Used returns the bytes held in total.

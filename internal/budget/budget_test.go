@@ -3,9 +3,11 @@ package budget
 import (
 	"errors"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/idemgate/idemgate/limiter"
 )
@@ -176,4 +178,28 @@ func TestChargeReleaseChurn(t *testing.T) {
 	if b.Used() != 0 || b.clientCount() != 0 {
 		t.Errorf("end: used %d, clients %d; want 0, 0", b.Used(), b.clientCount())
 	}
+}
+
+// TestReleaseStartsCollection: once half the budget was released since
+// the last collection it started, the Budget starts one.
+func TestReleaseStartsCollection(t *testing.T) {
+	b := New(16<<20, 16<<20)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	before := ms.NumGC
+	k := limiter.Key{}
+	for range 8 { // 8 MiB: half the budget
+		if err := b.Charge(k, 1<<20); err != nil {
+			t.Fatal(err)
+		}
+		b.Release(k, 1<<20)
+	}
+	for range 500 {
+		runtime.ReadMemStats(&ms)
+		if ms.NumGC > before {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("no collection within 5s after half the budget was released")
 }

@@ -12,7 +12,11 @@
 //
 // Buffers derived from a body (its gzip-decoded form from [Body.Decode], a
 // canonicalizer's working memory via [Body.Charge]) are charged to the same
-// hold, and [Body.Release] gives everything back at once.
+// hold, and [Body.Release] gives everything back at once. A released
+// buffer is garbage until the next collection: once half the budget was
+// released since the last one it started, a Budget starts a collection, so
+// that garbage stays within half the budget however many clients turn
+// bodies over at once.
 //
 // The errors are sentinels for errors.Is: [ErrOverloaded] (503 overloaded),
 // [ErrTooLarge] (413 request_too_large), [ErrTimeout] (408 request_timeout),

@@ -2,7 +2,9 @@ package connguard
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
+	"log"
 	"net"
 	"net/http"
 )
@@ -17,9 +19,11 @@ var markerLine = []byte(Marker + ": 1\r\n")
 // Check reports whether r must be answered with "Connection: close" because
 // its head was marked by the [Listener]; it then sets that header on w.
 // Either way it removes the marker from r.Header, so it never reaches the
-// upstream. Call it first thing in the outermost handler, for every request.
-// It allocates nothing.
+// upstream, and it sets r.TLS for a request that came through a
+// [NewTLSListener]. Call it first thing in the outermost handler, for every
+// request. On a plain listener it allocates nothing.
 func Check(w http.ResponseWriter, r *http.Request) bool {
+	setTLS(r)
 	if _, ok := r.Header[Marker]; !ok {
 		return false
 	}
@@ -35,6 +39,8 @@ func Check(w http.ResponseWriter, r *http.Request) bool {
 type Listener struct {
 	net.Listener
 	maxHeaderBytes int
+	tls            *tls.Config // NewTLSListener
+	errorLog       *log.Logger
 }
 
 // NewListener returns inner with its connections watched. maxHeaderBytes is
@@ -50,7 +56,11 @@ func (l *Listener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &conn{Conn: c, max: l.maxHeaderBytes}, nil
+	if l.tls == nil {
+		return &conn{Conn: c, max: l.maxHeaderBytes}, nil
+	}
+	tc := &tlsConn{Conn: tls.Server(c, l.tls), errorLog: l.errorLog}
+	return &conn{Conn: tc, max: l.maxHeaderBytes, tls: tc}, nil
 }
 
 // Parser states.
@@ -74,6 +84,7 @@ const lineCap = 128
 type conn struct {
 	net.Conn
 	max int
+	tls *tlsConn // c.Conn, from a NewTLSListener; else nil
 
 	state  int
 	remain int64 // stBody, stChunkData, stChunkCRLF

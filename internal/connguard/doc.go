@@ -31,6 +31,14 @@
 // MaxHeaderBytes limit (4096 bytes looser).
 //
 // The Listener must see the plain-text stream: wrap a TCP listener, not a
-// TLS one (with TLS, net/http needs the *tls.Conn itself; HTTP/2 over TLS
-// forbids Transfer-Encoding and Go's HTTP/2 server refuses it).
+// TLS one. For TLS, [NewTLSListener] serves TLS itself and watches the
+// decrypted stream. net/http runs HTTP/2 only on a *tls.Conn, handing it
+// whole to its HTTP/2 server, so its connections are not *tls.Conn:
+// [ServeTLS] has the server sniff the HTTP/2 preface instead (its
+// "unencrypted HTTP/2", inside our TLS) and serve HTTP/2 on the watched
+// stream; [Check] sets r.TLS. HTTP/2 frames its own bodies and forbids
+// Transfer-Encoding (RFC 9113 §8.2.2; Go's HTTP/2 server answers 400
+// before any handler runs), so there the Listener only passes frames on;
+// max_header_bytes becomes the HTTP/2 header list size, exactly (see
+// [H2MaxHeaderBytes]).
 package connguard
