@@ -20,8 +20,8 @@
 // [Store.Set] switches it live. A compressed body is opened only when its
 // frame declares its size and that size is at most MaxBodyBytes
 // (idempotency.max_response_bytes): the body is decoded into a buffer of
-// exactly that size and no further, so a frame that lies (a decompression
-// bomb) costs at most MaxBodyBytes. A frame that does not open (altered,
+// that size (and 16 bytes) and no further, so a frame that lies (a
+// decompression bomb) costs at most MaxBodyBytes. A frame that does not open (altered,
 // truncated, over the bound, a failed checksum) returns an error wrapping
 // [keystore.ErrMalformedResponse], and the proxy fails closed on it.
 //
@@ -47,6 +47,10 @@ import (
 // (about a dozen bytes) and the work of opening it on every replay buy
 // little.
 const MinSize = 512
+
+// decodeSlack is what zstd's fast decoding path needs beyond the output's
+// end (the library's compressedBlockOverAlloc).
+const decodeSlack = 16
 
 // DefaultMaxBodyBytes is MaxBodyBytes when Options leaves it zero: the
 // default of idempotency.max_response_bytes.
@@ -121,9 +125,10 @@ type zstdCodec struct {
 // for EncodeAll and DecodeAll, so neither is ever closed.
 var codec = sync.OnceValues(func() (*zstdCodec, error) {
 	enc, err := zstd.NewWriter(nil,
-		// The fastest level: on the corpus (4 KB JSON) it keeps 31.9 % of the
-		// body where the default keeps 31.0 %, for a third less CPU.
-		zstd.WithEncoderLevel(zstd.SpeedFastest),
+		// The default level, not the fastest: on the corpus the fastest
+		// takes about a third less CPU, but its Stripe charge takes 52 % of
+		// its uncompressed Redis memory (46 % at the default; BENCHMARKS.md).
+		zstd.WithEncoderLevel(zstd.SpeedDefault),
 		zstd.WithEncoderConcurrency(0), // GOMAXPROCS
 	)
 	if err != nil {
@@ -177,7 +182,10 @@ func open(resp *keystore.Response, maxBody int64) (*keystore.Response, error) {
 			keystore.ErrMalformedResponse, h.FrameContentSize, maxBody)
 	}
 	c, _ := codec() // New checked it
-	body, err := c.dec.DecodeAll(resp.Body, make([]byte, 0, int(h.FrameContentSize)))
+	// 16 bytes beyond the declared size let the decoder take its fast
+	// path (it may write that far past the end while it works); it still
+	// stops at the declared size, and at the buffer's end in any case.
+	body, err := c.dec.DecodeAll(resp.Body, make([]byte, 0, int(h.FrameContentSize)+decodeSlack))
 	if err != nil {
 		return nil, fmt.Errorf("%w: compressed body: %v", keystore.ErrMalformedResponse, err)
 	}
