@@ -10,6 +10,7 @@ require (
 	github.com/go-jose/go-jose/v4 v4.1.8
 	github.com/go-viper/mapstructure/v2 v2.5.0
 	github.com/graph-gophers/graphql-go v1.11.0
+	github.com/klauspost/compress v1.20.1
 	github.com/letsencrypt/pebble/v2 v2.10.3
 	github.com/mholt/acmez/v3 v3.1.7
 	github.com/miekg/dns v1.1.73

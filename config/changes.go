@@ -63,7 +63,7 @@ func RestartOnly(key string) bool {
 		key == "idempotency.max_body_bytes", key == "request_body_timeout", key == "idempotency.header",
 		strings.HasPrefix(key, "edge_limit."),
 		strings.HasPrefix(key, "sessions."),
-		key == "store.redis.record_format",
+		key == "store.redis.record_format", key == "store.compression",
 		strings.HasPrefix(key, "limiter.") && key != "limiter.backend":
 		return false
 	}

@@ -21,6 +21,7 @@ func TestRestartOnly(t *testing.T) {
 		"idempotency.release_statuses": false, "idempotency.drop_headers": false,
 		"idempotency.header": false, "idempotency.reuse_status": false, "idempotency.replay_header": false,
 		"idempotency.max_body_bytes": false, "request_body_timeout": false, "store.redis.record_format": false,
+		"store.compression":  false,
 		"idempotency.tenant": true, "idempotency.max_response_bytes": true, "idempotency.retention": false,
 		"limiter.backend": true, "listen": true, "store.backend": true, "idempotency.lease": true, "upstream.url": false, "upstream.timeout": false, "upstream.host": false,
 	} {

@@ -52,6 +52,7 @@ func TestCompare(t *testing.T) {
 		{name: "redis db", from: `key_prefix: "a:"`, to: `key_prefix: "a:", db: 2`, restart: "store.redis.db", effect: "store.redis.db changes where records are kept"},
 		{name: "redis addrs, memory store", from: `key_prefix: "a:"`, to: `key_prefix: "a:", addrs: ["127.0.0.1:7000"]`, restart: "store.redis.addrs"},
 		{name: "record format (both are read)", from: `key_prefix: "a:"`, to: `key_prefix: "a:", record_format: hash`, live: "store.redis.record_format"},
+		{name: "compression (both are read)", from: "backend: memory,", to: "backend: memory, compression: zstd,", live: "store.compression"},
 		{name: "a route's timeout", from: "timeout: 30s}", to: "timeout: 40s}", live: "routes"},
 		{name: "a new route", from: "  - {name: get,", to: "  - {name: new, method: POST, path: /new, idempotent: true, fingerprint_ignore: [/a]}\n  - {name: get,", live: "routes"},
 	} {

@@ -197,7 +197,20 @@ type Store struct {
 	Memory MemoryStore `mapstructure:"memory"`
 	// Redis is the Redis connection, also used by limiter.backend redis.
 	Redis Redis `mapstructure:"redis"`
+	// Compression is CompressionNone or CompressionZstd: with zstd, stored
+	// answers whose bodies have at least 512 bytes are compressed (before
+	// sealing), on either backend. Compressed records are read whatever the
+	// setting; releases before it read them as damaged (503), so enable it
+	// once every replica runs a release that has it. Reloaded live. Default
+	// CompressionNone.
+	Compression string `mapstructure:"compression"`
 }
+
+// Values of [Store.Compression].
+const (
+	CompressionNone = "none"
+	CompressionZstd = "zstd"
+)
 
 // Values of [Store.Backend].
 const (
@@ -631,6 +644,7 @@ func Default() *Config {
 				RecordFormat: RecordCompact,
 				ReplayCache:  ReplayCache{MaxEntries: 100_000, MaxBytes: 64 << 20},
 			},
+			Compression: CompressionNone,
 		},
 		ClientIP:  ClientIP{TrustedProxies: []string{}},
 		EdgeLimit: EdgeLimit{Rate: 100, Burst: 200},

@@ -78,6 +78,7 @@ func TestDefaultValues(t *testing.T) {
 		{"store.redis.record_format", c.Store.Redis.RecordFormat, "compact"},
 		{"store.redis.replay_cache.max_entries", c.Store.Redis.ReplayCache.MaxEntries, 100000},
 		{"store.redis.replay_cache.max_bytes", c.Store.Redis.ReplayCache.MaxBytes, int64(64 << 20)},
+		{"store.compression", c.Store.Compression, "none"},
 		{"client_ip.trusted_proxies", c.ClientIP.TrustedProxies, []string{}},
 		{"edge_limit.rate", c.EdgeLimit.Rate, 100.0},
 		{"edge_limit.burst", c.EdgeLimit.Burst, 200},

@@ -230,6 +230,9 @@ func (c *Config) validateStore(p *problems) {
 	if s.Memory.MaxBytes <= 0 {
 		p.add("store.memory.max_bytes", ErrRange, "must be > 0; got %d", s.Memory.MaxBytes)
 	}
+	if s.Compression != CompressionNone && s.Compression != CompressionZstd {
+		p.add("store.compression", ErrInvalid, "%q: want %q or %q", s.Compression, CompressionNone, CompressionZstd)
+	}
 	if s.Backend != StoreRedis && c.Limiter.Backend != LimiterRedis {
 		return // Redis is not used.
 	}

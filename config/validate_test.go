@@ -144,6 +144,8 @@ func TestValidateRules(t *testing.T) {
 		{"redis db", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.Redis.DB = -1 }, "store.redis.db", ErrRange, nil},
 		{"redis timeout", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.Redis.Timeout = 0 }, "store.redis.timeout", ErrRange, nil},
 		{"record format", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.Redis.RecordFormat = "string" }, "store.redis.record_format", ErrInvalid, nil},
+		{"compression", func(c *Config) { c.Store.Compression = "gzip" }, "store.compression", ErrInvalid, nil},
+		{"compression spelled in capitals", func(c *Config) { c.Store.Compression = "ZSTD" }, "store.compression", ErrInvalid, nil},
 		{"record format spelled in capitals", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.Redis.RecordFormat = "Hash" }, "store.redis.record_format", ErrInvalid, nil},
 		{"replay cache entries", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.Redis.ReplayCache.MaxEntries = -1 }, "store.redis.replay_cache.max_entries", ErrRange, nil},
 		{"replay cache bytes", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.Redis.ReplayCache.MaxBytes = 0 }, "store.redis.replay_cache.max_bytes", ErrRange, nil},

@@ -12,19 +12,23 @@ import (
 // store's records):
 //
 //	version   byte   answerVersion
-//	flags     byte   flagTooLarge | flagHeader | flagBody
+//	flags     byte   flagTooLarge | flagHeader | flagBody | flagCompressed
 //	status    varint
 //	names     uvarint, then per name (sorted):
 //	            uvarint len, name bytes, uvarint count, per value: uvarint len, value bytes
 //	body      the remaining bytes
 //
 // flagHeader and flagBody keep a nil Header or Body apart from an empty one.
+// flagCompressed ([Response.Compressed], always with flagBody) is unknown to
+// the releases before it, whose decoders refuse unknown flags: they read a
+// compressed answer as malformed (503), never as a body.
 const (
 	answerVersion = 1
 
-	flagTooLarge = 1 << 0
-	flagHeader   = 1 << 1
-	flagBody     = 1 << 2
+	flagTooLarge   = 1 << 0
+	flagHeader     = 1 << 1
+	flagBody       = 1 << 2
+	flagCompressed = 1 << 3
 )
 
 // ErrMalformedResponse is returned by [DecodeResponse] for bytes that are
@@ -72,6 +76,9 @@ func AppendResponse(b []byte, r *Response) []byte {
 	if r.Body != nil {
 		flags |= flagBody
 	}
+	if r.Compressed {
+		flags |= flagCompressed | flagBody
+	}
 	b = append(b, answerVersion, flags)
 	b = binary.AppendVarint(b, int64(r.Status))
 	var arr [16]string
@@ -106,10 +113,11 @@ func DecodeResponse(b []byte) (*Response, error) {
 		return nil, ErrMalformedResponse
 	}
 	flags := d.byte()
-	if flags&^(flagTooLarge|flagHeader|flagBody) != 0 {
+	if flags&^(flagTooLarge|flagHeader|flagBody|flagCompressed) != 0 ||
+		flags&(flagCompressed|flagBody) == flagCompressed {
 		return nil, ErrMalformedResponse
 	}
-	r := &Response{TooLarge: flags&flagTooLarge != 0}
+	r := &Response{TooLarge: flags&flagTooLarge != 0, Compressed: flags&flagCompressed != 0}
 	status := d.varint()
 	if status < 0 || status > 999 {
 		return nil, ErrMalformedResponse

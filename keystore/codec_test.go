@@ -22,6 +22,7 @@ func TestAnswerRoundTrip(t *testing.T) {
 		{"nil header and body", &Response{Status: 204}},
 		{"empty header and body", &Response{Status: 200, Header: http.Header{}, Body: []byte{}}},
 		{"too large", &Response{Status: 200, TooLarge: true}},
+		{"compressed", &Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte{0x28, 0xb5, 0x2f, 0xfd}, Compressed: true}},
 		{"full", &Response{
 			Status: 201,
 			Header: http.Header{"Set-Cookie": {"b=2", "a=1"}, "X-Empty": {""}, "X-None": {}, "Content-Type": {"application/json"}},
@@ -62,6 +63,26 @@ func TestAnswerMalformed(t *testing.T) {
 		if r, err := DecodeResponse(b); err == nil {
 			t.Errorf("DecodeResponse(%v) = %+v; want an error", b, r)
 		}
+	}
+}
+
+// A compressed answer is one the releases before compression cannot read:
+// their DecodeResponse (the first release's, commit 768a101, and every one
+// since until this flag) refused any flag outside tooLarge|header|body, so
+// they fail closed on it (503) and never replay the compressed bytes.
+func TestCompressedIsMalformedToOlderReleases(t *testing.T) {
+	t.Parallel()
+	const olderFlags = 1<<0 | 1<<1 | 1<<2 // the only flags older decoders accept
+	b := EncodeResponse(&Response{Status: 200, Body: []byte("frame"), Compressed: true})
+	if b[1]&^olderFlags == 0 {
+		t.Errorf("flags %#x: an older release would decode this as a plain body", b[1])
+	}
+	b = EncodeResponse(&Response{Status: 200, Body: []byte("plain")})
+	if b[1]&^olderFlags != 0 {
+		t.Errorf("flags %#x of a plain answer: older releases could no longer read it", b[1])
+	}
+	if _, err := DecodeResponse([]byte{1, flagCompressed, 0x90, 0x03, 0}); err == nil {
+		t.Error("compressed without a body decodes; want an error")
 	}
 }
 

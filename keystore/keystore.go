@@ -169,6 +169,11 @@ type Response struct {
 	// TooLarge records that the answer was over the proxy's cap: it ran, but
 	// cannot be replayed.
 	TooLarge bool
+	// Compressed marks a Body that is a zstd frame of the upstream's body
+	// (keystore/compressed). It is set only between that wrapper and the
+	// stores under it, which keep it with the record: callers above the
+	// wrapper always get the body itself, with Compressed false.
+	Compressed bool
 }
 
 // Size is the number of bytes the response accounts for in a store's

@@ -214,6 +214,7 @@ func (a *App) applyStages(applied *config.Config) error {
 		// Checked by validation: the format is one of the two.
 		_ = r.SetRecordFormat(recordFormat(applied))
 	}
+	a.built.compressed.Set(compression(applied))
 	if set != a.limits.Load() {
 		rs.limiters.close()
 		rs.limiters = limiters

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemgate/idemgate/config"
 	"github.com/idemgate/idemgate/keystore"
+	"github.com/idemgate/idemgate/keystore/compressed"
 	"github.com/idemgate/idemgate/keystore/memstore"
 	"github.com/idemgate/idemgate/keystore/redisstore"
 	"github.com/idemgate/idemgate/keystore/replaycache"
@@ -35,6 +36,9 @@ type builtStore struct {
 	redis   *redisstore.Store
 	cache   *replaycache.Store
 	mem     *memstore.Store // the memory store, for its gauges; nil with Redis
+	// compressed compresses answers (store.compression) and opens
+	// compressed ones whatever the setting; reloads Set it.
+	compressed *compressed.Store
 }
 
 // purgeCache empties the replay cache, if there is one. A store reset
@@ -43,6 +47,16 @@ type builtStore struct {
 func (b *builtStore) purgeCache() {
 	if b.cache != nil {
 		b.cache.Purge()
+	}
+}
+
+// compression is what the compressing store runs with under cfg
+// (store.compression, reloaded live; the bound of what it opens is
+// idempotency.max_response_bytes).
+func compression(cfg *config.Config) compressed.Options {
+	return compressed.Options{
+		Compress:     cfg.Store.Compression == config.CompressionZstd,
+		MaxBodyBytes: cfg.Idempotency.MaxResponseBytes,
 	}
 }
 
@@ -61,8 +75,9 @@ func recordFormat(cfg *config.Config) redisstore.RecordFormat {
 // client. With Redis it logs the startup check's findings as warnings
 // (never refusing to start: unkeyed traffic must flow while Redis is down)
 // and watches the store's epoch marker (DESIGN.md, Store loss); a reset
-// empties the replay cache. With store.redis.replay_cache on, the replay
-// cache wraps the (sealed) store: it holds opened answers, so a cached
+// empties the replay cache. The compressing store (store.compression)
+// wraps the (sealed) store. With store.redis.replay_cache on, the replay
+// cache wraps that: it holds opened answers, so a cached
 // replay is neither fetched nor decrypted, and the admin API's repairs,
 // which go through it, drop the key on every replica. The caller's metrics
 // decorator wraps the result, so every Reserve is counted, cached or not
@@ -118,6 +133,14 @@ func newStore(cfg *config.Config, log *slog.Logger, cs *closeStack) (builtStore,
 		}
 		b.store = s // its Close is the wrapped store's, pushed above
 	}
+	// Always there, above the sealed store (it compresses plaintext):
+	// with store.compression none it still opens compressed records that
+	// replicas with zstd wrote.
+	c, err := compressed.New(b.store, compression(cfg))
+	if err != nil {
+		return b, fmt.Errorf("store.compression: %w", err)
+	}
+	b.store, b.compressed = c, c // its Close is the wrapped store's
 	if rc := cfg.Store.Redis.ReplayCache; b.redis != nil && rc.Enabled() {
 		claims, ok := b.store.(keystore.ClaimStore)
 		if !ok {

@@ -336,13 +336,18 @@ func (s *Store) ForceComplete(ctx context.Context, k keystore.Key, resp *keystor
 
 // The sealed plaintext:
 //
-//	flags  byte (1: Header non-nil, 2: Body non-nil)
+//	flags  byte (1: Header non-nil, 2: Body non-nil, 4: Body compressed)
 //	names  uvarint, then per name (sorted): uvarint len, name,
 //	       uvarint count, per value: uvarint len, value
 //	body   the remaining bytes
+//
+// plainCompressed carries [keystore.Response.Compressed] (keystore/compressed
+// compresses before sealing). The releases before it refuse unknown flags:
+// they read a compressed answer as unsealable (503), never as a body.
 const (
-	plainHeader = 1 << 0
-	plainBody   = 1 << 1
+	plainHeader     = 1 << 0
+	plainBody       = 1 << 1
+	plainCompressed = 1 << 2
 )
 
 var errBadPlain = errors.New("malformed sealed answer")
@@ -365,6 +370,9 @@ func encodePlain(r *keystore.Response) []byte {
 	if r.Body != nil {
 		b[0] |= plainBody
 	}
+	if r.Compressed {
+		b[0] |= plainCompressed | plainBody
+	}
 	b = binary.AppendUvarint(b, uint64(len(names)))
 	for _, k := range names {
 		b = appendString(b, k)
@@ -382,7 +390,8 @@ func appendString(b []byte, s string) []byte {
 }
 
 func decodePlain(b []byte) (*keystore.Response, error) {
-	if len(b) == 0 || b[0]&^(plainHeader|plainBody) != 0 {
+	if len(b) == 0 || b[0]&^(plainHeader|plainBody|plainCompressed) != 0 ||
+		b[0]&(plainCompressed|plainBody) == plainCompressed {
 		return nil, errBadPlain
 	}
 	flags := b[0]
@@ -408,7 +417,7 @@ func decodePlain(b []byte) (*keystore.Response, error) {
 		b = b[l:]
 		return s
 	}
-	r := &keystore.Response{}
+	r := &keystore.Response{Compressed: flags&plainCompressed != 0}
 	names := count()
 	if flags&plainHeader != 0 {
 		r.Header = make(http.Header, names)

@@ -326,9 +326,37 @@ func TestParseKey(t *testing.T) {
 	}
 }
 
+// A compressed answer (keystore/compressed, which compresses before
+// sealing) keeps its mark through sealing, and the releases before it
+// cannot open it: their plaintext decoder (the first release's, commit
+// 768a101) refused any flag but header|body, so they fail closed
+// (ErrUnsealable, 503) instead of replaying compressed bytes.
+func TestSealedCompressed(t *testing.T) {
+	t.Parallel()
+	m, _ := newMem(t)
+	s := mustNew(t, m, newKey(t))
+	k := keystore.NewKey("compressed")
+	want := &keystore.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte("zstd frame"), Compressed: true}
+	store(t, s, k, want)
+	if got, err := replay(t, s, k); err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("replay = %+v, %v; want %+v", got, err, want)
+	}
+	const olderFlags = 1<<0 | 1<<1 // the only flags older decoders accept
+	if p := encodePlain(want); p[0]&^olderFlags == 0 {
+		t.Errorf("plaintext flags %#x: an older release would open this as a plain body", p[0])
+	}
+	if p := encodePlain(answer()); p[0]&^olderFlags != 0 {
+		t.Errorf("plaintext flags %#x of a plain answer: older releases could no longer open it", p[0])
+	}
+	if _, err := decodePlain([]byte{plainCompressed, 0}); err == nil {
+		t.Error("compressed without a body decodes; want an error")
+	}
+}
+
 func FuzzDecodePlain(f *testing.F) {
 	f.Add(encodePlain(answer()))
 	f.Add([]byte{3, 0})
+	f.Add([]byte{6, 0, 1, 2})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := decodePlain(b)
 		if err != nil {

@@ -1099,3 +1099,13 @@ func reportCPU(b *testing.B, cpu time.Duration) {
 		b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
 	}
 }
+
+// ProcessCPU returns the user and system CPU time the process has used
+// (zero where the platform cannot tell), for benchmarks that report CPU
+// per operation with [ReportCPU]: on a loaded machine it is steadier than
+// the wall time.
+func ProcessCPU() time.Duration { return processCPU() }
+
+// ReportCPU reports the process CPU time since start (from [ProcessCPU])
+// per operation, as cpu-ns/op.
+func ReportCPU(b *testing.B, start time.Duration) { reportCPU(b, start) }
