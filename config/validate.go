@@ -356,6 +356,12 @@ func (c *Config) validateIdempotency(p *problems) {
 	if id.WaitTimeout <= 0 {
 		p.add("idempotency.wait_timeout", ErrRange, "must be > 0; got %s", id.WaitTimeout)
 	}
+	if id.LateAnswerWait < 0 {
+		p.add("idempotency.late_answer_wait", ErrRange, "must be >= 0 (0 cancels a write at its timeout); got %s", id.LateAnswerWait)
+	}
+	if id.LateAnswerMax <= 0 {
+		p.add("idempotency.late_answer_max", ErrRange, "must be > 0 (to keep no call, set late_answer_wait: 0); got %d", id.LateAnswerMax)
+	}
 	if id.EncryptionKeyEnv != "" && !validEnvName(id.EncryptionKeyEnv) {
 		p.add("idempotency.encryption_key_env", ErrInvalid, "%q is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)", id.EncryptionKeyEnv)
 	}
@@ -574,6 +580,7 @@ func (c *Config) validateRoutes(p *problems) {
 				ref("upstream.timeout", c.Upstream.Timeout, defaults.Upstream.Timeout),
 				ref("idempotency.max_lease", c.Idempotency.MaxLease, defaults.Idempotency.MaxLease), leaseOutlived)
 		}
+		c.validateLateWait(p, key, r)
 		if r.Protocol != "" && r.Protocol != ProtocolGraphQL {
 			p.add(key+".protocol", ErrInvalid, "%q: want \"\" or %q", r.Protocol, ProtocolGraphQL)
 		}
@@ -649,6 +656,42 @@ func (c *Config) validateRoutes(p *problems) {
 		}
 	}
 }
+
+// validateLateWait checks a route's late_answer_wait, and that its timeout
+// plus its late wait (its own, else idempotency.late_answer_wait) ends
+// within max_lease (DESIGN.md, "Unknown outcomes"): a kept call's claim is
+// renewed only up to max_lease.
+func (c *Config) validateLateWait(p *problems, key string, r *Route) {
+	wait, waitKey := c.Idempotency.LateAnswerWait, ref("idempotency.late_answer_wait", c.Idempotency.LateAnswerWait, defaults.Idempotency.LateAnswerWait)
+	if r.LateAnswerWait != nil {
+		wait, waitKey = *r.LateAnswerWait, key+".late_answer_wait ("+fmtDur(*r.LateAnswerWait)+")"
+		switch {
+		case wait < 0:
+			p.add(key+".late_answer_wait", ErrRange, "must be >= 0 (0 cancels a write at its timeout); got %s", wait)
+			return
+		case !r.Idempotent:
+			p.add(key+".late_answer_wait", ErrConflict, "is set, but the route is not idempotent")
+			return
+		}
+	}
+	maxLease := c.Idempotency.MaxLease
+	timeout, timeoutKey := r.Timeout, key+".timeout ("+fmtDur(r.Timeout)+")"
+	if r.Timeout == 0 {
+		timeout, timeoutKey = c.Upstream.Timeout, ref("upstream.timeout", c.Upstream.Timeout, defaults.Upstream.Timeout)
+	}
+	if !r.Idempotent || wait <= 0 || maxLease <= 0 || timeout < 0 || timeout > maxLease || timeout+wait <= maxLease {
+		return // a timeout over max_lease alone is reported as such
+	}
+	limit := ref("idempotency.max_lease", maxLease, defaults.Idempotency.MaxLease)
+	if r.LateAnswerWait == nil {
+		p.add(key+".late_answer_wait", ErrRange, "is not set, so %s applies; %s plus it exceeds %s: %s", waitKey, timeoutKey, limit, lateOutlived)
+		return
+	}
+	p.add(key+".late_answer_wait", ErrRange, "%s plus %s exceeds %s: %s", waitKey, timeoutKey, limit, lateOutlived)
+}
+
+// lateOutlived says why a kept call must end within max_lease.
+const lateOutlived = "a kept call's claim stops being renewed while its late answer may still come, and a retry could take the key over and run the write twice; lower the timeout or late_answer_wait, or raise max_lease"
 
 // leaseOutlived says why a keyed write must end within max_lease.
 const leaseOutlived = "the claim stops being renewed while the write still runs, and a retry could take the key over and run the write twice; lower the timeout or raise max_lease"

@@ -83,8 +83,9 @@ func (p *Proxy) runClaimed(w http.ResponseWriter, r *http.Request, next http.Han
 		p.log.Warn("took over an abandoned claim", logRequestID, ex.id, logRoute, ex.route.Name)
 	}
 	lease := p.renewals.start(sk, res.Token, opts.Lease, opts.MaxLease)
+	ex.claimKey, ex.claimToken, ex.lease = sk, res.Token, lease
 	p.metrics.claimHeld(1)
-	defer p.metrics.claimHeld(-1)
+	defer ex.after(func() { p.metrics.claimHeld(-1) }) // a kept call holds it on (late.go)
 	ex.keyed = true
 	ex.outcome = OutcomeExecuted
 	recorded := false
@@ -101,8 +102,9 @@ func (p *Proxy) runClaimed(w http.ResponseWriter, r *http.Request, next http.Han
 		p.record(r, ex, sk, res.Claim, ex.capture)
 	}
 	// Runs on a panic too (ErrAbortHandler when the upstream's body broke
-	// mid-stream): the claim is then kept.
-	defer ex.finish()
+	// mid-stream): the claim is then kept. A kept call records when it
+	// ends (late.go).
+	defer ex.after(ex.finish)
 	next.ServeHTTP(w, r)
 }
 

@@ -26,6 +26,9 @@ const (
 	OutcomeTenantUnknown  = "tenant_unknown"
 	OutcomeOverloaded     = "overloaded"      // 503: max_buffered_bytes or the client's share
 	OutcomeRequestTimeout = "request_timeout" // 408: the body did not arrive in time
+	// OutcomeLate is a keyed write whose client got 504 upstream_timeout
+	// and whose late answer was recorded afterwards (late.go).
+	OutcomeLate = "late"
 	// OutcomeIdentityInvalid is a keyed write whose token did not verify
 	// (401 idempotency_identity_invalid).
 	OutcomeIdentityInvalid = "identity_invalid"

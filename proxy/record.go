@@ -44,6 +44,10 @@ func (p *Proxy) record(r *http.Request, ex *exchange, sk keystore.Key, claim key
 	default:
 		p.complete(ctx, ex, sk, claim, resp)
 	}
+	if resp != nil && ex.late != nil {
+		// A late answer, recorded after the client got 504 (late.go).
+		ex.outcome = OutcomeLate
+	}
 }
 
 // releaseKey deletes the claim (the store's Release), so that a retry runs.

@@ -30,6 +30,8 @@ type route struct {
 	reuseStatus int    // the status of idempotency_key_reused
 	replayHdr   string // the header set on replays; "" none
 	errs        *problem.Template
+
+	lateWait time.Duration // late_answer_wait (late.go)
 }
 
 // stages is a compiled Stages: its route table and the chain after the
@@ -41,6 +43,7 @@ type stages struct {
 	// RequestBodyTimeout, or the Options' when unset.
 	keyHeader   string
 	bodyTimeout time.Duration
+	lateMax     int // Stages.LateAnswerMax
 	table       *pathtmpl.Table
 	routes      []*route
 	handler     http.Handler
@@ -73,6 +76,7 @@ func (p *Proxy) compileRoutes(st Stages) (*stages, error) {
 		up:          p.upstreamOf(st),
 		keyHeader:   cmp.Or(st.KeyHeader, p.opts.Idempotency.Header),
 		bodyTimeout: cmp.Or(st.RequestBodyTimeout, p.opts.RequestBodyTimeout),
+		lateMax:     st.LateAnswerMax,
 	}
 	var entries []pathtmpl.Entry
 	var errs []error
@@ -159,6 +163,10 @@ func (p *Proxy) compilePolicy(r *route, global problem.Spec) error {
 		return fmt.Errorf("proxy: route %q: in_progress %q: want %q or %q", r.Name, r.InProgress, InProgressReject, InProgressWait)
 	}
 	r.waitTimeout = min(cmp.Or(r.WaitTimeout, id.WaitTimeout, 10*time.Second), r.timeout)
+	r.lateWait = id.LateAnswerWait
+	if r.LateAnswerWait != nil {
+		r.lateWait = *r.LateAnswerWait
+	}
 	spec := global
 	if r.Errors != nil {
 		spec = global.Merge(*r.Errors)

@@ -213,6 +213,7 @@ func proxyOptions(cfg *config.Config, transport http.RoundTripper, st keystore.S
 			DropHeaders:      id.DropHeaders,
 			InProgress:       id.InProgress,
 			WaitTimeout:      id.WaitTimeout,
+			LateAnswerWait:   id.LateAnswerWait,
 			WaitQueueDepth:   cmp.Or(cfg.Sessions.QueueDepth, -1), // 0: none wait
 		},
 		TrustedProxies:            trusted,
@@ -234,6 +235,7 @@ func stages(cfg *config.Config, set *limitSet, q *session.Queue, id *identity.Re
 		PathCase:           pathCase,
 		RequestBodyTimeout: cfg.RequestBodyTimeout,
 		KeyHeader:          cfg.Idempotency.Header,
+		LateAnswerMax:      cfg.Idempotency.LateAnswerMax,
 		Errors:             cfg.Errors.Spec(),
 		Edge:               set.edge,
 		RouteLimits:        set.routes,
@@ -307,6 +309,7 @@ func proxyRoutes(cfg *config.Config) []proxy.Route {
 			DropHeaders:       inherit(r.DropHeaders, id.DropHeaders),
 			InProgress:        cmp.Or(r.InProgress, id.InProgress),
 			WaitTimeout:       cmp.Or(r.WaitTimeout, id.WaitTimeout),
+			LateAnswerWait:    cmp.Or(r.LateAnswerWait, &id.LateAnswerWait),
 			ReuseStatus:       id.ReuseStatus,
 			ReplayHeader:      &id.ReplayHeader,
 			MaxBodyBytes:      id.MaxBodyBytes,
