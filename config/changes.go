@@ -58,7 +58,7 @@ func RestartOnly(key string) bool {
 		strings.HasPrefix(key, "idempotency.identity."),
 		strings.HasPrefix(key, "upstream."),
 		key == "idempotency.retention", key == "idempotency.in_progress", key == "idempotency.wait_timeout",
-		key == "idempotency.late_answer_wait", key == "idempotency.late_answer_max",
+		key == "idempotency.late_answer_wait", key == "idempotency.late_answer_max", key == "idempotency.unknown_outcome",
 		key == "idempotency.release_statuses", key == "idempotency.drop_headers",
 		key == "idempotency.reuse_status", key == "idempotency.replay_header",
 		key == "idempotency.max_body_bytes", key == "request_body_timeout", key == "idempotency.header",

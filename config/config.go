@@ -359,7 +359,19 @@ type Idempotency struct {
 	// LateAnswerMax bounds the calls kept past their timeout per process;
 	// beyond it a timed-out call is cancelled and counted. Default 1000.
 	LateAnswerMax int `mapstructure:"late_answer_max"`
+	// UnknownOutcome is what happens to a keyed write whose outcome is
+	// unknown (broken after it was sent, late wait over, holder died):
+	// UnknownTakeover (a retry takes it over after its lease) or
+	// UnknownHold (every retry gets 409 idempotency_outcome_unknown until
+	// it is resolved). Default UnknownTakeover.
+	UnknownOutcome string `mapstructure:"unknown_outcome"`
 }
+
+// Values of [Idempotency.UnknownOutcome] and [Route.UnknownOutcome].
+const (
+	UnknownTakeover = "takeover"
+	UnknownHold     = "hold"
+)
 
 // Values of [Idempotency.InProgress] and [Route.InProgress].
 const (
@@ -539,6 +551,8 @@ type Route struct {
 	// LateAnswerWait, when set (even to 0), overrides
 	// idempotency.late_answer_wait.
 	LateAnswerWait *time.Duration `mapstructure:"late_answer_wait"`
+	// UnknownOutcome overrides idempotency.unknown_outcome ("" inherits).
+	UnknownOutcome string `mapstructure:"unknown_outcome"`
 	// Retention overrides idempotency.retention when non-zero.
 	Retention time.Duration `mapstructure:"retention"`
 	// ReleaseStatuses, when set (even empty), replaces
@@ -640,6 +654,7 @@ func Default() *Config {
 			WaitTimeout:      10 * time.Second,
 			LateAnswerWait:   5 * time.Minute,
 			LateAnswerMax:    1000,
+			UnknownOutcome:   UnknownTakeover,
 		},
 		Sessions: Sessions{QueueDepth: 4, QueueTimeout: 30 * time.Second, Lease: 10 * time.Second},
 		Mode:     ModeEnforce,

@@ -359,6 +359,7 @@ func (c *Config) validateIdempotency(p *problems) {
 	if id.LateAnswerWait < 0 {
 		p.add("idempotency.late_answer_wait", ErrRange, "must be >= 0 (0 cancels a write at its timeout); got %s", id.LateAnswerWait)
 	}
+	checkUnknownOutcome(p, "idempotency", id.UnknownOutcome, false)
 	if id.LateAnswerMax <= 0 {
 		p.add("idempotency.late_answer_max", ErrRange, "must be > 0 (to keep no call, set late_answer_wait: 0); got %d", id.LateAnswerMax)
 	}
@@ -657,6 +658,15 @@ func (c *Config) validateRoutes(p *problems) {
 	}
 }
 
+// checkUnknownOutcome checks an unknown_outcome value; "" inherits on a
+// route.
+func checkUnknownOutcome(p *problems, key, v string, inherit bool) {
+	if v == UnknownTakeover || v == UnknownHold || (inherit && v == "") {
+		return
+	}
+	p.add(key+".unknown_outcome", ErrInvalid, "%q: want %q or %q", v, UnknownTakeover, UnknownHold)
+}
+
 // validateLateWait checks a route's late_answer_wait, and that its timeout
 // plus its late wait (its own, else idempotency.late_answer_wait) ends
 // within max_lease (DESIGN.md, "Unknown outcomes"): a kept call's claim is
@@ -763,6 +773,7 @@ func fmtDur(d time.Duration) string {
 // wait_timeout, retention, release_statuses, drop_headers and errors.
 func (c *Config) validateRoutePolicy(p *problems, key string, r *Route) {
 	checkInProgress(p, key, r.InProgress, true)
+	checkUnknownOutcome(p, key, r.UnknownOutcome, true)
 	if r.WaitTimeout < 0 {
 		p.add(key+".wait_timeout", ErrRange, "must be >= 0 (0 means idempotency.wait_timeout); got %s", r.WaitTimeout)
 	}
@@ -784,6 +795,7 @@ func (c *Config) validateRoutePolicy(p *problems, key string, r *Route) {
 			name string
 			set  bool
 		}{{"in_progress", r.InProgress != ""}, {"wait_timeout", r.WaitTimeout != 0}, {"retention", r.Retention != 0},
+			{"unknown_outcome", r.UnknownOutcome != ""},
 			{"release_statuses", r.ReleaseStatuses != nil}, {"drop_headers", r.DropHeaders != nil}} {
 			if f.set {
 				p.add(key+"."+f.name, ErrConflict, "is set, but the route is not idempotent")

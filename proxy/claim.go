@@ -39,10 +39,12 @@ func (p *Proxy) claim(next http.Handler) http.Handler {
 				Lease:     opts.Lease,
 				Retention: rt.retention,
 				ClaimID:   id,
+				Hold:      rt.hold,
 			})
 		}
 		res, err := reserve()
 		endSpan(span, err)
+		p.markedLapsed(r, sk, err) // unknown.go
 		if errors.Is(err, keystore.ErrInFlight) && rt.wait && !rt.Observe {
 			res, err = p.waitOriginal(r, sk, reserve) // wait.go
 		}
@@ -57,6 +59,8 @@ func (p *Proxy) claim(next http.Handler) http.Handler {
 			p.replay(w, r, res.Response)
 		case errors.Is(err, keystore.ErrInFlight):
 			p.refuse(w, r, next, problemInProgress)
+		case errors.Is(err, keystore.ErrOutcomeUnknown):
+			p.refuse(w, r, next, problemOutcomeUnknown)
 		case errors.Is(err, keystore.ErrFingerprintMismatch):
 			pr := problemKeyReused
 			pr.Status = rt.reuseStatus

@@ -56,6 +56,9 @@ type exchange struct {
 	claimKey   keystore.Key
 	claimToken uint64
 	lease      *leaseHandle
+	// failure is why a sent keyed write got no answer: broken or timed
+	// out (late wait over), for an unknown outcome (unknown.go).
+	failure keystore.Cause
 
 	ident     identity.Result // the client's identity, once resolved (identity.go)
 	identDone bool

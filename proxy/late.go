@@ -47,6 +47,10 @@ type lateCall struct {
 	key   keystore.Key
 	token uint64
 	lease *leaseHandle
+	// route and requestID name the call for the shutdown's unknown
+	// outcome; hold is its route's unknown_outcome: hold.
+	route, requestID string
+	hold             bool
 }
 
 // locked runs f under the call's lock.
@@ -217,7 +221,8 @@ func (lcs *lateCalls) list() []*lateCall {
 // and the handler returns, leaving the call to run on.
 func (p *Proxy) serveKept(rp http.Handler, w http.ResponseWriter, r *http.Request, ex *exchange, end time.Time, wait time.Duration) {
 	call := &ex.call
-	lc := &lateCall{deadline: end.Add(wait), key: ex.claimKey, token: ex.claimToken, lease: ex.lease}
+	lc := &lateCall{deadline: end.Add(wait), key: ex.claimKey, token: ex.claimToken, lease: ex.lease,
+		route: ex.route.Name, requestID: ex.id, hold: ex.route.hold}
 	ctx, cancelDeadline := context.WithDeadline(context.WithoutCancel(r.Context()), lc.deadline)
 	ctx, lc.cancel = context.WithCancelCause(ctx)
 	call.late = lc
@@ -298,10 +303,11 @@ func (p *Proxy) detach(w http.ResponseWriter, r *http.Request, ex *exchange, lc 
 }
 
 // extendKept runs at the shutdown's deadline for the calls still kept: the
-// claim of each stops being renewed, and its lease is extended, by one
-// fenced write, to the end of its late wait, so that no retry takes the key
-// over while the write may still run upstream. It returns how many were
-// extended.
+// claim of each stops being renewed; on a hold route it is marked unknown
+// (cause shutdown), and on a takeover route its lease is extended, by one
+// fenced write, to the end of its late wait, so that no retry takes the
+// key over while the write may still run upstream. It returns how many
+// were marked or extended.
 func (p *Proxy) extendKept() int {
 	n := 0
 	for _, lc := range p.late.list() {
@@ -309,11 +315,19 @@ func (p *Proxy) extendKept() int {
 			continue
 		}
 		lc.lease.stop()
-		left := time.Until(lc.deadline)
-		if left <= 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		if lc.hold {
+			if p.markUnknown(ctx, lc.route, lc.requestID, lc.key, lc.token, keystore.CauseShutdown) {
+				n++
+			}
+			cancel()
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		left := time.Until(lc.deadline)
+		if left <= 0 {
+			cancel()
+			continue
+		}
 		_, err := p.opts.Store.Renew(ctx, lc.key, lc.token, left)
 		cancel()
 		if err != nil {

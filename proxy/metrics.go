@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/idemgate/idemgate/internal/latency"
+	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/session"
 )
 
@@ -40,6 +41,7 @@ type Metrics struct {
 	fallbacks   prometheus.Counter
 	lateKept    prometheus.Gauge
 	lateDrop    *prometheus.CounterVec // route
+	unknowns    *prometheus.CounterVec // route, cause
 }
 
 // Limiter label values of idemgate_limiter_rejections_total.
@@ -125,6 +127,10 @@ func NewMetrics(reg prometheus.Registerer, version, revision string) *Metrics {
 			Name: "idemgate_late_calls_cancelled_total",
 			Help: "Keyed writes cancelled at their timeout because late_answer_max calls were kept already, by route name.",
 		}, []string{"route"}),
+		unknowns: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "idemgate_unknown_outcomes_total",
+			Help: "Keyed writes on unknown_outcome: hold routes whose outcome became unknown and that are held until resolved, by route name and cause (broken, late_timeout, lapsed, shutdown).",
+		}, []string{"route", "cause"}),
 	}
 	// Series that exist from the start, so that rate() sees the first
 	// event. The routes' series are made by initRoutes.
@@ -174,6 +180,9 @@ func (m *Metrics) initRoute(name string, idempotent, limited bool, reuseStatus i
 	m.upstream.WithLabelValues(name)
 	if idempotent {
 		m.lateDrop.WithLabelValues(name)
+		for _, c := range keystore.Causes {
+			m.unknowns.WithLabelValues(name, c.String())
+		}
 	}
 	m.upstreamN.WithLabelValues(name, UpstreamCodeError)
 	for _, pr := range []proxyProblem{problemUpstreamDown, problemUpstreamTimeout} {
@@ -214,6 +223,13 @@ func resultOf(outcome, code string, status int) string {
 func (m *Metrics) lateHeld(delta float64) {
 	if m != nil {
 		m.lateKept.Add(delta)
+	}
+}
+
+// unknownOutcome counts an unknown outcome.
+func (m *Metrics) unknownOutcome(route string, cause keystore.Cause) {
+	if m != nil {
+		m.unknowns.WithLabelValues(route, cause.String()).Inc()
 	}
 }
 

@@ -182,6 +182,11 @@ type Idempotency struct {
 	// WaitQueueDepth caps the waiters per key per process; beyond it a
 	// duplicate gets 409 at once. 0: DefaultWaitQueueDepth; < 0: none wait.
 	WaitQueueDepth int
+	// UnknownOutcome is what happens to a claim whose outcome is unknown
+	// (DESIGN.md, Unknown outcomes): UnknownTakeover (default: a retry
+	// takes it over after its lease) or UnknownHold (it is held as an
+	// unknown record until resolved). A route's own overrides it.
+	UnknownOutcome string
 	// LateAnswerWait is how long a keyed write's upstream call runs on
 	// after its timeout, detached from the client that got 504, so that its
 	// late answer is recorded (late.go; DESIGN.md, Unknown outcomes). 0:
@@ -192,6 +197,12 @@ type Idempotency struct {
 	// (redisstore.Notices), or their waiters only poll.
 	Notices keystore.Notices
 }
+
+// Values of UnknownOutcome.
+const (
+	UnknownTakeover = "takeover"
+	UnknownHold     = "hold"
+)
 
 // Values of InProgress.
 const (
@@ -248,6 +259,8 @@ type Route struct {
 	// LateAnswerWait, when non-nil, replaces Idempotency.LateAnswerWait
 	// (0: the call is cancelled at the timeout).
 	LateAnswerWait *time.Duration
+	// UnknownOutcome is UnknownTakeover, UnknownHold or "" (inherit).
+	UnknownOutcome string
 	// ReuseStatus overrides Idempotency.ReuseStatus when > 0.
 	ReuseStatus int
 	// MaxBodyBytes overrides Idempotency.MaxBodyBytes when > 0.

@@ -11,6 +11,7 @@ import (
 	"github.com/idemgate/idemgate/internal/canonjson"
 	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"github.com/idemgate/idemgate/internal/problem"
+	"github.com/idemgate/idemgate/keystore"
 )
 
 // route is a Route ready to serve.
@@ -32,6 +33,7 @@ type route struct {
 	errs        *problem.Template
 
 	lateWait time.Duration // late_answer_wait (late.go)
+	hold     bool          // unknown_outcome: hold (unknown.go)
 }
 
 // stages is a compiled Stages: its route table and the chain after the
@@ -109,6 +111,9 @@ func (p *Proxy) compileRoutes(st Stages) (*stages, error) {
 		if err := p.compilePolicy(r, global); err != nil {
 			errs = append(errs, err)
 		}
+		if _, ok := p.opts.Store.(keystore.UnknownStore); r.hold && rc.Idempotent && !ok {
+			errs = append(errs, fmt.Errorf("proxy: route %q: unknown_outcome: hold needs a store with unknown records (%T)", rc.Name, p.opts.Store))
+		}
 		needStore = needStore || rc.Idempotent
 		c.routes = append(c.routes, r)
 		protected := rc.Idempotent || rc.RequireKey || rc.Session != (Session{}) || st.RouteLimits[rc.Name] != nil
@@ -163,6 +168,13 @@ func (p *Proxy) compilePolicy(r *route, global problem.Spec) error {
 		return fmt.Errorf("proxy: route %q: in_progress %q: want %q or %q", r.Name, r.InProgress, InProgressReject, InProgressWait)
 	}
 	r.waitTimeout = min(cmp.Or(r.WaitTimeout, id.WaitTimeout, 10*time.Second), r.timeout)
+	switch cmp.Or(r.UnknownOutcome, id.UnknownOutcome, UnknownTakeover) {
+	case UnknownTakeover:
+	case UnknownHold:
+		r.hold = true
+	default:
+		return fmt.Errorf("proxy: route %q: unknown_outcome %q: want %q or %q", r.Name, r.UnknownOutcome, UnknownTakeover, UnknownHold)
+	}
 	r.lateWait = id.LateAnswerWait
 	if r.LateAnswerWait != nil {
 		r.lateWait = *r.LateAnswerWait

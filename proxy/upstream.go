@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/limiter"
 )
 
@@ -90,6 +91,9 @@ func (p *Proxy) newUpstream() http.Handler {
 		timeout := ex.stages.up.Timeout
 		if ex.route != nil {
 			timeout = ex.route.timeout
+		}
+		if !p.markSent(w, r, ex) { // unknown.go
+			return
 		}
 		if ex.keyed && ex.route.lateWait > 0 {
 			// A keyed write with a late wait (late.go): its answer is
@@ -291,6 +295,10 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 			if !call.wroteHeaders.Load() {
 				ex.sent = notSent
 			}
+			ex.failure = keystore.CauseBroken
+			if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+				ex.failure = keystore.CauseLateTimeout
+			}
 			p.log.Warn("kept upstream call failed", "error", err, logRequestID, ex.id)
 			return
 		}
@@ -307,6 +315,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 			ex.sent = notSent
 		}
 		p.log.Warn("upstream timeout", "error", err, logRequestID, ex.id)
+		ex.failure = keystore.CauseLateTimeout
 		writeProblem(w, r, problemUpstreamTimeout)
 	case ctx.Err() != nil:
 		// The client hung up on a pass-through request.

@@ -118,6 +118,7 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 		a.reg.MustRegister(replayCacheCollector{st.cache})
 	}
 	registerStoreGauges(a.reg, st)
+	registerUnknownGauge(a.reg, ms)
 	initRouteSeries(a.store, a.reloads, cfg)
 	if a.tls, err = newTLS(cfg, st.client, a.log, &a.closers); err != nil {
 		return nil, err
@@ -214,6 +215,7 @@ func proxyOptions(cfg *config.Config, transport http.RoundTripper, st keystore.S
 			InProgress:       id.InProgress,
 			WaitTimeout:      id.WaitTimeout,
 			LateAnswerWait:   id.LateAnswerWait,
+			UnknownOutcome:   id.UnknownOutcome,
 			WaitQueueDepth:   cmp.Or(cfg.Sessions.QueueDepth, -1), // 0: none wait
 		},
 		TrustedProxies:            trusted,
@@ -310,6 +312,7 @@ func proxyRoutes(cfg *config.Config) []proxy.Route {
 			InProgress:        cmp.Or(r.InProgress, id.InProgress),
 			WaitTimeout:       cmp.Or(r.WaitTimeout, id.WaitTimeout),
 			LateAnswerWait:    cmp.Or(r.LateAnswerWait, &id.LateAnswerWait),
+			UnknownOutcome:    cmp.Or(r.UnknownOutcome, id.UnknownOutcome),
 			ReuseStatus:       id.ReuseStatus,
 			ReplayHeader:      &id.ReplayHeader,
 			MaxBodyBytes:      id.MaxBodyBytes,
