@@ -1,6 +1,7 @@
 package app
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -8,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -147,4 +149,97 @@ func TestUnknownHoldE2ECrash(t *testing.T) {
 	if n := execs.get(key); n != 1 {
 		t.Errorf("upstream executions = %d; want 1", n)
 	}
+}
+
+// TestUnknownHoldE2ELoadKill (issue 26, Proof): 200 keys × 20 duplicates
+// over two replicas on a hold route, while the upstream answers 1–3 s past
+// the route's 1 s timeout and replica A, a real process, is SIGKILLed in
+// the middle: no key runs twice. Kept calls record their late answers;
+// A's sent claims become unknown; claims A never sent are taken over. (On
+// takeover, the same run executed 100 of the 200 keys twice.)
+func TestUnknownHoldE2ELoadKill(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("a load test")
+	}
+	addr := redistest.Addr(t)
+	dir := t.TempDir()
+	bin := idemgateBinary(t, dir)
+	var execs execCounter
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("Idempotency-Key")
+		execs.add(key)
+		io.Copy(io.Discard, r.Body)
+		late := 2*time.Second + time.Duration(len(key)*37%20)*100*time.Millisecond // 1–3 s past the timeout
+		select {
+		case <-time.After(late):
+		case <-r.Context().Done():
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"key":"`+key+`"}`)
+	}))
+	t.Cleanup(up.Close)
+	prefix := e2ePrefix(t)
+	extra := "idempotency: {lease: 1s, late_answer_wait: 10s}\n"
+	yaml := strings.Replace(holdYAML(up.URL, addr, prefix, extra), "unknown_outcome: hold}", "unknown_outcome: hold, timeout: 1s}", 1)
+	pubA, adminA := testutil.DeadAddr(t), testutil.DeadAddr(t)
+	cfgPath := filepath.Join(dir, "a.yaml")
+	if err := os.WriteFile(cfgPath, []byte(yaml+"listen: "+pubA+"\nadmin_listen: "+adminA+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--config", cfgPath, "--log-level", "error")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	var killOnce sync.Once
+	kill := func() {
+		killOnce.Do(func() {
+			cmd.Process.Kill()
+			<-waited
+		})
+	}
+	t.Cleanup(kill)
+	c := e2eClient(t)
+	ready := false
+	for i := 0; i < 400 && !ready; i++ {
+		if res, err := c.Get("http://" + adminA + "/readyz"); err == nil {
+			ready = res.StatusCode == http.StatusOK
+			res.Body.Close()
+		}
+		if !ready {
+			time.Sleep(25 * time.Millisecond)
+		}
+	}
+	if !ready {
+		t.Fatal("idemgate process A not ready within 10s")
+	}
+	bases := []string{"http://" + pubA, startReplica(t, e2eConfig(t, yaml))}
+	const keys, dups = 200, 20
+	go func() {
+		time.Sleep(1500 * time.Millisecond) // mid-flight: A holds sent and kept calls
+		kill()
+	}()
+	var wg sync.WaitGroup
+	for k := range keys {
+		wg.Go(func() {
+			key := fmt.Sprintf("load-%03d", k)
+			for d := range dups {
+				post(c, bases[(k+d)%2], key, `{"n":1}`)
+				time.Sleep(time.Duration(50+k%50) * time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	counts, total := execs.snapshot()
+	twice := 0
+	for key, n := range counts {
+		if n > 1 {
+			twice++
+			t.Errorf("key %s ran %d times", key, n)
+		}
+	}
+	t.Logf("%d keys ran, %d executions, %d twice", len(counts), total, twice)
 }
