@@ -202,3 +202,71 @@ func TestHoldShutdown(t *testing.T) {
 	}
 	up.open()
 }
+
+// TestHoldWaiter: with in_progress: wait on a hold route, a waiter that
+// finds the original's sent claim lapsed marks it unknown, as a retry
+// does, and answers 409 idempotency_outcome_unknown at once, instead of
+// claiming it.
+func TestHoldWaiter(t *testing.T) {
+	t.Parallel()
+	up := newHeldUpstream(t)
+	tp, m := newHoldProxy(t, up, time.Minute)
+	rs := holdRoutes(time.Minute)
+	for i := range rs {
+		if rs[i].Idempotent {
+			rs[i].InProgress, rs[i].WaitTimeout, rs[i].Timeout = InProgressWait, 20*time.Second, 30*time.Second
+		}
+	}
+	st := tp.p.Stages()
+	st.Routes = rs
+	if err := tp.p.Reload(st); err != nil {
+		t.Fatal(err)
+	}
+	// The original's claim, sent by a holder that then lost track of it.
+	first := make(chan result, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", tp.URL+"/pay", strings.NewReader(`{}`))
+		req.Header.Set("Idempotency-Key", "k1")
+		req.Header.Set("Content-Type", "application/json")
+		res, err := tp.Client().Do(req)
+		if err != nil {
+			first <- result{}
+			return
+		}
+		first <- readResult(t, res)
+	}()
+	up.arrival(t, "k1")
+	waiter := make(chan result, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", tp.URL+"/pay", strings.NewReader(`{}`))
+		req.Header.Set("Idempotency-Key", "k1")
+		req.Header.Set("Content-Type", "application/json")
+		res, err := tp.Client().Do(req)
+		if err != nil {
+			waiter <- result{}
+			return
+		}
+		waiter <- readResult(t, res)
+	}()
+	sk := tp.p.scope(httptestRequest(), "k1")
+	eventually(t, func() string { return "the duplicate did not wait" }, func() bool {
+		tp.p.waiters.mu.Lock()
+		defer tp.p.waiters.mu.Unlock()
+		return tp.p.waiters.n[sk] == 1
+	})
+	tp.clock.Advance(10 * time.Minute) // the original's lease lapsed
+	select {
+	case r := <-waiter:
+		wantUnknown(t, "the waiter", r)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter did not answer within 10s of the lapse")
+	}
+	if n := testutil.ToFloat64(m.unknowns.WithLabelValues("pay", "lapsed")); n != 1 {
+		t.Errorf("unknown outcomes lapsed = %v; want 1", n)
+	}
+	up.open()
+	<-first
+	if n := up.executions("POST", "/pay", "k1"); n != 1 {
+		t.Errorf("executions = %d; want 1", n)
+	}
+}
