@@ -272,3 +272,40 @@ func httptestRequest() *http.Request {
 	r, _ := http.NewRequest("POST", "http://example/pay", nil)
 	return r
 }
+
+// TestLateAnswerHoldsBody: a kept call keeps its body's share of
+// max_buffered_bytes until it ends: with room for eight bodies, the ninth
+// timed-out write's successor is refused 503 overloaded while eight are
+// kept, and writes pass again once their late answers came.
+func TestLateAnswerHoldsBody(t *testing.T) {
+	t.Parallel()
+	up := newHeldUpstream(t)
+	wait := time.Minute
+	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) {
+		o.Stages.Routes = []Route{{Name: "pay", Method: "POST", Path: "/pay", Idempotent: true, Timeout: 50 * time.Millisecond, LateAnswerWait: &wait}}
+		o.MaxBufferedBytes, o.MaxBufferedBytesPerClient = 8<<10, 8<<10
+	})
+	body := strings.Repeat("x", 1000)
+	send := func(key string) result {
+		return tp.do(t, "POST", "/pay", key, body, "Content-Type", "application/octet-stream")
+	}
+	overloaded := -1
+	for i := range 12 {
+		r := send(fmt.Sprintf("k%d", i))
+		if r.status == http.StatusServiceUnavailable && problemCode(t, r) == "overloaded" {
+			overloaded = i
+			break
+		}
+		if r.status != http.StatusGatewayTimeout {
+			t.Fatalf("write %d = %v; want 504 (kept) or 503 overloaded", i, r)
+		}
+		up.arrival(t, fmt.Sprintf("k%d", i))
+	}
+	if overloaded < 0 || overloaded > 8 {
+		t.Fatalf("first 503 overloaded at write %d; want it once about 8 KiB of bodies are kept", overloaded)
+	}
+	up.open()
+	eventually(t, func() string { return "writes still refused after the late answers" }, func() bool {
+		return send("after").status == http.StatusCreated
+	})
+}
