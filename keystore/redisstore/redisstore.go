@@ -516,7 +516,7 @@ func (s *Store) settle(ctx context.Context, name string, script lua, c *call) er
 // Unknown implements [keystore.UnknownStore]: a SCAN of every master, as
 // [Store.InFlight].
 func (s *Store) Unknown(ctx context.Context, limit int) ([]keystore.Record, error) {
-	return s.list(ctx, "unknown", "", limit, func(rec keystore.Record, _ int64) bool {
+	return s.list(ctx, "unknown", "2", limit, func(rec keystore.Record, _ int64) bool {
 		return rec.State == keystore.StateUnknown
 	})
 }
@@ -553,7 +553,8 @@ func (s *Store) InFlight(ctx context.Context, olderThan time.Duration, limit int
 
 // list SCANs every master (every shard of a Ring) for the records keep
 // accepts (given each node's clock, in ms), oldest claim first, up to
-// limit. bare is getScript's second argument ("1": no answers or infos).
+// limit. bare is getScript's second argument ("1": no answers or infos;
+// "2": no answers).
 func (s *Store) list(ctx context.Context, name, bare string, limit int, keep func(rec keystore.Record, now int64) bool) ([]keystore.Record, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
@@ -612,12 +613,24 @@ func (s *Store) scanNode(ctx context.Context, c *redis.Client, bare string, keep
 			return out, err
 		}
 		if len(keys) > 0 {
-			pipe := c.Pipeline()
 			cmds := make([]*redis.Cmd, len(keys))
-			for i, key := range keys {
-				cmds[i] = get.EvalSha(ctx, pipe, []string{key}, s.offset.Load(), bare)
+			run := func() error {
+				pipe := c.Pipeline()
+				for i, key := range keys {
+					cmds[i] = get.EvalSha(ctx, pipe, []string{key}, s.offset.Load(), bare)
+				}
+				_, err := pipe.Exec(ctx)
+				return err
 			}
-			if _, err := pipe.Exec(ctx); err != nil {
+			err := run()
+			if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+				// The scripts were flushed since the Load (a failover to a
+				// new master, SCRIPT FLUSH): load it again, once.
+				if err = get.Load(ctx, c).Err(); err == nil {
+					err = run()
+				}
+			}
+			if err != nil {
 				return out, err
 			}
 			for i, key := range keys {

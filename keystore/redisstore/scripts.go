@@ -368,14 +368,15 @@ return {8, r.le}
 `
 
 // getScript: ARGV = offset, and "1" to leave the answer and the sent
-// mark's info out (listings). Read-only. The reply's mark is 0, 1 (sent)
+// mark's info out (listings), "2" to leave only the answer out (the
+// listing of unknown records). Read-only. The reply's mark is 0, 1 (sent)
 // or 10 + the cause (unknown).
 const getScript = `
 local r, why = load()
 if r == false then return {7, why} end
 if not r then return {5} end
 local a, i, mk = '', '', 0
-if r.st == 2 and ARGV[2] ~= '1' then a = r.ans end
+if r.st == 2 and ARGV[2] ~= '1' and ARGV[2] ~= '2' then a = r.ans end
 local m = mark(r)
 if m == 'igs1' then mk = 1 end
 if m == 'igu1' then mk = 10 + string.byte(r.ans, 5) end
