@@ -113,7 +113,7 @@ func New(o Options) (*Handler, error) {
 	if o.Registerer != nil {
 		cv, err := register(o.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "idemgate_admin_requests_total",
-			Help: "Requests to the admin API, by action (list, inspect, release, complete, key; auth for refused credentials, disabled without a token, other for unknown paths) and HTTP status code.",
+			Help: "Requests to the admin API, by action (list, list_unknown, inspect, release, complete, key; auth for refused credentials, disabled without a token, other for unknown paths) and HTTP status code.",
 		}, []string{"action", "code"}))
 		if err != nil {
 			return nil, err
@@ -130,6 +130,7 @@ func New(o Options) (*Handler, error) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /admin/claims", h.list)
+	mux.HandleFunc("GET /admin/unknown", h.listUnknown)
 	mux.HandleFunc("GET /admin/claims/{key}", h.inspect)
 	mux.HandleFunc("POST /admin/claims/{key}/release", h.release)
 	mux.HandleFunc("POST /admin/claims/{key}/complete", h.complete)
@@ -209,6 +210,21 @@ type claim struct {
 	LeaseExpired *bool      `json:"lease_expired,omitempty"`
 	ExpiresAt    time.Time  `json:"expires_at"`
 	Response     *answer    `json:"response,omitempty"`
+	// Unknown outcomes (DESIGN.md): the claim's id (resolutions are fenced
+	// by it), the sent mark, an unknown record's cause and what the sent
+	// mark kept of the original request.
+	ClaimID  string    `json:"claim_id,omitempty"`
+	Sent     bool      `json:"sent,omitempty"`
+	Cause    string    `json:"cause,omitempty"`
+	Original *original `json:"original,omitempty"`
+}
+
+// original is what a sent mark keeps of the original request.
+type original struct {
+	Method    string `json:"method"`
+	Path      string `json:"path"`
+	Key       string `json:"idempotency_key"`
+	RequestID string `json:"request_id"`
 }
 
 // answer is a stored answer. Headers and body appear only when asked for
@@ -233,6 +249,17 @@ func (h *Handler) view(rec keystore.Record, withBody bool) claim {
 		ClaimedAt:   rec.Claimed.UTC(),
 		AgeSeconds:  now.Sub(rec.Claimed).Seconds(),
 		ExpiresAt:   rec.Expires.UTC(),
+	}
+	if !rec.ClaimID.IsZero() {
+		c.ClaimID = rec.ClaimID.String()
+	}
+	c.Sent = rec.Sent
+	if rec.State == keystore.StateUnknown {
+		c.Cause = rec.Cause.String()
+	}
+	if in := rec.Info; in != nil {
+		c.Original = &original{Method: in.Header.Get(keystore.InfoMethod), Path: in.Header.Get(keystore.InfoPath),
+			Key: in.Header.Get(keystore.InfoKey), RequestID: in.Header.Get(keystore.InfoRequestID)}
 	}
 	if rec.State == keystore.StateInFlight {
 		end := rec.LeaseEnd.UTC()
@@ -267,14 +294,9 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 		}
 		older = d
 	}
-	limit := defaultListLimit
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > maxListLimit {
-			h.fail(w, r, "list", http.StatusBadRequest, "invalid_request", fmt.Sprintf("limit must be a number from 1 to %d", maxListLimit))
-			return
-		}
-		limit = n
+	limit, ok := h.limit(w, r, "list")
+	if !ok {
+		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
 	defer cancel()
@@ -312,6 +334,74 @@ func (h *Handler) skipped(r *http.Request, action string, damaged *keystore.Dama
 	return damaged.Count
 }
 
+// limit reads a listing's limit parameter (default defaultListLimit); on
+// a bad one it answers 400 and reports false.
+func (h *Handler) limit(w http.ResponseWriter, r *http.Request, action string) (int, bool) {
+	s := r.URL.Query().Get("limit")
+	if s == "" {
+		return defaultListLimit, true
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > maxListLimit {
+		h.fail(w, r, action, http.StatusBadRequest, "invalid_request", fmt.Sprintf("limit must be a number from 1 to %d", maxListLimit))
+		return 0, false
+	}
+	return n, true
+}
+
+// listUnknown lists unknown records (DESIGN.md, Unknown outcomes), oldest
+// claim first: GET /admin/unknown?limit=N.
+func (h *Handler) listUnknown(w http.ResponseWriter, r *http.Request) {
+	us, ok := h.o.Store.(keystore.UnknownStore)
+	if !ok {
+		h.fail(w, r, "list_unknown", http.StatusNotFound, "not_supported", "the store keeps no unknown records")
+		return
+	}
+	limit, ok := h.limit(w, r, "list_unknown")
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
+	defer cancel()
+	recs, err := us.Unknown(ctx, limit)
+	var damaged *keystore.DamagedError
+	if err != nil && !errors.As(err, &damaged) {
+		h.storeFailed(w, r, "list_unknown", "", err)
+		return
+	}
+	skipped := h.skipped(r, "list_unknown", damaged)
+	out := make([]claim, len(recs))
+	for i, rec := range recs {
+		out[i] = h.view(rec, false)
+	}
+	h.log(r, "list_unknown", http.StatusOK, "", "", slog.Int("count", len(out)), slog.Int("damaged", skipped))
+	h.ok(w, r, "list_unknown", map[string]any{"unknown": out, "limit": limit, "truncated": len(out) == limit, "damaged": skipped})
+}
+
+// resolveUnknown resolves k if it is an unknown record: completes it with
+// resp, or releases it (nil), fenced by claim id (the request's claim_id
+// when given, else the record's as just read), so that the first
+// resolution wins. handled is false when k is not an unknown record (the
+// caller repairs an in-flight one as before).
+func (h *Handler) resolveUnknown(ctx context.Context, k keystore.Key, claimID string, resp *keystore.Response) (handled bool, err error) {
+	us, ok := h.o.Store.(keystore.UnknownStore)
+	if !ok {
+		return false, nil
+	}
+	rec, err := h.o.Store.Get(ctx, k)
+	if err != nil || rec.State != keystore.StateUnknown {
+		if claimID != "" && err == nil {
+			return true, keystore.ErrLeaseLost // resolved meanwhile
+		}
+		return false, nil
+	}
+	id := rec.ClaimID
+	if claimID != "" && claimID != id.String() {
+		return true, keystore.ErrLeaseLost
+	}
+	return true, us.Resolve(ctx, k, id, resp)
+}
+
 // key parses the {key} path segment.
 func (h *Handler) key(w http.ResponseWriter, r *http.Request, action string) (keystore.Key, bool) {
 	k, err := keystore.ParseKey(strings.ToLower(r.PathValue("key")))
@@ -339,9 +429,11 @@ func (h *Handler) inspect(w http.ResponseWriter, r *http.Request) {
 	h.ok(w, r, "inspect", h.view(rec, withBody))
 }
 
-// reasonOnly is the body of a release.
+// reasonOnly is the body of a release. ClaimID, when set, fences the
+// resolution of an unknown record: it must still carry that claim.
 type reasonOnly struct {
-	Reason string `json:"reason"`
+	Reason  string `json:"reason"`
+	ClaimID string `json:"claim_id"`
 }
 
 func (h *Handler) release(w http.ResponseWriter, r *http.Request) {
@@ -356,7 +448,11 @@ func (h *Handler) release(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
 	defer cancel()
 	route := h.routeOf(ctx, k)
-	if err := h.o.Store.ForceRelease(ctx, k); err != nil {
+	handled, err := h.resolveUnknown(ctx, k, req.ClaimID, nil)
+	if !handled {
+		err = h.o.Store.ForceRelease(ctx, k)
+	}
+	if err != nil {
 		h.storeFailed(w, r, "release", k.String(), err, slog.String("reason", req.Reason), slog.String("route", route))
 		return
 	}
@@ -371,6 +467,7 @@ type completion struct {
 	Headers    map[string][]string `json:"headers"`
 	Body       *string             `json:"body"`
 	BodyBase64 *string             `json:"body_base64"`
+	ClaimID    string              `json:"claim_id"` // see reasonOnly
 }
 
 func (h *Handler) complete(w http.ResponseWriter, r *http.Request) {
@@ -390,7 +487,11 @@ func (h *Handler) complete(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, "complete", http.StatusBadRequest, "invalid_request", msg)
 		return
 	}
-	if err := h.o.Store.ForceComplete(ctx, k, resp); err != nil {
+	handled, err := h.resolveUnknown(ctx, k, req.ClaimID, resp)
+	if !handled {
+		err = h.o.Store.ForceComplete(ctx, k, resp)
+	}
+	if err != nil {
 		h.storeFailed(w, r, "complete", k.String(), err, slog.String("reason", req.Reason), slog.String("route", route))
 		return
 	}
@@ -648,7 +749,7 @@ func (h *Handler) storeFailed(w http.ResponseWriter, r *http.Request, action, ke
 	case errors.Is(err, keystore.ErrNotFound):
 		status, code, detail = http.StatusNotFound, "not_found", "no record has this key (never claimed, released, or expired)"
 	case errors.Is(err, keystore.ErrLeaseLost):
-		status, code, detail = http.StatusConflict, "not_in_flight", "the record is not in flight (it completed or was released meanwhile); nothing was changed"
+		status, code, detail = http.StatusConflict, "not_in_flight", "the record is not in flight or unknown under this claim (it completed, was released or resolved meanwhile; the first resolution wins); nothing was changed"
 	default:
 		attrs = append(attrs, slog.String("error", err.Error()))
 	}

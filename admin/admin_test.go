@@ -614,3 +614,77 @@ func TestListSkipsDamaged(t *testing.T) {
 		t.Errorf("list on a failing store = %d %s; want 503 store_unavailable", a.status, a.raw)
 	}
 }
+
+// unknownRecord makes an unknown record of route (cause broken) with the
+// sent mark's info, and returns its key and claim id.
+func (f *fixture) unknownRecord(t *testing.T, name, route string) (keystore.Key, keystore.ClaimID) {
+	t.Helper()
+	ctx := context.Background()
+	k := keystore.NewKey(name)
+	res, err := f.store.Reserve(ctx, k, keystore.ReserveOptions{
+		Fingerprint: keystore.Fingerprint{1, 2, 3}, Route: route, Lease: 2 * time.Minute, Retention: time.Hour, Hold: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.MarkSent(ctx, k, res.Token, keystore.UnknownInfo("POST", "/pay?ref=9", "client-key-9", "req-9")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.MarkUnknown(ctx, k, res.Token, keystore.CauseBroken); err != nil {
+		t.Fatal(err)
+	}
+	return k, res.Claim.ID
+}
+
+// TestUnknownRecords: the admin API lists unknown records with their
+// cause and the original request, and resolves them with a reason: the
+// first resolution wins, fenced by the claim id; complete makes retries
+// replay, release lets the next retry claim anew.
+func TestUnknownRecords(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, token)
+	ctx := context.Background()
+	k, id := f.unknownRecord(t, "held", "pay")
+	f.claim(t, "running", "pay") // in flight: not listed
+	a := f.admin(t, "GET", "/admin/unknown", "")
+	list, _ := a.body["unknown"].([]any)
+	if a.status != 200 || len(list) != 1 {
+		t.Fatalf("list unknown = %d %s; want one record", a.status, a.raw)
+	}
+	got := list[0].(map[string]any)
+	orig, _ := got["original"].(map[string]any)
+	if got["key"] != k.String() || got["state"] != "outcome_unknown" || got["cause"] != "broken" || got["claim_id"] != id.String() ||
+		orig["path"] != "/pay?ref=9" || orig["request_id"] != "req-9" || orig["method"] != "POST" || orig["idempotency_key"] != "client-key-9" {
+		t.Errorf("listed record = %v", got)
+	}
+	path := "/admin/claims/" + k.String() + "/complete"
+	if a := f.admin(t, "POST", path, `{"reason":"r","status":201,"claim_id":"`+keystore.NewClaimID().String()+`"}`); a.status != 409 {
+		t.Errorf("complete fenced by another claim id = %d %s; want 409", a.status, a.raw)
+	}
+	a = f.admin(t, "POST", path, `{"reason":"INC-7: charge 9 exists","status":201,"body":"{\"charge\":9}","claim_id":"`+id.String()+`"}`)
+	if a.status != 200 || a.body["action"] != "completed" {
+		t.Fatalf("complete = %d %s", a.status, a.raw)
+	}
+	res, err := f.store.Reserve(ctx, k, keystore.ReserveOptions{Fingerprint: keystore.Fingerprint{1, 2, 3}, Route: "pay", Lease: time.Minute, Retention: time.Hour, Hold: true})
+	if err != nil || res.Response == nil || string(res.Response.Body) != `{"charge":9}` {
+		t.Errorf("Reserve after complete = %+v, %v; want the operator's answer replayed", res, err)
+	}
+	if a := f.admin(t, "POST", "/admin/claims/"+k.String()+"/release", `{"reason":"second","claim_id":"`+id.String()+`"}`); a.status != 409 {
+		t.Errorf("a second resolution = %d %s; want 409 (the first wins)", a.status, a.raw)
+	}
+
+	k2, _ := f.unknownRecord(t, "held2", "pay")
+	if a := f.admin(t, "POST", "/admin/claims/"+k2.String()+"/release", `{"reason":"INC-8: no such charge"}`); a.status != 200 || a.body["action"] != "released" {
+		t.Fatalf("release = %d %s", a.status, a.raw)
+	}
+	res, err = f.store.Reserve(ctx, k2, keystore.ReserveOptions{Fingerprint: keystore.Fingerprint{1, 2, 3}, Route: "pay", Lease: time.Minute, Retention: time.Hour, Hold: true})
+	if err != nil || res.Token == 0 {
+		t.Errorf("Reserve after release = %+v, %v; want a new claim", res, err)
+	}
+	if a := f.admin(t, "GET", "/admin/unknown", ""); a.status != 200 || len(a.body["unknown"].([]any)) != 0 {
+		t.Errorf("list after the resolutions = %d %s; want none", a.status, a.raw)
+	}
+	if logs := f.logs.String(); !strings.Contains(logs, `"reason":"INC-7: charge 9 exists"`) || !strings.Contains(logs, `"reason":"INC-8: no such charge"`) {
+		t.Errorf("the resolutions were not logged with their reasons:\n%s", logs)
+	}
+}

@@ -48,9 +48,9 @@ func diffStruct(a, b reflect.Value, prefix string, out *[]string) {
 // the limiters' backend. Routes, mode, errors, the upstream, edge_limit,
 // the other limiter keys, sessions, the identity (its sources and
 // require_identity) and the idempotency settings a route may override
-// with its own (retention, in_progress, wait_timeout, release_statuses and
-// drop_headers, applied to the routes that inherit them) are reloaded, and
-// so is extra_methods.
+// with its own (retention, in_progress, wait_timeout, late_answer_wait,
+// release_statuses and drop_headers, applied to the routes that inherit
+// them), late_answer_max and extra_methods are reloaded.
 func RestartOnly(key string) bool {
 	switch {
 	case key == "routes", key == "extra_methods", key == "mode", key == "errors", strings.HasPrefix(key, "errors."),
@@ -58,6 +58,7 @@ func RestartOnly(key string) bool {
 		strings.HasPrefix(key, "idempotency.identity."),
 		strings.HasPrefix(key, "upstream."),
 		key == "idempotency.retention", key == "idempotency.in_progress", key == "idempotency.wait_timeout",
+		key == "idempotency.late_answer_wait", key == "idempotency.late_answer_max", key == "idempotency.unknown_outcome",
 		key == "idempotency.release_statuses", key == "idempotency.drop_headers",
 		key == "idempotency.reuse_status", key == "idempotency.replay_header",
 		key == "idempotency.max_body_bytes", key == "request_body_timeout", key == "idempotency.header",

@@ -18,6 +18,7 @@ func TestRestartOnly(t *testing.T) {
 		"idempotency.require_identity": false, "idempotency.identity_headers": false,
 		"idempotency.identity.cookies": false, "idempotency.identity.jwt.jwks_url": false,
 		"idempotency.in_progress": false, "idempotency.wait_timeout": false,
+		"idempotency.late_answer_wait": false, "idempotency.late_answer_max": false, "idempotency.unknown_outcome": false,
 		"idempotency.release_statuses": false, "idempotency.drop_headers": false,
 		"idempotency.header": false, "idempotency.reuse_status": false, "idempotency.replay_header": false,
 		"idempotency.max_body_bytes": false, "request_body_timeout": false, "store.redis.record_format": false,

@@ -8,7 +8,7 @@ import (
 // compareBase is a valid config; compareCase edits replace its lines.
 const compareBase = `upstream: {url: "http://127.0.0.1:3000", timeout: 1m}
 store: {backend: memory, redis: {key_prefix: "a:"}}
-idempotency: {require_identity: false, max_lease: 5m}
+idempotency: {require_identity: false, late_answer_wait: 0s, max_lease: 5m}
 routes:
   - {name: pay, method: POST, path: /pay, idempotent: true, timeout: 30s}
   - {name: gql, method: POST, path: /graphql, idempotent: true}

@@ -387,7 +387,28 @@ type Idempotency struct {
 	// WaitTimeout bounds a wait for the original, never past the route's
 	// timeout. Default 10s.
 	WaitTimeout time.Duration `mapstructure:"wait_timeout"`
+	// LateAnswerWait is how long a keyed write's upstream call runs on
+	// after its timeout, detached from the client that got 504, so that
+	// its late answer is recorded and replayed to retries (DESIGN.md,
+	// "Unknown outcomes"). 0 cancels the call at the timeout. A route's
+	// timeout plus it must not exceed MaxLease. Default 5m.
+	LateAnswerWait time.Duration `mapstructure:"late_answer_wait"`
+	// LateAnswerMax bounds the calls kept past their timeout per process;
+	// beyond it a timed-out call is cancelled and counted. Default 1000.
+	LateAnswerMax int `mapstructure:"late_answer_max"`
+	// UnknownOutcome is what happens to a keyed write whose outcome is
+	// unknown (broken after it was sent, late wait over, holder died):
+	// UnknownTakeover (a retry takes it over after its lease) or
+	// UnknownHold (every retry gets 409 idempotency_outcome_unknown until
+	// it is resolved). Default UnknownTakeover.
+	UnknownOutcome string `mapstructure:"unknown_outcome"`
 }
+
+// Values of [Idempotency.UnknownOutcome] and [Route.UnknownOutcome].
+const (
+	UnknownTakeover = "takeover"
+	UnknownHold     = "hold"
+)
 
 // Values of [Idempotency.InProgress] and [Route.InProgress].
 const (
@@ -564,6 +585,11 @@ type Route struct {
 	InProgress string `mapstructure:"in_progress"`
 	// WaitTimeout overrides idempotency.wait_timeout when non-zero.
 	WaitTimeout time.Duration `mapstructure:"wait_timeout"`
+	// LateAnswerWait, when set (even to 0), overrides
+	// idempotency.late_answer_wait.
+	LateAnswerWait *time.Duration `mapstructure:"late_answer_wait"`
+	// UnknownOutcome overrides idempotency.unknown_outcome ("" inherits).
+	UnknownOutcome string `mapstructure:"unknown_outcome"`
 	// Retention overrides idempotency.retention when non-zero.
 	Retention time.Duration `mapstructure:"retention"`
 	// ReleaseStatuses, when set (even empty), replaces
@@ -665,6 +691,9 @@ func Default() *Config {
 			DropHeaders:      []string{},
 			InProgress:       InProgressReject,
 			WaitTimeout:      10 * time.Second,
+			LateAnswerWait:   5 * time.Minute,
+			LateAnswerMax:    1000,
+			UnknownOutcome:   UnknownTakeover,
 		},
 		Sessions: Sessions{QueueDepth: 4, QueueTimeout: 30 * time.Second, Lease: 10 * time.Second},
 		Mode:     ModeEnforce,

@@ -363,6 +363,13 @@ func (c *Config) validateIdempotency(p *problems) {
 	if id.WaitTimeout <= 0 {
 		p.add("idempotency.wait_timeout", ErrRange, "must be > 0; got %s", id.WaitTimeout)
 	}
+	if id.LateAnswerWait < 0 {
+		p.add("idempotency.late_answer_wait", ErrRange, "must be >= 0 (0 cancels a write at its timeout); got %s", id.LateAnswerWait)
+	}
+	checkUnknownOutcome(p, "idempotency", id.UnknownOutcome, false)
+	if id.LateAnswerMax <= 0 {
+		p.add("idempotency.late_answer_max", ErrRange, "must be > 0 (to keep no call, set late_answer_wait: 0); got %d", id.LateAnswerMax)
+	}
 	if id.EncryptionKeyEnv != "" && !validEnvName(id.EncryptionKeyEnv) {
 		p.add("idempotency.encryption_key_env", ErrInvalid, "%q is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)", id.EncryptionKeyEnv)
 	}
@@ -603,6 +610,7 @@ func (c *Config) validateRoutes(p *problems) {
 				ref("upstream.timeout", c.Upstream.Timeout, defaults.Upstream.Timeout),
 				ref("idempotency.max_lease", c.Idempotency.MaxLease, defaults.Idempotency.MaxLease), leaseOutlived)
 		}
+		c.validateLateWait(p, key, r)
 		if r.Protocol != "" && r.Protocol != ProtocolGraphQL {
 			p.add(key+".protocol", ErrInvalid, "%q: want \"\" or %q", r.Protocol, ProtocolGraphQL)
 		}
@@ -678,6 +686,51 @@ func (c *Config) validateRoutes(p *problems) {
 		}
 	}
 }
+
+// checkUnknownOutcome checks an unknown_outcome value; "" inherits on a
+// route.
+func checkUnknownOutcome(p *problems, key, v string, inherit bool) {
+	if v == UnknownTakeover || v == UnknownHold || (inherit && v == "") {
+		return
+	}
+	p.add(key+".unknown_outcome", ErrInvalid, "%q: want %q or %q", v, UnknownTakeover, UnknownHold)
+}
+
+// validateLateWait checks a route's late_answer_wait, and that its timeout
+// plus its late wait (its own, else idempotency.late_answer_wait) ends
+// within max_lease (DESIGN.md, "Unknown outcomes"): a kept call's claim is
+// renewed only up to max_lease.
+func (c *Config) validateLateWait(p *problems, key string, r *Route) {
+	wait, waitKey := c.Idempotency.LateAnswerWait, ref("idempotency.late_answer_wait", c.Idempotency.LateAnswerWait, defaults.Idempotency.LateAnswerWait)
+	if r.LateAnswerWait != nil {
+		wait, waitKey = *r.LateAnswerWait, key+".late_answer_wait ("+fmtDur(*r.LateAnswerWait)+")"
+		switch {
+		case wait < 0:
+			p.add(key+".late_answer_wait", ErrRange, "must be >= 0 (0 cancels a write at its timeout); got %s", wait)
+			return
+		case !r.Idempotent:
+			p.add(key+".late_answer_wait", ErrConflict, "is set, but the route is not idempotent")
+			return
+		}
+	}
+	maxLease := c.Idempotency.MaxLease
+	timeout, timeoutKey := r.Timeout, key+".timeout ("+fmtDur(r.Timeout)+")"
+	if r.Timeout == 0 {
+		timeout, timeoutKey = c.Upstream.Timeout, ref("upstream.timeout", c.Upstream.Timeout, defaults.Upstream.Timeout)
+	}
+	if !r.Idempotent || wait <= 0 || maxLease <= 0 || timeout < 0 || timeout > maxLease || timeout+wait <= maxLease {
+		return // a timeout over max_lease alone is reported as such
+	}
+	limit := ref("idempotency.max_lease", maxLease, defaults.Idempotency.MaxLease)
+	if r.LateAnswerWait == nil {
+		p.add(key+".late_answer_wait", ErrRange, "is not set, so %s applies; %s plus it exceeds %s: %s", waitKey, timeoutKey, limit, lateOutlived)
+		return
+	}
+	p.add(key+".late_answer_wait", ErrRange, "%s plus %s exceeds %s: %s", waitKey, timeoutKey, limit, lateOutlived)
+}
+
+// lateOutlived says why a kept call must end within max_lease.
+const lateOutlived = "a kept call's claim stops being renewed while its late answer may still come, and a retry could take the key over and run the write twice; lower the timeout or late_answer_wait, or raise max_lease"
 
 // leaseOutlived says why a keyed write must end within max_lease.
 const leaseOutlived = "the claim stops being renewed while the write still runs, and a retry could take the key over and run the write twice; lower the timeout or raise max_lease"
@@ -768,6 +821,7 @@ func fmtDur(d time.Duration) string {
 // wait_timeout, retention, release_statuses, drop_headers and errors.
 func (c *Config) validateRoutePolicy(p *problems, key string, r *Route) {
 	checkInProgress(p, key, r.InProgress, true)
+	checkUnknownOutcome(p, key, r.UnknownOutcome, true)
 	if r.WaitTimeout < 0 {
 		p.add(key+".wait_timeout", ErrRange, "must be >= 0 (0 means idempotency.wait_timeout); got %s", r.WaitTimeout)
 	}
@@ -789,6 +843,7 @@ func (c *Config) validateRoutePolicy(p *problems, key string, r *Route) {
 			name string
 			set  bool
 		}{{"in_progress", r.InProgress != ""}, {"wait_timeout", r.WaitTimeout != 0}, {"retention", r.Retention != 0},
+			{"unknown_outcome", r.UnknownOutcome != ""},
 			{"release_statuses", r.ReleaseStatuses != nil}, {"drop_headers", r.DropHeaders != nil}} {
 			if f.set {
 				p.add(key+"."+f.name, ErrConflict, "is set, but the route is not idempotent")

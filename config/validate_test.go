@@ -172,14 +172,14 @@ func TestValidateRules(t *testing.T) {
 		{"tenant_hosts bad name", func(c *Config) { c.Idempotency.TenantHosts = map[string]string{"a b": "a"} }, "idempotency.tenant_hosts[a b]", ErrInvalid, nil},
 		{"tenant_hosts empty tenant", func(c *Config) { c.Idempotency.TenantHosts = map[string]string{"a.example": ""} }, "idempotency.tenant_hosts[a.example]", ErrRequired, nil},
 		{"lease zero", func(c *Config) { c.Idempotency.Lease = 0 }, "idempotency.lease", ErrRange, nil},
-		{"max_lease below lease", func(c *Config) { c.Idempotency.MaxLease = time.Minute }, "idempotency.max_lease", ErrRange, nil},
+		{"max_lease below lease", func(c *Config) { c.Idempotency.MaxLease, c.Idempotency.LateAnswerWait = time.Minute, 0 }, "idempotency.max_lease", ErrRange, nil},
 		{"retention below max_lease", func(c *Config) { c.Idempotency.Retention = 30 * time.Minute }, "idempotency.retention", ErrRange,
 			[]string{"30m must exceed idempotency.max_lease (1h, the default)"}},
 		{"retention equals max_lease", func(c *Config) { c.Idempotency.Retention, c.Idempotency.MaxLease = 2*time.Hour, 2*time.Hour }, "idempotency.retention", ErrRange,
 			[]string{"2h must exceed idempotency.max_lease (2h)"}},
 		{"default retention below max_lease", func(c *Config) { c.Idempotency.MaxLease = 30 * time.Hour }, "idempotency.retention", ErrRange,
 			[]string{"25h (the default) must exceed idempotency.max_lease (30h)"}},
-		{"max_lease below default lease", func(c *Config) { c.Idempotency.MaxLease = time.Minute }, "idempotency.max_lease", ErrRange,
+		{"max_lease below default lease", func(c *Config) { c.Idempotency.MaxLease, c.Idempotency.LateAnswerWait = time.Minute, 0 }, "idempotency.max_lease", ErrRange,
 			[]string{"1m is less than idempotency.lease (2m, the default)"}},
 		{"lease below a second", func(c *Config) { c.Idempotency.Lease = 999 * time.Millisecond }, "idempotency.lease", ErrRange, []string{"999ms is shorter than 1s"}},
 		{"route timeout over max_lease", func(c *Config) { c.Routes[1].Timeout = 2 * time.Hour }, "routes[1].timeout", ErrRange,
@@ -189,9 +189,28 @@ func TestValidateRules(t *testing.T) {
 			c.Routes[1].Timeout = time.Minute
 		}, "routes[0].timeout", ErrRange, []string{"is not set, so upstream.timeout (2h) applies, which exceeds idempotency.max_lease (1h, the default)"}},
 		{"default upstream timeout over max_lease", func(c *Config) {
-			c.Idempotency.Lease, c.Idempotency.MaxLease = 10*time.Second, 30*time.Second
+			c.Idempotency.Lease, c.Idempotency.MaxLease, c.Idempotency.LateAnswerWait = 10*time.Second, 30*time.Second, 0
 			c.Routes[1].Timeout = 30 * time.Second
 		}, "routes[0].timeout", ErrRange, []string{"upstream.timeout (1m, the default) applies, which exceeds idempotency.max_lease (30s)"}},
+		{"late wait past max_lease", func(c *Config) { c.Routes[1].Timeout = 56 * time.Minute }, "routes[1].late_answer_wait", ErrRange,
+			[]string{"is not set, so idempotency.late_answer_wait (5m, the default) applies; routes[1].timeout (56m) plus it exceeds idempotency.max_lease (1h, the default)", "run the write twice"}},
+		{"route late wait past max_lease", func(c *Config) {
+			d := 2 * time.Hour
+			c.Routes[1].LateAnswerWait = &d
+		}, "routes[1].late_answer_wait", ErrRange, []string{"routes[1].late_answer_wait (2h) plus upstream.timeout (1m, the default) exceeds idempotency.max_lease (1h, the default)"}},
+		{"route late wait negative", func(c *Config) {
+			d := -time.Second
+			c.Routes[1].LateAnswerWait = &d
+		}, "routes[1].late_answer_wait", ErrRange, nil},
+		{"route late wait not idempotent", func(c *Config) {
+			d := time.Second
+			c.Routes[2].LateAnswerWait = &d
+		}, "routes[2].late_answer_wait", ErrConflict, nil},
+		{"late_answer_wait negative", func(c *Config) { c.Idempotency.LateAnswerWait = -time.Second }, "idempotency.late_answer_wait", ErrRange, nil},
+		{"late_answer_max zero", func(c *Config) { c.Idempotency.LateAnswerMax = 0 }, "idempotency.late_answer_max", ErrRange, nil},
+		{"unknown_outcome", func(c *Config) { c.Idempotency.UnknownOutcome = "wait" }, "idempotency.unknown_outcome", ErrInvalid, nil},
+		{"route unknown_outcome", func(c *Config) { c.Routes[1].UnknownOutcome = "Hold" }, "routes[1].unknown_outcome", ErrInvalid, nil},
+		{"route unknown_outcome not idempotent", func(c *Config) { c.Routes[2].UnknownOutcome = UnknownHold }, "routes[2].unknown_outcome", ErrConflict, nil},
 		{"release_statuses success", func(c *Config) { c.Idempotency.ReleaseStatuses = []int{503, 201} }, "idempotency.release_statuses[1]", ErrRange, []string{"a 2xx answer means the write ran"}},
 		{"release_statuses redirect", func(c *Config) { c.Idempotency.ReleaseStatuses = []int{303} }, "idempotency.release_statuses[0]", ErrRange, nil},
 		{"max_body_bytes", func(c *Config) { c.Idempotency.MaxBodyBytes = 0 }, "idempotency.max_body_bytes", ErrRange, nil},
@@ -346,12 +365,17 @@ func TestValidateAccepts(t *testing.T) {
 			c.Idempotency.Lease, c.Idempotency.MaxLease, c.Idempotency.Retention = time.Hour, time.Hour, time.Hour+time.Second
 		}},
 		{"lease the minimum", func(c *Config) { c.Idempotency.Lease = time.Second }},
-		{"route timeout equals max_lease", func(c *Config) { c.Routes[0].Timeout = c.Idempotency.MaxLease }},
-		{"upstream timeout equals max_lease", func(c *Config) { c.Upstream.Timeout = c.Idempotency.MaxLease }},
+		{"route timeout equals max_lease", func(c *Config) { c.Routes[0].Timeout, c.Idempotency.LateAnswerWait = c.Idempotency.MaxLease, 0 }},
+		{"upstream timeout equals max_lease", func(c *Config) { c.Upstream.Timeout, c.Idempotency.LateAnswerWait = c.Idempotency.MaxLease, 0 }},
+		{"route timeout plus late wait equals max_lease", func(c *Config) { c.Routes[0].Timeout = c.Idempotency.MaxLease - 5*time.Minute }},
+		{"route late wait 0 with a timeout of max_lease", func(c *Config) {
+			zero := time.Duration(0)
+			c.Routes[0].Timeout, c.Routes[0].LateAnswerWait = c.Idempotency.MaxLease, &zero
+		}},
 		{"long timeout on a route that is not idempotent", func(c *Config) { c.Routes[2].Timeout = 5 * time.Hour }},
 		{"long upstream timeout, idempotent routes shorter", func(c *Config) {
 			c.Upstream.Timeout = 2 * time.Hour
-			c.Routes[0].Timeout, c.Routes[1].Timeout = time.Minute, time.Hour
+			c.Routes[0].Timeout, c.Routes[1].Timeout = time.Minute, 55*time.Minute
 		}},
 		{"redis lease short for its timeout (a warning)", func(c *Config) {
 			c.Store.Backend = StoreRedis

@@ -35,7 +35,60 @@ var (
 	ErrFull = errors.New("keystore: store full")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("keystore: store closed")
+	// ErrOutcomeUnknown: the key's record is unknown (DESIGN.md, Unknown
+	// outcomes): its request may or may not have run upstream, and nothing
+	// runs until it is resolved. The proxy answers 409
+	// idempotency_outcome_unknown. See [UnknownError].
+	ErrOutcomeUnknown = errors.New("keystore: outcome unknown")
 )
+
+// UnknownError is the [ErrOutcomeUnknown] a Reserve returns. Marked is
+// true when this very Reserve found a lapsed claim with the sent mark
+// (opts.Hold) and marked it unknown with cause [CauseLapsed]; Info is then
+// what the claim's holder wrote with its sent mark (see [UnknownInfo]).
+type UnknownError struct {
+	Marked bool
+	Info   *Response
+}
+
+func (e *UnknownError) Error() string {
+	if e.Marked {
+		return ErrOutcomeUnknown.Error() + " (a lapsed claim that reached the upstream was marked unknown)"
+	}
+	return ErrOutcomeUnknown.Error()
+}
+
+// Is makes errors.Is(err, ErrOutcomeUnknown) true.
+func (e *UnknownError) Is(target error) bool { return target == ErrOutcomeUnknown }
+
+// Cause says why a record's outcome became unknown (DESIGN.md, Unknown
+// outcomes): the label of idemgate_unknown_outcomes_total.
+type Cause uint8
+
+// Causes of unknown outcomes.
+const (
+	CauseBroken      Cause = iota + 1 // the connection broke after the request was sent
+	CauseLateTimeout                  // the late wait ended without an answer
+	CauseLapsed                       // the holder's lease ended (it died) after the request was sent
+	CauseShutdown                     // the process stopped while the call was kept
+)
+
+// Causes lists every cause, for metrics.
+var Causes = []Cause{CauseBroken, CauseLateTimeout, CauseLapsed, CauseShutdown}
+
+func (c Cause) String() string {
+	switch c {
+	case CauseBroken:
+		return "broken"
+	case CauseLateTimeout:
+		return "late_timeout"
+	case CauseLapsed:
+		return "lapsed"
+	case CauseShutdown:
+		return "shutdown"
+	}
+	return "unknown"
+}
 
 // Key identifies a record: the SHA-256 of the request's scope (tenant,
 // identity header values and the client's idempotency key). See [NewKey].
@@ -144,6 +197,9 @@ const (
 	StateInFlight  State = iota + 1 // claimed; the request is running
 	StateCompleted                  // the answer is stored
 	StateReleased                   // released; a tombstone that keeps the token sequence
+	// StateUnknown: the claim's request was sent, and its outcome is
+	// unknown; nothing runs until it is resolved ([UnknownStore]).
+	StateUnknown
 )
 
 func (s State) String() string {
@@ -154,6 +210,8 @@ func (s State) String() string {
 		return "completed"
 	case StateReleased:
 		return "released"
+	case StateUnknown:
+		return "outcome_unknown"
 	}
 	return "unknown"
 }
@@ -209,6 +267,13 @@ type ReserveOptions struct {
 	// FingerprintVersion is the version Fingerprint was computed in. Zero
 	// means [FingerprintV1].
 	FingerprintVersion FingerprintVersion
+	// Hold is unknown_outcome: hold (DESIGN.md, Unknown outcomes): an
+	// in-flight record whose lease ended and that carries the sent mark is
+	// marked unknown (cause [CauseLapsed]) instead of taken over, and
+	// Reserve returns an [UnknownError] with Marked set. Without Hold it is
+	// taken over as before. An unknown record answers [ErrOutcomeUnknown]
+	// either way.
+	Hold bool
 }
 
 // Reservation is the result of a successful [Store.Reserve].
@@ -295,6 +360,32 @@ type Record struct {
 	LeaseEnd           time.Time // in flight only
 	Expires            time.Time // when the record is dropped
 	Response           *Response // completed only
+	// Sent is the sent mark of an in-flight record ([UnknownStore.MarkSent]).
+	Sent bool
+	// Cause is an unknown record's cause; 0 for other states.
+	Cause Cause
+	// Info is what the holder wrote with its sent mark, in flight (with
+	// Sent) or unknown: see [UnknownInfo].
+	Info *Response
+}
+
+// UnknownInfo is what a sent mark keeps of the original request for
+// operators (the admin API lists unknown records with it). It travels as a
+// [Response] without status, so that a sealing store seals it like a
+// body; its header names are these.
+const (
+	InfoMethod    = "Method"
+	InfoPath      = "Path"
+	InfoKey       = "Key"
+	InfoRequestID = "Request-Id"
+)
+
+// UnknownInfo returns the sent mark's info of a request: its method, raw
+// path, idempotency key and request id.
+func UnknownInfo(method, path, key, requestID string) *Response {
+	return &Response{Header: http.Header{
+		InfoMethod: {method}, InfoPath: {path}, InfoKey: {key}, InfoRequestID: {requestID},
+	}}
 }
 
 // Store holds idempotency records. Implementations are safe for concurrent
@@ -367,6 +458,38 @@ type ClaimStore interface {
 	// later, claims nothing (its Reserve returns ErrLeaseLost). A record of
 	// another claim is left as it is. Safe to repeat.
 	ReleaseClaim(ctx context.Context, key Key, id ClaimID, lease time.Duration) error
+}
+
+// UnknownStore is what DESIGN.md's Unknown outcomes need beyond
+// [ClaimStore]. Every backend in this module implements it. An unknown
+// record is written so that older releases read it as in flight with a
+// lease that ends at its expiry (they answer 409 in progress and never take
+// it over). [ClaimStore.CompleteClaim] and [Store.Release] by the unknown
+// record's own claim (its holder's late answer) resolve it like
+// [UnknownStore.Resolve].
+type UnknownStore interface {
+	ClaimStore
+
+	// MarkSent writes the sent mark on the in-flight claim token of key,
+	// just before its request is forwarded, with info (see [UnknownInfo]).
+	// ErrLeaseLost or ErrNotFound as for Complete.
+	MarkSent(ctx context.Context, key Key, token uint64, info *Response) error
+
+	// MarkUnknown marks the in-flight claim token of key unknown with
+	// cause, lease ended or not. ErrLeaseLost or ErrNotFound as for
+	// Complete.
+	MarkUnknown(ctx context.Context, key Key, token uint64, cause Cause) error
+
+	// Resolve resolves the unknown record of key that carries claim id:
+	// with resp, it is completed with resp; with nil, it is released (the
+	// next Reserve claims anew). The first resolution wins: a record that
+	// is not unknown under id gives ErrLeaseLost and is left as it is;
+	// none, ErrNotFound.
+	Resolve(ctx context.Context, key Key, id ClaimID, resp *Response) error
+
+	// Unknown lists up to limit (0: all) unknown records, oldest claim
+	// first, with their Info.
+	Unknown(ctx context.Context, limit int) ([]Record, error)
 }
 
 // Admin is what the admin API needs beyond [Store]: operator repairs that

@@ -38,7 +38,9 @@ const requestIDHeader = problem.RequestIDHeader
 // request's metrics, when the rest of the chain returns (a panic included).
 func (p *Proxy) logAccess(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer p.logExchange(r, exchangeOf(r))
+		ex := exchangeOf(r)
+		// A kept call logs when it ends (late.go).
+		defer func() { ex.after(func() { p.logExchange(r, ex) }) }()
 		next.ServeHTTP(w, r)
 	})
 }

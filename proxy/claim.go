@@ -39,10 +39,12 @@ func (p *Proxy) claim(next http.Handler) http.Handler {
 				Lease:     opts.Lease,
 				Retention: rt.retention,
 				ClaimID:   id,
+				Hold:      rt.hold,
 			})
 		}
 		res, err := reserve()
 		endSpan(span, err)
+		p.markedLapsed(r, sk, err) // unknown.go
 		if errors.Is(err, keystore.ErrInFlight) && rt.wait && !rt.Observe {
 			res, err = p.waitOriginal(r, sk, reserve) // wait.go
 		}
@@ -57,6 +59,8 @@ func (p *Proxy) claim(next http.Handler) http.Handler {
 			p.replay(w, r, res.Response)
 		case errors.Is(err, keystore.ErrInFlight):
 			p.refuse(w, r, next, problemInProgress)
+		case errors.Is(err, keystore.ErrOutcomeUnknown):
+			p.refuse(w, r, next, problemOutcomeUnknown)
 		case errors.Is(err, keystore.ErrFingerprintMismatch):
 			pr := problemKeyReused
 			pr.Status = rt.reuseStatus
@@ -83,8 +87,9 @@ func (p *Proxy) runClaimed(w http.ResponseWriter, r *http.Request, next http.Han
 		p.log.Warn("took over an abandoned claim", logRequestID, ex.id, logRoute, ex.route.Name)
 	}
 	lease := p.renewals.start(sk, res.Token, opts.Lease, opts.MaxLease)
+	ex.claimKey, ex.claimToken, ex.lease = sk, res.Token, lease
 	p.metrics.claimHeld(1)
-	defer p.metrics.claimHeld(-1)
+	defer ex.after(func() { p.metrics.claimHeld(-1) }) // a kept call holds it on (late.go)
 	ex.keyed = true
 	ex.outcome = OutcomeExecuted
 	recorded := false
@@ -101,8 +106,9 @@ func (p *Proxy) runClaimed(w http.ResponseWriter, r *http.Request, next http.Han
 		p.record(r, ex, sk, res.Claim, ex.capture)
 	}
 	// Runs on a panic too (ErrAbortHandler when the upstream's body broke
-	// mid-stream): the claim is then kept.
-	defer ex.finish()
+	// mid-stream): the claim is then kept. A kept call records when it
+	// ends (late.go).
+	defer ex.after(ex.finish)
 	next.ServeHTTP(w, r)
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/idemgate/idemgate/internal/identity"
 	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"github.com/idemgate/idemgate/internal/problem"
+	"github.com/idemgate/idemgate/keystore"
 )
 
 // exchange is the state of one request as it moves through the chain. The
@@ -47,6 +48,17 @@ type exchange struct {
 	finish  func()           // keyed writes: records the answer (once)
 	gql     *gql.Request     // GraphQL routes: the parsed request of a keyed write
 	waited  time.Duration    // how long it waited for the original (wait.go)
+	// late is the upstream call that runs on after the client got its
+	// 504 (late.go); nil while the handler owns the request.
+	late *lateCall
+	// claimKey, claimToken and lease are the claim of a keyed write, for
+	// a kept call (late.go).
+	claimKey   keystore.Key
+	claimToken uint64
+	lease      *leaseHandle
+	// failure is why a sent keyed write got no answer: broken or timed
+	// out (late wait over), for an unknown outcome (unknown.go).
+	failure keystore.Cause
 
 	ident     identity.Result // the client's identity, once resolved (identity.go)
 	identDone bool

@@ -32,7 +32,7 @@ func (p *Proxy) keyCheckGraphQL(w http.ResponseWriter, r *http.Request, next htt
 		writeProblem(w, r, *prob)
 		return
 	}
-	defer free()
+	defer ex.after(free) // a kept call holds the body on (late.go)
 	fp, prob := p.decodeBody(r, body)
 	if prob != nil {
 		writeProblem(w, r, *prob)

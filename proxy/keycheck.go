@@ -39,7 +39,7 @@ func (p *Proxy) keyCheck(next http.Handler) http.Handler {
 			p.refuse(w, r, next, *prob)
 			return
 		}
-		defer free()
+		defer ex.after(free) // a kept call holds the body on (late.go)
 		fp, prob := p.decodeBody(r, body)
 		if prob != nil {
 			p.refuse(w, r, next, *prob)

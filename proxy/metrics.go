@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/idemgate/idemgate/internal/latency"
+	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/session"
 )
 
@@ -38,6 +39,9 @@ type Metrics struct {
 	queueWait   *prometheus.HistogramVec // result
 	queueReject *prometheus.CounterVec   // reason
 	fallbacks   prometheus.Counter
+	lateKept    prometheus.Gauge
+	lateDrop    *prometheus.CounterVec // route
+	unknowns    *prometheus.CounterVec // route, cause
 }
 
 // Limiter label values of idemgate_limiter_rejections_total.
@@ -115,6 +119,18 @@ func NewMetrics(reg prometheus.Registerer, version, revision string) *Metrics {
 			Name: "idemgate_session_lock_fallbacks_total",
 			Help: "Session turns that ran on the local queue alone because the shared lock's store could not be reached.",
 		}),
+		lateKept: f.NewGauge(prometheus.GaugeOpts{
+			Name: "idemgate_late_calls_kept",
+			Help: "Keyed writes whose client got 504 upstream_timeout and whose upstream call runs on for its late answer (late_answer_wait), in this process.",
+		}),
+		lateDrop: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "idemgate_late_calls_cancelled_total",
+			Help: "Keyed writes cancelled at their timeout because late_answer_max calls were kept already, by route name.",
+		}, []string{"route"}),
+		unknowns: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "idemgate_unknown_outcomes_total",
+			Help: "Keyed writes on unknown_outcome: hold routes whose outcome became unknown and that are held until resolved, by route name and cause (broken, late_timeout, lapsed, shutdown).",
+		}, []string{"route", "cause"}),
 	}
 	// Series that exist from the start, so that rate() sees the first
 	// event. The routes' series are made by initRoutes.
@@ -162,6 +178,12 @@ func (m *Metrics) initRoute(name string, idempotent, limited bool, reuseStatus i
 		m.duration.WithLabelValues(name, res)
 	}
 	m.upstream.WithLabelValues(name)
+	if idempotent {
+		m.lateDrop.WithLabelValues(name)
+		for _, c := range keystore.Causes {
+			m.unknowns.WithLabelValues(name, c.String())
+		}
+	}
 	m.upstreamN.WithLabelValues(name, UpstreamCodeError)
 	for _, pr := range []proxyProblem{problemUpstreamDown, problemUpstreamTimeout} {
 		m.requests.WithLabelValues(name, pr.outcome, strconv.Itoa(pr.Status))
@@ -188,13 +210,35 @@ func resultOf(outcome, code string, status int) string {
 		return ResultCanceled
 	case outcome == OutcomeReplayed:
 		return ResultReplayed
-	case outcome == OutcomeUpstreamError, code == problemInternal.Code:
+	case outcome == OutcomeUpstreamError, outcome == OutcomeLate, code == problemInternal.Code:
 		return ResultFailed
 	case outcome == OutcomePassthrough, outcome == OutcomeExecuted, outcome == OutcomeReleased,
 		outcome == OutcomeUnprotected, strings.HasPrefix(outcome, "would_"):
 		return ResultForwarded
 	}
 	return ResultRefused
+}
+
+// lateHeld adds delta to idemgate_late_calls_kept.
+func (m *Metrics) lateHeld(delta float64) {
+	if m != nil {
+		m.lateKept.Add(delta)
+	}
+}
+
+// unknownOutcome counts an unknown outcome.
+func (m *Metrics) unknownOutcome(route string, cause keystore.Cause) {
+	if m != nil {
+		m.unknowns.WithLabelValues(route, cause.String()).Inc()
+	}
+}
+
+// lateDropped counts a call cancelled at its timeout because
+// late_answer_max calls were kept already.
+func (m *Metrics) lateDropped(route string) {
+	if m != nil {
+		m.lateDrop.WithLabelValues(route).Inc()
+	}
 }
 
 // claimHeld adds delta to idemgate_claims_in_flight.

@@ -36,7 +36,7 @@ func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, next http.Handler
 // wouldOutcome is the observe-mode outcome of a refusal with this outcome.
 func wouldOutcome(outcome string) string {
 	switch outcome {
-	case OutcomeInProgress:
+	case OutcomeInProgress, OutcomeUnknown:
 		return OutcomeWouldInProgress
 	case OutcomeKeyReused:
 		return OutcomeWouldKeyReused

@@ -105,6 +105,10 @@ type Stages struct {
 	// KeyHeader, when not "", replaces Idempotency.Header on these stages:
 	// the header that carries the idempotency key.
 	KeyHeader string
+	// LateAnswerMax bounds the upstream calls kept past their timeout in
+	// this process (late_answer_max; late.go); beyond it a timed-out call
+	// is cancelled and counted. 0: DefaultLateAnswerMax.
+	LateAnswerMax int
 
 	// Edge counts every request, matched or not, per client address
 	// (DESIGN.md step 1). Nil: no edge limit.
@@ -178,11 +182,27 @@ type Idempotency struct {
 	// WaitQueueDepth caps the waiters per key per process; beyond it a
 	// duplicate gets 409 at once. 0: DefaultWaitQueueDepth; < 0: none wait.
 	WaitQueueDepth int
+	// UnknownOutcome is what happens to a claim whose outcome is unknown
+	// (DESIGN.md, Unknown outcomes): UnknownTakeover (default: a retry
+	// takes it over after its lease) or UnknownHold (it is held as an
+	// unknown record until resolved). A route's own overrides it.
+	UnknownOutcome string
+	// LateAnswerWait is how long a keyed write's upstream call runs on
+	// after its timeout, detached from the client that got 504, so that its
+	// late answer is recorded (late.go; DESIGN.md, Unknown outcomes). 0:
+	// the call is cancelled at the timeout. A route's own overrides it.
+	LateAnswerWait time.Duration
 	// Notices carries completion notices to waiters (wait.go). Default: an
 	// in-process keystore.Hub; replicas sharing a store need a shared one
 	// (redisstore.Notices), or their waiters only poll.
 	Notices keystore.Notices
 }
+
+// Values of UnknownOutcome.
+const (
+	UnknownTakeover = "takeover"
+	UnknownHold     = "hold"
+)
 
 // Values of InProgress.
 const (
@@ -236,6 +256,11 @@ type Route struct {
 	InProgress string
 	// WaitTimeout overrides Idempotency.WaitTimeout when > 0.
 	WaitTimeout time.Duration
+	// LateAnswerWait, when non-nil, replaces Idempotency.LateAnswerWait
+	// (0: the call is cancelled at the timeout).
+	LateAnswerWait *time.Duration
+	// UnknownOutcome is UnknownTakeover, UnknownHold or "" (inherit).
+	UnknownOutcome string
 	// ReuseStatus overrides Idempotency.ReuseStatus when > 0.
 	ReuseStatus int
 	// MaxBodyBytes overrides Idempotency.MaxBodyBytes when > 0.

@@ -26,6 +26,13 @@ const (
 	OutcomeTenantUnknown  = "tenant_unknown"
 	OutcomeOverloaded     = "overloaded"      // 503: max_buffered_bytes or the client's share
 	OutcomeRequestTimeout = "request_timeout" // 408: the body did not arrive in time
+	// OutcomeUnknown is a keyed write refused with 409
+	// idempotency_outcome_unknown: its original's outcome is unknown and
+	// held until it is resolved (unknown_outcome: hold).
+	OutcomeUnknown = "unknown"
+	// OutcomeLate is a keyed write whose client got 504 upstream_timeout
+	// and whose late answer was recorded afterwards (late.go).
+	OutcomeLate = "late"
 	// OutcomeIdentityInvalid is a keyed write whose token did not verify
 	// (401 idempotency_identity_invalid).
 	OutcomeIdentityInvalid = "identity_invalid"
@@ -52,6 +59,7 @@ var (
 	problemIdentityMissing  = newProblem(400, "idempotency_identity_missing", "Client identity required", "A keyed request must carry a client identity", "", OutcomeRejected)
 	problemIdentityInvalid  = newProblem(401, "idempotency_identity_invalid", "Client identity invalid", "The request's token does not verify", "", OutcomeIdentityInvalid).withAuthenticate(identity.WWWAuthenticate)
 	problemInProgress       = newProblem(409, "idempotency_in_progress", "Request in progress", "A request with this idempotency key is still being processed; retry later", "2", OutcomeInProgress)
+	problemOutcomeUnknown   = newProblem(409, "idempotency_outcome_unknown", "Outcome unknown", "An earlier request with this idempotency key may or may not have run; nothing runs until an operator or a reconcile probe resolves it", "", OutcomeUnknown)
 	problemKeyReused        = newProblem(409, "idempotency_key_reused", "Idempotency key reused", "This idempotency key was used with a different request", "", OutcomeKeyReused)
 	problemResponseTooLarge = newProblem(409, "idempotency_response_too_large", "Stored response too large", "The request ran, but its response was too large to store; do not retry, read the result instead", "", OutcomeTooLarge)
 	problemUnavailable      = newProblem(503, "idempotency_unavailable", "Idempotency store unavailable", "The request was not processed; retry later", "1", OutcomeUnavailable)

@@ -31,6 +31,7 @@ type Proxy struct {
 	renewals   renewer
 	notices    keystore.Notices // completion notices (wait.go)
 	waiters    waiters
+	late       lateCalls // upstream calls kept past their timeout (late.go)
 	// defIdentity is the identity when the stages name none: the exact
 	// values of Idempotency.IdentityHeaders.
 	defIdentity *identity.Resolver
@@ -136,6 +137,10 @@ func (p *Proxy) Close() error { return p.Shutdown(context.Background()) }
 // are taken over after their lease). It returns nil either way.
 func (p *Proxy) Shutdown(ctx context.Context) error {
 	tasks, claims := p.renewals.close(ctx)
+	if n := p.extendKept(); n > 0 {
+		p.log.Warn("shutdown deadline passed with upstream calls kept past their timeout; their leases were extended to the end of their late wait",
+			"kept_calls", n)
+	}
 	if tasks > 0 || claims > 0 {
 		p.log.Error("shutdown deadline passed: answers not stored and requests still running were abandoned; their keys are taken over after their lease",
 			"unstored_answers", tasks, "running_claims", claims)

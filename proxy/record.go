@@ -33,9 +33,17 @@ func (p *Proxy) record(r *http.Request, ex *exchange, sk keystore.Key, claim key
 		p.releaseKey(ctx, ex, sk, token)
 	case resp == nil:
 		// Timeout or broken connection: the upstream may have run it. The
-		// claim stays until its lease ends; a retry gets 409, then takes over.
+		// claim stays until its lease ends; a retry gets 409, then takes
+		// over. On a hold route it is marked unknown now (unknown.go).
 		if ex.outcome == OutcomeExecuted {
 			ex.outcome = OutcomeUpstreamError
+		}
+		if ex.route.hold {
+			cause := ex.failure
+			if cause == 0 {
+				cause = keystore.CauseBroken // the answer broke mid-body
+			}
+			p.markUnknown(ctx, ex.route.Name, ex.id, sk, token, cause)
 		}
 	case ex.gql != nil && gql.ReleaseOnAnswer(*ex.gql, resp.Status, ex.route.releasableStatus, resp.Body),
 		ex.gql == nil && ex.route.releasableStatus(resp.Status):
@@ -43,6 +51,10 @@ func (p *Proxy) record(r *http.Request, ex *exchange, sk keystore.Key, claim key
 		p.releaseKey(ctx, ex, sk, token)
 	default:
 		p.complete(ctx, ex, sk, claim, resp)
+	}
+	if resp != nil && ex.late != nil {
+		// A late answer, recorded after the client got 504 (late.go).
+		ex.outcome = OutcomeLate
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/idemgate/idemgate/internal/canonjson"
 	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"github.com/idemgate/idemgate/internal/problem"
+	"github.com/idemgate/idemgate/keystore"
 )
 
 // route is a Route ready to serve.
@@ -30,6 +31,9 @@ type route struct {
 	reuseStatus int    // the status of idempotency_key_reused
 	replayHdr   string // the header set on replays; "" none
 	errs        *problem.Template
+
+	lateWait time.Duration // late_answer_wait (late.go)
+	hold     bool          // unknown_outcome: hold (unknown.go)
 }
 
 // stages is a compiled Stages: its route table and the chain after the
@@ -41,6 +45,7 @@ type stages struct {
 	// RequestBodyTimeout, or the Options' when unset.
 	keyHeader   string
 	bodyTimeout time.Duration
+	lateMax     int // Stages.LateAnswerMax
 	table       *pathtmpl.Table
 	routes      []*route
 	handler     http.Handler
@@ -73,6 +78,7 @@ func (p *Proxy) compileRoutes(st Stages) (*stages, error) {
 		up:          p.upstreamOf(st),
 		keyHeader:   cmp.Or(st.KeyHeader, p.opts.Idempotency.Header),
 		bodyTimeout: cmp.Or(st.RequestBodyTimeout, p.opts.RequestBodyTimeout),
+		lateMax:     st.LateAnswerMax,
 	}
 	var entries []pathtmpl.Entry
 	var errs []error
@@ -104,6 +110,9 @@ func (p *Proxy) compileRoutes(st Stages) (*stages, error) {
 		}
 		if err := p.compilePolicy(r, global); err != nil {
 			errs = append(errs, err)
+		}
+		if _, ok := p.opts.Store.(keystore.UnknownStore); r.hold && rc.Idempotent && !ok {
+			errs = append(errs, fmt.Errorf("proxy: route %q: unknown_outcome: hold needs a store with unknown records (%T)", rc.Name, p.opts.Store))
 		}
 		needStore = needStore || rc.Idempotent
 		c.routes = append(c.routes, r)
@@ -159,6 +168,17 @@ func (p *Proxy) compilePolicy(r *route, global problem.Spec) error {
 		return fmt.Errorf("proxy: route %q: in_progress %q: want %q or %q", r.Name, r.InProgress, InProgressReject, InProgressWait)
 	}
 	r.waitTimeout = min(cmp.Or(r.WaitTimeout, id.WaitTimeout, 10*time.Second), r.timeout)
+	switch cmp.Or(r.UnknownOutcome, id.UnknownOutcome, UnknownTakeover) {
+	case UnknownTakeover:
+	case UnknownHold:
+		r.hold = true
+	default:
+		return fmt.Errorf("proxy: route %q: unknown_outcome %q: want %q or %q", r.Name, r.UnknownOutcome, UnknownTakeover, UnknownHold)
+	}
+	r.lateWait = id.LateAnswerWait
+	if r.LateAnswerWait != nil {
+		r.lateWait = *r.LateAnswerWait
+	}
 	spec := global
 	if r.Errors != nil {
 		spec = global.Merge(*r.Errors)

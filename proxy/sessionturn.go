@@ -68,7 +68,8 @@ func (p *Proxy) sessionTurn(q *session.Queue) middleware {
 				}
 				return
 			}
-			defer turn.Release()
+			// A kept call keeps its turn and lock until it ends (late.go).
+			defer exchangeOf(r).after(turn.Release)
 			next.ServeHTTP(w, r)
 		})
 	}

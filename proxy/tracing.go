@@ -57,7 +57,7 @@ func (p *Proxy) tracing() middleware {
 			ctx, span := t.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
 				trace.WithAttributes(attribute.String("http.request.method", r.Method)))
 			ex.span = span
-			defer endServerSpan(span, ex)
+			defer func() { ex.after(func() { endServerSpan(span, ex) }) }()
 			next.ServeHTTP(w, r.WithContext(ctx))
 		})
 	}

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/limiter"
 )
 
@@ -62,6 +63,7 @@ type upstreamCall struct {
 	wroteHeaders atomic.Bool // the request's headers reached the wire
 	capture      *capture    // keyed writes: what is kept for storage
 	headerTimer  *time.Timer // pass-through: the response-header deadline
+	late         *lateCall   // keyed writes with a late wait (late.go)
 }
 
 func (p *Proxy) newUpstream() http.Handler {
@@ -90,6 +92,15 @@ func (p *Proxy) newUpstream() http.Handler {
 		if ex.route != nil {
 			timeout = ex.route.timeout
 		}
+		if !p.markSent(w, r, ex) { // unknown.go
+			return
+		}
+		if ex.keyed && ex.route.lateWait > 0 {
+			// A keyed write with a late wait (late.go): its answer is
+			// kept past the timeout.
+			p.serveKept(rp, w, r, ex, ex.start.Add(timeout), ex.route.lateWait)
+			return
+		}
 		if ex.keyed {
 			// The whole answer of a keyed write is bounded by the timeout,
 			// counted from the request's arrival (session wait included),
@@ -109,13 +120,19 @@ func (p *Proxy) newUpstream() http.Handler {
 			call.headerTimer = time.AfterFunc(timeout, func() { cancel(errHeaderTimeout) })
 			defer call.headerTimer.Stop()
 		}
-		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-			WroteHeaders: func() { call.wroteHeaders.Store(true) },
-		})
+		ctx = p.traceWrites(ctx, call)
 		if ex.sent == notSent {
 			ex.sent = maybeSent
 		}
 		rp.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// traceWrites returns ctx with a trace that marks call's request headers
+// written when they reach the wire.
+func (p *Proxy) traceWrites(ctx context.Context, call *upstreamCall) context.Context {
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteHeaders: func() { call.wroteHeaders.Store(true) },
 	})
 }
 
@@ -276,6 +293,25 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	call := callOf(r)
 	ex := call.ex
 	ctx := r.Context()
+	if lc := call.late; lc != nil {
+		lc.mu.Lock()
+		detached := lc.detached
+		lc.started = true // this answer goes out now: the call is not detached
+		lc.mu.Unlock()
+		if detached {
+			// The client got its 504 long ago: only what the record
+			// needs to know is left to note.
+			if !call.wroteHeaders.Load() {
+				ex.sent = notSent
+			}
+			ex.failure = keystore.CauseBroken
+			if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+				ex.failure = keystore.CauseLateTimeout
+			}
+			p.log.Warn("kept upstream call failed", "error", err, logRequestID, ex.id)
+			return
+		}
+	}
 	switch {
 	case !call.wroteHeaders.Load() && ctx.Err() == nil:
 		// Refused, unreachable, or failed before a byte of the request was
@@ -283,11 +319,12 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		ex.sent = notSent
 		p.log.Warn("upstream unreachable", "error", err, logRequestID, ex.id)
 		writeProblem(w, r, problemUpstreamDown)
-	case errors.Is(context.Cause(ctx), errHeaderTimeout) || errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case errors.Is(context.Cause(ctx), errHeaderTimeout) || errors.Is(context.Cause(ctx), context.DeadlineExceeded):
 		if !call.wroteHeaders.Load() {
 			ex.sent = notSent
 		}
 		p.log.Warn("upstream timeout", "error", err, logRequestID, ex.id)
+		ex.failure = keystore.CauseLateTimeout
 		writeProblem(w, r, problemUpstreamTimeout)
 	case ctx.Err() != nil:
 		// The client hung up on a pass-through request.

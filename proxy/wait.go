@@ -95,8 +95,9 @@ func (p *Proxy) waitOriginal(r *http.Request, sk keystore.Key, reserve func() (k
 			poll.Reset(jitter(waitPoll))
 		}
 		res, err := reserve()
+		p.markedLapsed(r, sk, err) // unknown.go
 		switch {
-		case err == nil, errors.Is(err, keystore.ErrFingerprintMismatch), r.Context().Err() != nil:
+		case err == nil, errors.Is(err, keystore.ErrFingerprintMismatch), errors.Is(err, keystore.ErrOutcomeUnknown), r.Context().Err() != nil:
 			return res, err
 		case !errors.Is(err, keystore.ErrInFlight):
 			// The store failed: the key may well still be running. Look

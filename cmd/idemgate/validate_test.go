@@ -98,7 +98,7 @@ func TestValidateDiff(t *testing.T) {
 			idem = ", max_lease: 5m" + idem
 		}
 		body := `upstream: {url: "http://127.0.0.1:3000", timeout: 1m}
-idempotency: {require_identity: false` + idem + `}
+idempotency: {require_identity: false, late_answer_wait: 0s` + idem + `}
 routes:
   - {name: pay, method: POST, path: /pay, idempotent: true` + route + `}
 `

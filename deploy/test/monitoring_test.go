@@ -669,7 +669,7 @@ func TestDashboardQueries(t *testing.T) {
 		}
 	}
 	walk(d.Panels)
-	if want := []string{"Traffic and outcomes", "Errors", "Latency", "Safety", "Operations"}; !slices.Equal(rows, want) {
+	if want := []string{"Traffic and outcomes", "Errors", "Latency", "Safety", "Unknown outcomes", "Operations"}; !slices.Equal(rows, want) {
 		t.Errorf("rows %q; want %q", rows, want)
 	}
 	for _, v := range d.Templating.List {

@@ -124,6 +124,7 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 		a.reg.MustRegister(replayCacheCollector{st.cache})
 	}
 	registerStoreGauges(a.reg, st)
+	registerUnknownGauge(a.reg, ms)
 	initRouteSeries(a.store, a.reloads, cfg)
 	if a.tls, err = newTLS(cfg, st.client, a.log, &a.closers); err != nil {
 		return nil, err
@@ -219,6 +220,8 @@ func proxyOptions(cfg *config.Config, transport http.RoundTripper, st keystore.S
 			DropHeaders:      id.DropHeaders,
 			InProgress:       id.InProgress,
 			WaitTimeout:      id.WaitTimeout,
+			LateAnswerWait:   id.LateAnswerWait,
+			UnknownOutcome:   id.UnknownOutcome,
 			WaitQueueDepth:   cmp.Or(cfg.Sessions.QueueDepth, -1), // 0: none wait
 		},
 		TrustedProxies:            trusted,
@@ -240,6 +243,7 @@ func stages(cfg *config.Config, set *limitSet, q *session.Queue, id *identity.Re
 		PathCase:           pathCase,
 		RequestBodyTimeout: cfg.RequestBodyTimeout,
 		KeyHeader:          cfg.Idempotency.Header,
+		LateAnswerMax:      cfg.Idempotency.LateAnswerMax,
 		Errors:             cfg.Errors.Spec(),
 		Edge:               set.edge,
 		RouteLimits:        set.routes,
@@ -313,6 +317,8 @@ func proxyRoutes(cfg *config.Config) []proxy.Route {
 			DropHeaders:       inherit(r.DropHeaders, id.DropHeaders),
 			InProgress:        cmp.Or(r.InProgress, id.InProgress),
 			WaitTimeout:       cmp.Or(r.WaitTimeout, id.WaitTimeout),
+			LateAnswerWait:    cmp.Or(r.LateAnswerWait, &id.LateAnswerWait),
+			UnknownOutcome:    cmp.Or(r.UnknownOutcome, id.UnknownOutcome),
 			ReuseStatus:       id.ReuseStatus,
 			ReplayHeader:      &id.ReplayHeader,
 			MaxBodyBytes:      id.MaxBodyBytes,

@@ -527,7 +527,7 @@ func TestReloadRefusesAMixThatWouldNotValidate(t *testing.T) {
 	cfg := func(maxLease, timeout string) string {
 		return `upstream: {url: "` + up.URL + `", timeout: 20m}
 edge_limit: {rate: 0}
-idempotency: {require_identity: false, max_lease: ` + maxLease + `}
+idempotency: {require_identity: false, max_lease: ` + maxLease + `, late_answer_wait: 0s}
 routes:
   - {name: pay, method: POST, path: /pay, idempotent: true, timeout: ` + timeout + `}
 `

@@ -226,6 +226,7 @@ var Codes = []string{
 	"idempotency_key_invalid", "idempotency_key_missing", "idempotency_identity_missing",
 	"idempotency_identity_invalid", "tenant_unknown", "request_invalid", "request_timeout",
 	"idempotency_in_progress", "idempotency_key_reused", "idempotency_response_too_large",
+	"idempotency_outcome_unknown",
 	"idempotency_unavailable", "session_busy", "overloaded", "rate_limited",
 	"request_too_large", "request_body_invalid", "upstream_unavailable", "upstream_broken",
 	"upstream_timeout", "internal",

@@ -80,8 +80,9 @@ func (o Options) normalize() Options {
 // [errors.ErrUnsupported] when the inner store does not.
 type Store struct {
 	inner  keystore.Store
-	claims keystore.ClaimStore // nil when inner is not one
-	admin  keystore.Admin      // nil when inner is not one
+	claims keystore.ClaimStore   // nil when inner is not one
+	admin  keystore.Admin        // nil when inner is not one
+	unk    keystore.UnknownStore // nil when inner is not one
 	opts   atomic.Pointer[Options]
 }
 
@@ -101,6 +102,7 @@ func New(inner keystore.Store, opts Options) (*Store, error) {
 	s := &Store{inner: inner}
 	s.claims, _ = inner.(keystore.ClaimStore)
 	s.admin, _ = inner.(keystore.Admin)
+	s.unk, _ = inner.(keystore.UnknownStore)
 	s.Set(opts)
 	return s, nil
 }
@@ -283,15 +285,23 @@ func (s *Store) InFlight(ctx context.Context, olderThan time.Duration, limit int
 		return nil, err
 	}
 	recs, err := a.InFlight(ctx, olderThan, limit)
-	if err != nil {
+	var damaged *keystore.DamagedError
+	if err != nil && !errors.As(err, &damaged) {
 		return nil, err
 	}
-	for i := range recs {
-		if recs[i], err = s.opened(recs[i]); err != nil {
-			return nil, err
-		}
+	if damaged == nil {
+		damaged = &keystore.DamagedError{}
 	}
-	return recs, nil
+	out := recs[:0]
+	for _, rec := range recs {
+		opened, oerr := s.opened(rec)
+		if oerr != nil {
+			damaged.Add(rec.Key.String(), oerr) // skipped, as the inner store skips what it cannot read
+			continue
+		}
+		out = append(out, opened)
+	}
+	return out, damaged.OrNil()
 }
 
 // ForceRelease implements [keystore.Admin].
@@ -314,4 +324,56 @@ func (s *Store) ForceComplete(ctx context.Context, k keystore.Key, resp *keystor
 		return err
 	}
 	return a.ForceComplete(ctx, k, compress(resp, *s.opts.Load()))
+}
+
+func (s *Store) unknownsOrErr() (keystore.UnknownStore, error) {
+	if s.unk == nil {
+		return nil, fmt.Errorf("compressed: inner store %T has no unknown-outcome operations: %w", s.inner, errors.ErrUnsupported)
+	}
+	return s.unk, nil
+}
+
+// MarkSent implements [keystore.UnknownStore]; info is small and stored
+// as it is.
+func (s *Store) MarkSent(ctx context.Context, k keystore.Key, token uint64, info *keystore.Response) error {
+	u, err := s.unknownsOrErr()
+	if err != nil {
+		return err
+	}
+	return u.MarkSent(ctx, k, token, info)
+}
+
+// MarkUnknown implements [keystore.UnknownStore].
+func (s *Store) MarkUnknown(ctx context.Context, k keystore.Key, token uint64, cause keystore.Cause) error {
+	u, err := s.unknownsOrErr()
+	if err != nil {
+		return err
+	}
+	return u.MarkUnknown(ctx, k, token, cause)
+}
+
+// Resolve implements [keystore.UnknownStore]; resp is compressed like
+// Complete's.
+func (s *Store) Resolve(ctx context.Context, k keystore.Key, id keystore.ClaimID, resp *keystore.Response) error {
+	u, err := s.unknownsOrErr()
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if resp != nil {
+		resp = compress(resp, *s.opts.Load())
+	}
+	return u.Resolve(ctx, k, id, resp)
+}
+
+// Unknown implements [keystore.UnknownStore]. Unknown records hold no
+// answer, so nothing is opened.
+func (s *Store) Unknown(ctx context.Context, limit int) ([]keystore.Record, error) {
+	u, err := s.unknownsOrErr()
+	if err != nil {
+		return nil, err
+	}
+	return u.Unknown(ctx, limit)
 }

@@ -208,13 +208,15 @@ type entry struct {
 	ansLen   uint32
 	state    keystore.State
 	fv       keystore.FingerprintVersion
+	sent     bool           // the sent mark (in flight); its info is the answer bytes
+	cause    keystore.Cause // unknown only
 }
 
 // size is the bytes accounted to e.
 func (e *entry) size() int64 { return entryOverhead + int64(e.routeLen) + int64(e.ansLen) }
 
 var (
-	_ keystore.ClaimStore    = (*Store)(nil)
+	_ keystore.UnknownStore  = (*Store)(nil)
 	_ keystore.Admin         = (*Store)(nil)
 	_ keystore.EpochReporter = (*Store)(nil)
 )
@@ -338,6 +340,9 @@ func (s *Store) reserve(k keystore.Key, opts keystore.ReserveOptions, swept bool
 			return keystore.Reservation{}, &keystore.MismatchError{Version: fv}
 		}
 		switch e.state {
+		case keystore.StateUnknown:
+			sh.mu.Unlock()
+			return keystore.Reservation{}, &keystore.UnknownError{}
 		case keystore.StateCompleted:
 			answer, fv, ttl := sh.answer(e), e.fv, e.expires-now
 			sh.mu.Unlock()
@@ -351,6 +356,23 @@ func (s *Store) reserve(k keystore.Key, opts keystore.ReserveOptions, swept bool
 			defer sh.mu.Unlock()
 			if now < e.leaseEnd {
 				return keystore.Reservation{}, keystore.ErrInFlight
+			}
+			if e.sent && opts.Hold {
+				// It reached the upstream, and its holder is gone: its
+				// outcome is unknown (DESIGN.md, Unknown outcomes).
+				info, err := decodeInfo(sh.answer(e))
+				s.markUnknown(e, keystore.CauseLapsed)
+				if err != nil {
+					return keystore.Reservation{}, err
+				}
+				return keystore.Reservation{}, &keystore.UnknownError{Marked: true, Info: info}
+			}
+			if e.sent {
+				// A takeover: the new claim has not been sent.
+				before := e.size()
+				sh.setData(e, unsafeRoute(sh, e), nil)
+				s.bytes.Add(e.size() - before)
+				e.sent = false
 			}
 			e.token = s.tokens.Add(1)
 			e.claimID = opts.ClaimID
@@ -427,14 +449,129 @@ func (s *Store) dropTomb(sh *shard, t tomb) {
 
 // holder returns k's in-flight entry under token. The caller holds sh.mu.
 func (s *Store) holder(sh *shard, k keystore.Key, token uint64, now time.Duration) (*entry, error) {
+	return s.claimed(sh, k, token, now, false)
+}
+
+// owner is holder, but an unknown record of token's claim is its too: its
+// holder's late completion or release resolves it. The caller holds sh.mu.
+func (s *Store) owner(sh *shard, k keystore.Key, token uint64, now time.Duration) (*entry, error) {
+	return s.claimed(sh, k, token, now, true)
+}
+
+func (s *Store) claimed(sh *shard, k keystore.Key, token uint64, now time.Duration, unknown bool) (*entry, error) {
 	e := s.live(sh, k, now)
 	if e == nil {
 		return nil, keystore.ErrNotFound
 	}
-	if e.state != keystore.StateInFlight || e.token != token {
+	if e.token != token || (e.state != keystore.StateInFlight && (!unknown || e.state != keystore.StateUnknown)) {
 		return nil, keystore.ErrLeaseLost
 	}
 	return e, nil
+}
+
+// markUnknown makes e unknown with cause. Its lease ends when it expires,
+// as an older reader of the state would see it. The caller holds sh.mu.
+func (s *Store) markUnknown(e *entry, cause keystore.Cause) {
+	e.state, e.cause, e.leaseEnd = keystore.StateUnknown, cause, e.expires
+}
+
+// decodeInfo decodes a sent mark's info; nil for none.
+func decodeInfo(b []byte) (*keystore.Response, error) {
+	if b == nil {
+		return nil, nil
+	}
+	return keystore.DecodeResponse(b)
+}
+
+// MarkSent implements [keystore.UnknownStore].
+func (s *Store) MarkSent(ctx context.Context, k keystore.Key, token uint64, info *keystore.Response) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	enc := encode(info)
+	defer enc.free()
+	sh := s.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, err := s.holder(sh, k, token, s.now())
+	if err != nil {
+		return err
+	}
+	before := e.size()
+	sh.setData(e, unsafeRoute(sh, e), enc.b)
+	s.bytes.Add(e.size() - before)
+	e.sent = true
+	return nil
+}
+
+// MarkUnknown implements [keystore.UnknownStore].
+func (s *Store) MarkUnknown(ctx context.Context, k keystore.Key, token uint64, cause keystore.Cause) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	sh := s.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, err := s.holder(sh, k, token, s.now())
+	if err != nil {
+		return err
+	}
+	s.markUnknown(e, cause)
+	return nil
+}
+
+// Resolve implements [keystore.UnknownStore].
+func (s *Store) Resolve(ctx context.Context, k keystore.Key, id keystore.ClaimID, resp *keystore.Response) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	var enc *encoded
+	if resp != nil {
+		enc = encode(resp)
+		defer enc.free()
+	}
+	sh := s.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := s.live(sh, k, s.now())
+	switch {
+	case e == nil:
+		return keystore.ErrNotFound
+	case e.state != keystore.StateUnknown || e.claimID != id:
+		return keystore.ErrLeaseLost
+	case resp == nil:
+		s.release(sh, k, e)
+	default:
+		s.complete(sh, e, enc.b)
+	}
+	return nil
+}
+
+// Unknown implements [keystore.UnknownStore].
+func (s *Store) Unknown(ctx context.Context, limit int) ([]keystore.Record, error) {
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	var out []keystore.Record
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for k, j := range sh.index {
+			e := sh.slot(j)
+			if e.state == keystore.StateUnknown && now < e.expires {
+				rec, info := s.record(sh, k, e)
+				out = append(out, rec)
+				out[len(out)-1].Info, _ = decodeInfo(info) // a damaged info lists without it
+			}
+		}
+		sh.mu.Unlock()
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Claimed.Before(out[j].Claimed) })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
 }
 
 // Complete implements [keystore.Store].
@@ -447,7 +584,7 @@ func (s *Store) Complete(ctx context.Context, k keystore.Key, token uint64, resp
 	sh := s.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e, err := s.holder(sh, k, token, s.now())
+	e, err := s.owner(sh, k, token, s.now())
 	if err != nil {
 		return err
 	}
@@ -461,6 +598,7 @@ func (s *Store) complete(sh *shard, e *entry, enc []byte) {
 	sh.setData(e, unsafeRoute(sh, e), enc)
 	e.state = keystore.StateCompleted
 	e.leaseEnd = 0
+	e.sent, e.cause = false, 0
 	s.bytes.Add(e.size() - before)
 }
 
@@ -501,7 +639,7 @@ func (s *Store) Release(ctx context.Context, k keystore.Key, token uint64) error
 	sh := s.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e, err := s.holder(sh, k, token, s.now())
+	e, err := s.owner(sh, k, token, s.now())
 	if err != nil {
 		return err
 	}
@@ -560,8 +698,8 @@ func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Cl
 	if e.claimID != c.ID || e.token != c.Token {
 		return 0, keystore.ErrLeaseLost
 	}
-	if e.state == keystore.StateInFlight {
-		s.complete(sh, e, enc.b)
+	if e.state == keystore.StateInFlight || e.state == keystore.StateUnknown {
+		s.complete(sh, e, enc.b) // an unknown record of this claim: its late answer resolves it
 	}
 	// Completed already: an earlier attempt stored it.
 	return keystore.Completed, nil
@@ -622,6 +760,11 @@ func (s *Store) Get(ctx context.Context, k keystore.Key) (keystore.Record, error
 	}
 	rec, answer := s.record(sh, k, e)
 	sh.mu.Unlock()
+	if rec.State != keystore.StateCompleted {
+		info, err := decodeInfo(answer)
+		rec.Info = info
+		return rec, err
+	}
 	return decodeRecord(rec, answer)
 }
 
@@ -642,6 +785,7 @@ func (s *Store) record(sh *shard, k keystore.Key, e *entry) (keystore.Record, []
 	if e.state == keystore.StateInFlight {
 		rec.LeaseEnd = s.at(e.leaseEnd)
 	}
+	rec.Sent, rec.Cause = e.sent, e.cause
 	return rec, sh.answer(e)
 }
 

@@ -28,6 +28,10 @@ const (
 	opForceComplete = "force_complete"
 	opCompleteClaim = "complete_claim"
 	opReleaseClaim  = "release_claim"
+	opMarkSent      = "mark_sent"
+	opMarkUnknown   = "mark_unknown"
+	opResolve       = "resolve"
+	opUnknown       = "unknown"
 )
 
 // New returns s with its operations measured on reg (nil: measured but not
@@ -57,6 +61,7 @@ func New(s keystore.Store, reg prometheus.Registerer) *Store {
 	}
 	ms.admin, _ = s.(keystore.Admin)
 	ms.claims, _ = s.(keystore.ClaimStore)
+	ms.unknowns, _ = s.(keystore.UnknownStore)
 	// Series that exist from the start, so that rate() sees the first
 	// failure.
 	for _, op := range []string{opReserve, opComplete, opRelease, opRenew, opGet} {
@@ -75,6 +80,7 @@ type Store struct {
 	inner     keystore.Store
 	admin     keystore.Admin           // nil when inner is not one
 	claims    keystore.ClaimStore      // nil when inner is not one
+	unknowns  keystore.UnknownStore    // nil when inner is not one
 	duration  *prometheus.HistogramVec // op
 	errs      *prometheus.CounterVec   // op, kind
 	takeovers *prometheus.CounterVec   // route
@@ -82,17 +88,18 @@ type Store struct {
 }
 
 var (
-	_ keystore.Store      = (*Store)(nil)
-	_ keystore.Admin      = (*Store)(nil)
-	_ keystore.ClaimStore = (*Store)(nil)
+	_ keystore.Store        = (*Store)(nil)
+	_ keystore.Admin        = (*Store)(nil)
+	_ keystore.UnknownStore = (*Store)(nil)
 )
 
 // errNoAdmin is returned by the admin methods of a Store whose store
 // has none; errNoClaims by the claim methods of one that is no
 // [keystore.ClaimStore].
 var (
-	errNoAdmin  = errors.New("metered: the store has no admin operations")
-	errNoClaims = errors.New("metered: the store has no claim operations")
+	errNoAdmin   = errors.New("metered: the store has no admin operations")
+	errNoClaims  = errors.New("metered: the store has no claim operations")
+	errNoUnknown = errors.New("metered: the store has no unknown-outcome operations")
 )
 
 // Unwrap returns the wrapped store.
@@ -114,7 +121,8 @@ func errorKind(err error) string {
 		errors.Is(err, keystore.ErrNotFound),
 		errors.Is(err, keystore.ErrInFlight),
 		errors.Is(err, keystore.ErrFingerprintMismatch),
-		errors.Is(err, keystore.ErrLeaseLost):
+		errors.Is(err, keystore.ErrLeaseLost),
+		errors.Is(err, keystore.ErrOutcomeUnknown):
 		return ""
 	case errors.Is(err, keystore.ErrFull):
 		return "full"
@@ -251,4 +259,48 @@ func (s *Store) InitRoutes(names ...string) {
 	for _, n := range names {
 		s.takeovers.WithLabelValues(n)
 	}
+}
+
+// MarkSent implements [keystore.UnknownStore].
+func (s *Store) MarkSent(ctx context.Context, k keystore.Key, token uint64, info *keystore.Response) error {
+	if s.unknowns == nil {
+		return errNoUnknown
+	}
+	start := time.Now()
+	err := s.unknowns.MarkSent(ctx, k, token, info)
+	s.done(opMarkSent, start, err)
+	return err
+}
+
+// MarkUnknown implements [keystore.UnknownStore].
+func (s *Store) MarkUnknown(ctx context.Context, k keystore.Key, token uint64, cause keystore.Cause) error {
+	if s.unknowns == nil {
+		return errNoUnknown
+	}
+	start := time.Now()
+	err := s.unknowns.MarkUnknown(ctx, k, token, cause)
+	s.done(opMarkUnknown, start, err)
+	return err
+}
+
+// Resolve implements [keystore.UnknownStore].
+func (s *Store) Resolve(ctx context.Context, k keystore.Key, id keystore.ClaimID, resp *keystore.Response) error {
+	if s.unknowns == nil {
+		return errNoUnknown
+	}
+	start := time.Now()
+	err := s.unknowns.Resolve(ctx, k, id, resp)
+	s.done(opResolve, start, err)
+	return err
+}
+
+// Unknown implements [keystore.UnknownStore].
+func (s *Store) Unknown(ctx context.Context, limit int) ([]keystore.Record, error) {
+	if s.unknowns == nil {
+		return nil, errNoUnknown
+	}
+	start := time.Now()
+	recs, err := s.unknowns.Unknown(ctx, limit)
+	s.done(opUnknown, start, err)
+	return recs, err
 }

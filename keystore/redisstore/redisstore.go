@@ -61,8 +61,8 @@ type Store struct {
 }
 
 var (
-	_ keystore.ClaimStore = (*Store)(nil)
-	_ keystore.Admin      = (*Store)(nil)
+	_ keystore.UnknownStore = (*Store)(nil)
+	_ keystore.Admin        = (*Store)(nil)
 )
 
 // New returns a Store that keeps its records in client. The caller owns
@@ -214,6 +214,11 @@ func (s *Store) Reserve(ctx context.Context, k keystore.Key, opts keystore.Reser
 	c.op()
 	c.bytes(opts.ClaimID[:])
 	c.int(int64(fv))
+	if opts.Hold {
+		c.str("1")
+	} else {
+		c.str("0")
+	}
 	code, rest, err := s.run(ctx, "reserve", s.lua().reserve, c)
 	if err != nil {
 		return keystore.Reservation{}, err
@@ -249,6 +254,12 @@ func (s *Store) Reserve(ctx context.Context, k keystore.Key, opts keystore.Reser
 		return keystore.Reservation{}, &keystore.MismatchError{Version: version(rest, 0)}
 	case codeRevoked:
 		return keystore.Reservation{}, fmt.Errorf("redisstore: reserve: claim %s was released before it arrived: %w", opts.ClaimID, keystore.ErrLeaseLost)
+	case codeUnknown:
+		ue := &keystore.UnknownError{Marked: integer(rest, 0) == 1}
+		if ue.Marked {
+			ue.Info, _ = decodeInfo(str(rest, 1)) // a damaged info is only lost for the log
+		}
+		return keystore.Reservation{}, ue
 	}
 	return keystore.Reservation{}, codeErr("reserve", code)
 }
@@ -415,8 +426,21 @@ func parseRecord(k keystore.Key, rest []any) (keystore.Record, error) {
 	if ci := str(rest, 8); len(ci) == len(rec.ClaimID) {
 		copy(rec.ClaimID[:], ci)
 	}
+	switch mk := integer(rest, 10); {
+	case mk == 1:
+		rec.Sent = true
+	case mk > 10:
+		rec.State, rec.Cause = keystore.StateUnknown, keystore.Cause(mk-10)
+	}
 	if rec.State == keystore.StateInFlight {
 		rec.LeaseEnd = time.UnixMilli(integer(rest, 5))
+	}
+	if rec.Sent || rec.State == keystore.StateUnknown {
+		info, err := decodeInfo(str(rest, 11))
+		if err != nil {
+			return keystore.Record{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
+		rec.Info = info
 	}
 	if rec.State == keystore.StateCompleted && str(rest, 7) != "" {
 		resp, err := keystore.DecodeResponse(stringBytes(str(rest, 7)))
@@ -426,6 +450,75 @@ func parseRecord(k keystore.Key, rest []any) (keystore.Record, error) {
 		rec.Response = resp
 	}
 	return rec, nil
+}
+
+// decodeInfo decodes a sent mark's info; nil for none.
+func decodeInfo(s string) (*keystore.Response, error) {
+	if s == "" {
+		return nil, nil
+	}
+	return keystore.DecodeResponse(stringBytes(s))
+}
+
+// MarkSent implements [keystore.UnknownStore] in one round trip.
+func (s *Store) MarkSent(ctx context.Context, k keystore.Key, token uint64, info *keystore.Response) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	if info == nil {
+		info = &keystore.Response{}
+	}
+	c := s.newCall(k)
+	c.uint(token)
+	c.answer(info)
+	return s.settle(ctx, "mark sent", s.lua().markSent, c)
+}
+
+// MarkUnknown implements [keystore.UnknownStore] in one round trip.
+func (s *Store) MarkUnknown(ctx context.Context, k keystore.Key, token uint64, cause keystore.Cause) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	c := s.newCall(k)
+	c.uint(token)
+	c.int(int64(cause))
+	return s.settle(ctx, "mark unknown", s.lua().markUnknown, c)
+}
+
+// Resolve implements [keystore.UnknownStore] in one round trip.
+func (s *Store) Resolve(ctx context.Context, k keystore.Key, id keystore.ClaimID, resp *keystore.Response) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	c := s.newCall(k)
+	c.bytes(id[:])
+	if resp != nil {
+		c.answer(resp)
+	} else {
+		c.str("")
+	}
+	c.op()
+	return s.settle(ctx, "resolve", s.lua().resolve, c)
+}
+
+// settle runs a script whose only success is {8}.
+func (s *Store) settle(ctx context.Context, name string, script lua, c *call) error {
+	code, _, err := s.run(ctx, name, script, c)
+	if err != nil {
+		return err
+	}
+	if code != codeOK {
+		return codeErr(name, code)
+	}
+	return nil
+}
+
+// Unknown implements [keystore.UnknownStore]: a SCAN of every master, as
+// [Store.InFlight].
+func (s *Store) Unknown(ctx context.Context, limit int) ([]keystore.Record, error) {
+	return s.list(ctx, "unknown", "2", limit, func(rec keystore.Record, _ int64) bool {
+		return rec.State == keystore.StateUnknown
+	})
 }
 
 // ForceRelease implements [keystore.Admin].
@@ -454,6 +547,16 @@ const scanCount = 500
 // prefix whose value is not a record (ErrCorrupt) is skipped and counted in
 // the [*keystore.DamagedError] returned with the records.
 func (s *Store) InFlight(ctx context.Context, olderThan time.Duration, limit int) ([]keystore.Record, error) {
+	return s.list(ctx, "in flight", "1", limit, func(rec keystore.Record, now int64) bool {
+		return rec.State == keystore.StateInFlight && rec.Claimed.UnixMilli() <= now-olderThan.Milliseconds()
+	})
+}
+
+// list SCANs every master (every shard of a Ring) for the records keep
+// accepts (given each node's clock, in ms), oldest claim first, up to
+// limit. bare is getScript's second argument ("1": no answers or infos;
+// "2": no answers).
+func (s *Store) list(ctx context.Context, name, bare string, limit int, keep func(rec keystore.Record, now int64) bool) ([]keystore.Record, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
@@ -464,7 +567,7 @@ func (s *Store) InFlight(ctx context.Context, olderThan time.Duration, limit int
 	)
 	scan := func(ctx context.Context, c *redis.Client) error {
 		var dmg keystore.DamagedError
-		recs, err := s.scanNode(ctx, c, olderThan, &dmg)
+		recs, err := s.scanNode(ctx, c, bare, keep, &dmg)
 		mu.Lock()
 		out = append(out, recs...)
 		damaged.Merge(&dmg)
@@ -483,7 +586,7 @@ func (s *Store) InFlight(ctx context.Context, olderThan time.Duration, limit int
 		err = fmt.Errorf("unsupported client type %T", s.client)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: in flight: %w", err)
+		return nil, fmt.Errorf("redisstore: %s: %w", name, err)
 	}
 	slices.SortFunc(out, func(a, b keystore.Record) int { return a.Claimed.Compare(b.Claimed) })
 	if limit > 0 && len(out) > limit {
@@ -492,12 +595,11 @@ func (s *Store) InFlight(ctx context.Context, olderThan time.Duration, limit int
 	return out, damaged.OrNil()
 }
 
-// scanNode lists the in-flight records on one node claimed at least
-// olderThan ago by that node's clock. It reads each key it finds with
-// getScript (without answers), which knows both record formats, and adds
-// the keys that hold no record to damaged.
-func (s *Store) scanNode(ctx context.Context, c *redis.Client, olderThan time.Duration, damaged *keystore.DamagedError) ([]keystore.Record, error) {
-	now, err := c.Time(ctx).Result()
+// scanNode lists the records on one node that keep accepts, given that
+// node's clock. It reads each key it finds with getScript, which knows
+// both record formats, and adds the keys that hold no record to damaged.
+func (s *Store) scanNode(ctx context.Context, c *redis.Client, bare string, keep func(rec keystore.Record, now int64) bool, damaged *keystore.DamagedError) ([]keystore.Record, error) {
+	t, err := c.Time(ctx).Result()
 	if err != nil {
 		return nil, err
 	}
@@ -505,7 +607,7 @@ func (s *Store) scanNode(ctx context.Context, c *redis.Client, olderThan time.Du
 	if err := get.Load(ctx, c).Err(); err != nil {
 		return nil, err
 	}
-	cutoff := now.UnixMilli() + s.offset.Load() - olderThan.Milliseconds()
+	now := t.UnixMilli() + s.offset.Load()
 	match := globEscape(s.prefix) + "{*"
 	var out []keystore.Record
 	var cursor uint64
@@ -515,12 +617,24 @@ func (s *Store) scanNode(ctx context.Context, c *redis.Client, olderThan time.Du
 			return out, err
 		}
 		if len(keys) > 0 {
-			pipe := c.Pipeline()
 			cmds := make([]*redis.Cmd, len(keys))
-			for i, key := range keys {
-				cmds[i] = get.EvalSha(ctx, pipe, []string{key}, s.offset.Load(), "1")
+			run := func() error {
+				pipe := c.Pipeline()
+				for i, key := range keys {
+					cmds[i] = get.EvalSha(ctx, pipe, []string{key}, s.offset.Load(), bare)
+				}
+				_, err := pipe.Exec(ctx)
+				return err
 			}
-			if _, err := pipe.Exec(ctx); err != nil {
+			err := run()
+			if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+				// The scripts were flushed since the Load (a failover to a
+				// new master, SCRIPT FLUSH): load it again, once.
+				if err = get.Load(ctx, c).Err(); err == nil {
+					err = run()
+				}
+			}
+			if err != nil {
 				return out, err
 			}
 			for i, key := range keys {
@@ -532,7 +646,7 @@ func (s *Store) scanNode(ctx context.Context, c *redis.Client, olderThan time.Du
 				if err != nil {
 					return out, err
 				}
-				if ok && rec.State == keystore.StateInFlight && rec.Claimed.UnixMilli() <= cutoff {
+				if ok && keep(rec, now) {
 					out = append(out, rec)
 				}
 			}

@@ -1,9 +1,12 @@
 package redisstore
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgate/idemgate/keystore"
 )
 
 // Every state transition is one of the Lua scripts below, run with EVALSHA
@@ -29,6 +32,9 @@ const (
 	codeRevoked  = 9 // the claim's id has a tombstone: nothing was claimed
 )
 
+// codeUnknown: {10, marked 0|1, info}: the record's outcome is unknown.
+const codeUnknown = 10
+
 // A record is stored in one of two layouts ([RecordFormat]); every script
 // reads both and writes the store's.
 //
@@ -44,6 +50,13 @@ const (
 //     "ci", "fv", "ans") and one field "x" .. claim id per tombstone,
 //     numbers in decimal. Replicas of the first release read only this
 //     one (see TestFirstReleaseReadsNewRecords).
+//
+// An in-flight record's answer, which it otherwise lacks, may hold a mark
+// of DESIGN.md's Unknown outcomes: "igs1" and the sent mark's info (the
+// claim's request was forwarded), or "igu1", the cause's byte and that info
+// (the record is unknown). An unknown record is in flight with its lease
+// ending at its expiry, so that replicas of revision 2, which ignore an
+// in-flight record's answer, answer 409 in progress and never take it over.
 //
 // The key expires when the record and its last live tombstone have.
 //
@@ -134,6 +147,29 @@ local function load()
   return r
 end
 
+-- mark is an in-flight record's mark: 'igs1' (sent), 'igu1' (unknown) or
+-- nil.
+local function mark(r)
+  if r.st ~= 1 or not r.ans then return nil end
+  local m = string.sub(r.ans, 1, 4)
+  if m == 'igs1' or m == 'igu1' then return m end
+  return nil
+end
+
+-- info is the sent mark's info of a record with a mark, else ''.
+local function info(r)
+  local m = mark(r)
+  if m == 'igs1' then return string.sub(r.ans, 5) end
+  if m == 'igu1' then return string.sub(r.ans, 6) end
+  return ''
+end
+
+-- unknown makes the in-flight record r unknown with cause (a number).
+local function unknown(r, cause)
+  r.ans = 'igu1' .. string.char(cause) .. info(r)
+  r.le = r.ex
+end
+
 -- revoked tells whether claim id has a live tombstone in r (a record or a
 -- stale one, or nil).
 local function revoked(r, id)
@@ -154,7 +190,7 @@ local function save(r)
     end
   end
   local ttl = fmt(math.max(1, last - NOW))
-  if r.st ~= 2 then r.ans = nil end
+  if r.st == 3 then r.ans = nil end
   if COMPACT then
     local v = struct.pack(HEAD, 'igr2', r.st, r.fv, r.tko, r.tk, r.cl, r.le, r.ex, r.fp,
       #r.rt, r.rt, #r.op, r.op, #r.ci, r.ci, #ids)
@@ -184,7 +220,8 @@ end
 
 // reserveScript: ARGV = offset, fingerprint (32 bytes), route, lease ms,
 // retention ms, op (a nonce for this call), claim id (16 bytes), fingerprint
-// version (decimal).
+// version (decimal), hold ("1": a lapsed claim with the sent mark is marked
+// unknown, cause lapsed, instead of taken over).
 //
 // A claim's token is max(previous token + 1, Redis time in microseconds):
 // it grows within a record's life (the released tombstone keeps the
@@ -199,9 +236,10 @@ end
 //
 // Replies: {1, token, lease end, takeover, claimed, expires},
 // {2, answer, fingerprint version, ms the record still lives},
-// {4, fingerprint version}, {3}, {9}.
+// {4, fingerprint version}, {3}, {9}, {10, marked, info}.
 const reserveScript = `
 local fp, rt, lease, ret, op, ci, fv = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], ARGV[7], tonumber(ARGV[8])
+local hold = ARGV[9] == '1'
 local r, stale = load()
 if r == false then return {7, stale} end
 if revoked(r or stale, ci) then return {9} end
@@ -209,7 +247,15 @@ if r and r.st ~= 3 then
   if r.st == 1 and r.op == op then return {1, r.tk, r.le, r.tko, r.cl, r.ex} end
   if r.fv ~= fv or r.fp ~= fp then return {4, r.fv} end
   if r.st == 2 then return {2, r.ans, r.fv, r.ex - NOW} end
+  local m = mark(r)
+  if m == 'igu1' then return {10, 0, ''} end
   if NOW < r.le then return {3} end
+  if m == 'igs1' and hold then
+    unknown(r, {{lapsed}})
+    save(r)
+    return {10, 1, info(r)}
+  end
+  r.ans = nil
   r.tk = math.max(r.tk + 1, NOWUS)
   r.cl, r.le, r.ex = NOW, NOW + lease, math.max(r.ex, NOW + ret)
   r.rt, r.op, r.tko, r.ci = rt, op, 1, ci
@@ -284,7 +330,7 @@ local r, why = load()
 if r == false then return {7, why} end
 if not r then return {5} end
 if r.st == 2 and r.op == op and (force or r.tk == tok) then return {8} end
-if r.st ~= 1 or (not force and r.tk ~= tok) then return {6} end
+if r.st ~= 1 or (not force and r.tk ~= tok) or (force and mark(r) == 'igu1') then return {6} end
 r.st, r.ans, r.le, r.op = 2, ans, 0, op
 if force then r.ci = '' end
 save(r)
@@ -299,7 +345,7 @@ local r, why = load()
 if r == false then return {7, why} end
 if not r then return {5} end
 if r.st == 3 and r.op == op and (force or r.tk == tok) then return {8} end
-if r.st ~= 1 or (not force and r.tk ~= tok) then return {6} end
+if r.st ~= 1 or (not force and r.tk ~= tok) or (force and mark(r) == 'igu1') then return {6} end
 r.st, r.le, r.op, r.ci = 3, 0, op, ''
 save(r)
 return {8}
@@ -312,7 +358,7 @@ local tok, lease = num(ARGV[2]), tonumber(ARGV[3])
 local r, why = load()
 if r == false then return {7, why} end
 if not r then return {5} end
-if r.st ~= 1 or r.tk ~= tok then return {6} end
+if r.st ~= 1 or r.tk ~= tok or mark(r) == 'igu1' then return {6} end
 local e = math.min(NOW + lease, r.ex)
 if e > r.le then
   r.le = e
@@ -321,15 +367,64 @@ end
 return {8, r.le}
 `
 
-// getScript: ARGV = offset, and "1" to leave the answer out (listings).
-// Read-only.
+// getScript: ARGV = offset, and "1" to leave the answer and the sent
+// mark's info out (listings), "2" to leave only the answer out (the
+// listing of unknown records). Read-only. The reply's mark is 0, 1 (sent)
+// or 10 + the cause (unknown).
 const getScript = `
 local r, why = load()
 if r == false then return {7, why} end
 if not r then return {5} end
-local a = ''
-if r.st == 2 and ARGV[2] ~= '1' then a = r.ans end
-return {8, r.st, r.fp, r.rt, r.tk, r.cl, r.le, r.ex, a, r.ci, r.fv}
+local a, i, mk = '', '', 0
+if r.st == 2 and ARGV[2] ~= '1' and ARGV[2] ~= '2' then a = r.ans end
+local m = mark(r)
+if m == 'igs1' then mk = 1 end
+if m == 'igu1' then mk = 10 + string.byte(r.ans, 5) end
+if m and ARGV[2] ~= '1' then i = info(r) end
+return {8, r.st, r.fp, r.rt, r.tk, r.cl, r.le, r.ex, a, r.ci, r.fv, mk, i}
+`
+
+// markSentScript: ARGV = offset, token, info. Replies {8}, {5}, {6}.
+const markSentScript = `
+local tok, inf = num(ARGV[2]), ARGV[3]
+local r, why = load()
+if r == false then return {7, why} end
+if not r then return {5} end
+if r.st ~= 1 or r.tk ~= tok or mark(r) == 'igu1' then return {6} end
+r.ans = 'igs1' .. inf
+save(r)
+return {8}
+`
+
+// markUnknownScript: ARGV = offset, token, cause. Replies {8}, {5}, {6}.
+const markUnknownScript = `
+local tok, cause = num(ARGV[2]), tonumber(ARGV[3])
+local r, why = load()
+if r == false then return {7, why} end
+if not r then return {5} end
+if r.st ~= 1 or r.tk ~= tok or mark(r) == 'igu1' then return {6} end
+unknown(r, cause)
+save(r)
+return {8}
+`
+
+// resolveScript: ARGV = offset, claim id, answer ("" releases), op.
+// Replies {8}, {5}, {6}: only an unknown record of the claim id is
+// resolved, once (the first resolution wins).
+const resolveScript = `
+local ci, ans, op = ARGV[2], ARGV[3], ARGV[4]
+local r, why = load()
+if r == false then return {7, why} end
+if not r then return {5} end
+if r.op == op and (r.st == 2 or r.st == 3) then return {8} end
+if r.ci ~= ci or mark(r) ~= 'igu1' then return {6} end
+if ans == '' then
+  r.st, r.le, r.op, r.ci = 3, 0, op, ''
+else
+  r.st, r.ans, r.le, r.op = 2, ans, 0, op
+end
+save(r)
+return {8}
 `
 
 // RecordFormat is the layout a [Store] writes its records in. Every Store
@@ -359,6 +454,7 @@ func (f RecordFormat) String() string {
 type scripts struct {
 	format                                                              RecordFormat
 	reserve, completeClaim, releaseClaim, complete, release, renew, get lua
+	markSent, markUnknown, resolve                                      lua
 }
 
 func newScripts(f RecordFormat) *scripts {
@@ -367,7 +463,10 @@ func newScripts(f RecordFormat) *scripts {
 		compact = "true"
 	}
 	p := strings.Replace(prelude, "{{compact}}", compact, 1)
-	l := func(body string) lua { return newLua(redis.NewScript(p + body)) }
+	l := func(body string) lua {
+		body = strings.ReplaceAll(body, "{{lapsed}}", strconv.Itoa(int(keystore.CauseLapsed)))
+		return newLua(redis.NewScript(p + body))
+	}
 	return &scripts{
 		format:        f,
 		reserve:       l(reserveScript),
@@ -377,6 +476,9 @@ func newScripts(f RecordFormat) *scripts {
 		release:       l(releaseScript),
 		renew:         l(renewScript),
 		get:           l(getScript),
+		markSent:      l(markSentScript),
+		markUnknown:   l(markUnknownScript),
+		resolve:       l(resolveScript),
 	}
 }
 

@@ -405,6 +405,55 @@ func (s *Store) invalidateAfter(ctx context.Context, k keystore.Key, err error) 
 	return s.Invalidate(ctx, k)
 }
 
+// errNoUnknown is returned by the unknown-outcome methods when the wrapped
+// store has none.
+var errNoUnknown = errors.New("replaycache: the wrapped store has no unknown-outcome operations")
+
+func (s *Store) unknowns() (keystore.UnknownStore, error) {
+	u, ok := s.inner.(keystore.UnknownStore)
+	if !ok {
+		return nil, errNoUnknown
+	}
+	return u, nil
+}
+
+// MarkSent implements [keystore.UnknownStore].
+func (s *Store) MarkSent(ctx context.Context, k keystore.Key, token uint64, info *keystore.Response) error {
+	u, err := s.unknowns()
+	if err != nil {
+		return err
+	}
+	return u.MarkSent(ctx, k, token, info)
+}
+
+// MarkUnknown implements [keystore.UnknownStore].
+func (s *Store) MarkUnknown(ctx context.Context, k keystore.Key, token uint64, cause keystore.Cause) error {
+	u, err := s.unknowns()
+	if err != nil {
+		return err
+	}
+	return u.MarkUnknown(ctx, k, token, cause)
+}
+
+// Resolve implements [keystore.UnknownStore]. An unknown record is never
+// cached, so there is nothing to invalidate.
+func (s *Store) Resolve(ctx context.Context, k keystore.Key, id keystore.ClaimID, resp *keystore.Response) error {
+	u, err := s.unknowns()
+	if err != nil {
+		return err
+	}
+	return u.Resolve(ctx, k, id, resp)
+}
+
+// Unknown implements [keystore.UnknownStore].
+func (s *Store) Unknown(ctx context.Context, limit int) ([]keystore.Record, error) {
+	u, err := s.unknowns()
+	if err != nil {
+		return nil, err
+	}
+	return u.Unknown(ctx, limit)
+}
+
 // Ping forwards to the wrapped store's Ping, if it has one.
 func (s *Store) Ping(ctx context.Context) error {
 	if p, ok := s.inner.(interface{ Ping(context.Context) error }); ok {

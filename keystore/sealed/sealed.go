@@ -110,8 +110,8 @@ type sealer struct {
 }
 
 var (
-	_ keystore.ClaimStore = (*Store)(nil)
-	_ keystore.Admin      = (*Store)(nil)
+	_ keystore.UnknownStore = (*Store)(nil)
+	_ keystore.Admin        = (*Store)(nil)
 )
 
 // New returns a Store that seals with current and opens what current or any
@@ -211,6 +211,13 @@ func (s *Store) open(k keystore.Key, sealed *keystore.Response) (*keystore.Respo
 // returns ErrUnsealable.
 func (s *Store) Reserve(ctx context.Context, k keystore.Key, opts keystore.ReserveOptions) (keystore.Reservation, error) {
 	res, err := s.inner.Reserve(ctx, k, opts)
+	if ue := (*keystore.UnknownError)(nil); errors.As(err, &ue) && ue.Info != nil {
+		info, oerr := s.open(k, ue.Info)
+		if oerr != nil {
+			info = nil // the info is for the log only
+		}
+		return res, &keystore.UnknownError{Marked: ue.Marked, Info: info}
+	}
 	if err != nil || res.Response == nil {
 		return res, err
 	}
@@ -264,6 +271,11 @@ func (s *Store) Renew(ctx context.Context, k keystore.Key, token uint64, lease t
 // open returns ErrUnsealable.
 func (s *Store) Get(ctx context.Context, k keystore.Key) (keystore.Record, error) {
 	rec, err := s.inner.Get(ctx, k)
+	if err == nil && rec.Info != nil {
+		if rec.Info, err = s.open(k, rec.Info); err != nil {
+			return keystore.Record{}, err
+		}
+	}
 	if err != nil || rec.Response == nil {
 		return rec, err
 	}
@@ -444,4 +456,63 @@ func decodePlain(b []byte) (*keystore.Response, error) {
 		return nil, errBadPlain
 	}
 	return r, nil
+}
+
+func (s *Store) unknownsOrErr() (keystore.UnknownStore, error) {
+	u, ok := s.inner.(keystore.UnknownStore)
+	if !ok {
+		return nil, fmt.Errorf("sealed: inner store %T has no unknown-outcome operations: %w", s.inner, errors.ErrUnsupported)
+	}
+	return u, nil
+}
+
+// MarkSent implements [keystore.UnknownStore]; info (the original's
+// method, path, key and request id) is sealed like an answer.
+func (s *Store) MarkSent(ctx context.Context, k keystore.Key, token uint64, info *keystore.Response) error {
+	u, err := s.unknownsOrErr()
+	if err != nil {
+		return err
+	}
+	if info == nil {
+		info = &keystore.Response{}
+	}
+	return u.MarkSent(ctx, k, token, s.seal(k, info))
+}
+
+// MarkUnknown implements [keystore.UnknownStore].
+func (s *Store) MarkUnknown(ctx context.Context, k keystore.Key, token uint64, cause keystore.Cause) error {
+	u, err := s.unknownsOrErr()
+	if err != nil {
+		return err
+	}
+	return u.MarkUnknown(ctx, k, token, cause)
+}
+
+// Resolve implements [keystore.UnknownStore]; resp is sealed like
+// Complete's.
+func (s *Store) Resolve(ctx context.Context, k keystore.Key, id keystore.ClaimID, resp *keystore.Response) error {
+	u, err := s.unknownsOrErr()
+	if err != nil {
+		return err
+	}
+	if resp != nil {
+		resp = s.seal(k, resp)
+	}
+	return u.Resolve(ctx, k, id, resp)
+}
+
+// Unknown implements [keystore.UnknownStore]; an info that does not open
+// is left out of its record.
+func (s *Store) Unknown(ctx context.Context, limit int) ([]keystore.Record, error) {
+	u, err := s.unknownsOrErr()
+	if err != nil {
+		return nil, err
+	}
+	recs, err := u.Unknown(ctx, limit)
+	for i := range recs {
+		if recs[i].Info != nil {
+			recs[i].Info, _ = s.open(recs[i].Key, recs[i].Info)
+		}
+	}
+	return recs, err
 }

@@ -112,6 +112,14 @@ var Cases = []Case{
 	{"FingerprintVersionRoundTrip", testFingerprintVersionRoundTrip},
 	{"ConcurrentCompleteClaimAndTakeover", testConcurrentCompleteClaimAndTakeover},
 	{"ReplayTTL", testReplayTTL},
+	{"SentMarkThenLapsedHeld", testSentMarkThenLapsedHeld},
+	{"LapsedWithoutSentMarkTakenOver", testLapsedWithoutSentMarkTakenOver},
+	{"LapsedSentTakenOverWithoutHold", testLapsedSentTakenOverWithoutHold},
+	{"MarkUnknownFenced", testMarkUnknownFenced},
+	{"ResolveFirstWins", testResolveFirstWins},
+	{"ResolveRelease", testResolveRelease},
+	{"UnknownResolvedByHolder", testUnknownResolvedByHolder},
+	{"ConcurrentLapsedHoldOneMark", testConcurrentLapsedHoldOneMark},
 }
 
 // Run runs every case of the suite against the stores f makes.
@@ -1109,3 +1117,289 @@ func ProcessCPU() time.Duration { return processCPU() }
 // ReportCPU reports the process CPU time since start (from [ProcessCPU])
 // per operation, as cpu-ns/op.
 func ReportCPU(b *testing.B, start time.Duration) { reportCPU(b, start) }
+
+func unknowns(t *testing.T, s keystore.Store) keystore.UnknownStore {
+	t.Helper()
+	us, ok := s.(keystore.UnknownStore)
+	if !ok {
+		t.Fatalf("%T does not implement keystore.UnknownStore", s)
+	}
+	return us
+}
+
+func holdOpts(fingerprint string) keystore.ReserveOptions {
+	o := opts(fingerprint)
+	o.Hold = true
+	return o
+}
+
+// sentClaim claims k and writes its sent mark.
+func sentClaim(t *testing.T, s keystore.Store, k keystore.Key) keystore.Reservation {
+	t.Helper()
+	res := mustReserve(t, s, k, holdOpts("a"))
+	if err := unknowns(t, s).MarkSent(t.Context(), k, res.Token, keystore.UnknownInfo("POST", "/pay?x=1", "key-1", "req-1")); err != nil {
+		t.Fatalf("MarkSent = %v", err)
+	}
+	return res
+}
+
+// isUnknown reports whether err is ErrOutcomeUnknown, and whether the call
+// marked the record.
+func isUnknown(err error) (unknown, marked bool) {
+	var ue *keystore.UnknownError
+	if errors.As(err, &ue) {
+		return true, ue.Marked
+	}
+	return errors.Is(err, keystore.ErrOutcomeUnknown), false
+}
+
+// A lapsed claim with the sent mark is marked unknown by a Reserve with
+// Hold (once: later ones see it unknown), keeps its claim id and info, and
+// then answers ErrOutcomeUnknown to every Reserve, Hold or not; renewals by
+// its old holder fail.
+func testSentMarkThenLapsedHeld(t *testing.T, s keystore.Store, advance func(time.Duration)) {
+	ctx := t.Context()
+	k := NewTestKey(t)
+	res := sentClaim(t, s, k)
+	rec, err := s.Get(ctx, k)
+	if err != nil || rec.State != keystore.StateInFlight || !rec.Sent {
+		t.Fatalf("Get after MarkSent = %+v, %v; want in flight with the sent mark", rec, err)
+	}
+	if _, err := s.Reserve(ctx, k, holdOpts("a")); !errors.Is(err, keystore.ErrInFlight) {
+		t.Fatalf("Reserve within the lease = %v; want ErrInFlight", err)
+	}
+	advance(Lease + 100*time.Millisecond)
+	_, err = s.Reserve(ctx, k, holdOpts("a"))
+	if u, marked := isUnknown(err); !u || !marked {
+		t.Fatalf("Reserve(Hold) of a lapsed sent claim = %v; want an UnknownError that marked it", err)
+	}
+	var ue *keystore.UnknownError
+	if errors.As(err, &ue) && (ue.Info == nil || ue.Info.Header.Get(keystore.InfoRequestID) != "req-1") {
+		t.Errorf("UnknownError.Info = %+v; want the sent mark's info", ue.Info)
+	}
+	for _, o := range []keystore.ReserveOptions{holdOpts("a"), opts("a")} {
+		_, err := s.Reserve(ctx, k, o)
+		if u, marked := isUnknown(err); !u || marked {
+			t.Errorf("Reserve(Hold %v) of an unknown record = %v; want ErrOutcomeUnknown, not marked again", o.Hold, err)
+		}
+	}
+	if _, err := s.Reserve(ctx, k, holdOpts("b")); !errors.Is(err, keystore.ErrFingerprintMismatch) {
+		t.Errorf("Reserve(other fingerprint) of an unknown record = %v; want ErrFingerprintMismatch", err)
+	}
+	if _, err := s.Renew(ctx, k, res.Token, Lease); !isLost(err) {
+		t.Errorf("Renew of an unknown record = %v; want ErrLeaseLost", err)
+	}
+	rec, err = s.Get(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != keystore.StateUnknown || rec.Cause != keystore.CauseLapsed || rec.ClaimID != res.Claim.ID {
+		t.Errorf("Get = state %v cause %v claim %v; want unknown, lapsed, claim %v", rec.State, rec.Cause, rec.ClaimID, res.Claim.ID)
+	}
+	if rec.Info == nil || rec.Info.Header.Get(keystore.InfoPath) != "/pay?x=1" || rec.Info.Header.Get(keystore.InfoKey) != "key-1" {
+		t.Errorf("Get.Info = %+v; want the sent mark's info", rec.Info)
+	}
+	list, err := unknowns(t, s).Unknown(ctx, 0)
+	if err != nil || !containsKey(list, k) {
+		t.Errorf("Unknown = %d records, %v; want the record listed", len(list), err)
+	}
+	if a, ok := s.(keystore.Admin); ok {
+		if err := a.ForceRelease(ctx, k); !errors.Is(err, keystore.ErrLeaseLost) {
+			t.Errorf("ForceRelease of an unknown record = %v; want ErrLeaseLost (Resolve is fenced by the claim id)", err)
+		}
+	}
+}
+
+// A lapsed claim without the sent mark never reached the upstream: it is
+// taken over, Hold or not.
+func testLapsedWithoutSentMarkTakenOver(t *testing.T, s keystore.Store, advance func(time.Duration)) {
+	k := NewTestKey(t)
+	old := mustReserve(t, s, k, holdOpts("a"))
+	advance(Lease + 100*time.Millisecond)
+	nw := mustReserve(t, s, k, holdOpts("a"))
+	if !nw.Takeover || nw.Token <= old.Token {
+		t.Fatalf("Reserve(Hold) of a lapsed unsent claim = %+v; want a takeover", nw)
+	}
+	rec, err := s.Get(t.Context(), k)
+	if err != nil || rec.Sent || rec.State != keystore.StateInFlight {
+		t.Errorf("Get after the takeover = %+v, %v; want in flight without the old claim's sent mark", rec, err)
+	}
+}
+
+// Without Hold (unknown_outcome: takeover) a lapsed sent claim is taken
+// over as before.
+func testLapsedSentTakenOverWithoutHold(t *testing.T, s keystore.Store, advance func(time.Duration)) {
+	k := NewTestKey(t)
+	old := sentClaim(t, s, k)
+	advance(Lease + 100*time.Millisecond)
+	nw := mustReserve(t, s, k, opts("a"))
+	if !nw.Takeover || nw.Token <= old.Token {
+		t.Fatalf("Reserve of a lapsed sent claim without Hold = %+v; want a takeover", nw)
+	}
+	// The new claim has not been sent: after its lease, Hold takes it over.
+	advance(Lease + 100*time.Millisecond)
+	if res := mustReserve(t, s, k, holdOpts("a")); !res.Takeover {
+		t.Errorf("Reserve(Hold) after the new claim lapsed = %+v; want a takeover (its sent mark is not the old one's)", res)
+	}
+}
+
+// MarkUnknown is fenced by the token, and MarkSent after it fails.
+func testMarkUnknownFenced(t *testing.T, s keystore.Store, advance func(time.Duration)) {
+	ctx := t.Context()
+	us := unknowns(t, s)
+	k := NewTestKey(t)
+	res := sentClaim(t, s, k)
+	if err := us.MarkUnknown(ctx, k, res.Token+1, keystore.CauseBroken); !isLost(err) {
+		t.Errorf("MarkUnknown with another token = %v; want ErrLeaseLost", err)
+	}
+	if err := us.MarkUnknown(ctx, k, res.Token, keystore.CauseBroken); err != nil {
+		t.Fatalf("MarkUnknown = %v", err)
+	}
+	rec, err := s.Get(ctx, k)
+	if err != nil || rec.State != keystore.StateUnknown || rec.Cause != keystore.CauseBroken {
+		t.Fatalf("Get = %+v, %v; want unknown, cause broken", rec, err)
+	}
+	if err := us.MarkSent(ctx, k, res.Token, nil); !isLost(err) {
+		t.Errorf("MarkSent on an unknown record = %v; want ErrLeaseLost", err)
+	}
+	if err := us.MarkUnknown(ctx, NewTestKey(t), 1, keystore.CauseBroken); !errors.Is(err, keystore.ErrNotFound) {
+		t.Errorf("MarkUnknown of no record = %v; want ErrNotFound", err)
+	}
+	// A record never sent can be marked by its holder too (the late wait
+	// ended before the request was written is not one, but the store
+	// does not judge).
+	advance(Lease + 100*time.Millisecond)
+	if u, _ := isUnknown(func() error { _, err := s.Reserve(ctx, k, opts("a")); return err }()); !u {
+		t.Errorf("Reserve of an unknown record after its lease = not unknown; want ErrOutcomeUnknown")
+	}
+}
+
+// The first resolution wins, fenced by the claim id: a complete, then a
+// release or a complete by the same id, or any by another id, fail.
+func testResolveFirstWins(t *testing.T, s keystore.Store, advance func(time.Duration)) {
+	ctx := t.Context()
+	us := unknowns(t, s)
+	k := NewTestKey(t)
+	res := sentClaim(t, s, k)
+	if err := us.Resolve(ctx, k, res.Claim.ID, sampleResponse()); !errors.Is(err, keystore.ErrLeaseLost) {
+		t.Errorf("Resolve of an in-flight record = %v; want ErrLeaseLost", err)
+	}
+	if err := us.MarkUnknown(ctx, k, res.Token, keystore.CauseLateTimeout); err != nil {
+		t.Fatal(err)
+	}
+	if err := us.Resolve(ctx, k, keystore.NewClaimID(), sampleResponse()); !errors.Is(err, keystore.ErrLeaseLost) {
+		t.Errorf("Resolve with another claim id = %v; want ErrLeaseLost", err)
+	}
+	want := sampleResponse()
+	if err := us.Resolve(ctx, k, res.Claim.ID, want); err != nil {
+		t.Fatalf("Resolve = %v", err)
+	}
+	if err := us.Resolve(ctx, k, res.Claim.ID, nil); !errors.Is(err, keystore.ErrLeaseLost) {
+		t.Errorf("second Resolve (release) = %v; want ErrLeaseLost", err)
+	}
+	if _, err := claims(t, s).CompleteClaim(ctx, k, res.Claim, &keystore.Response{Status: 299}); !errors.Is(err, keystore.ErrLeaseLost) && err != nil {
+		t.Errorf("the holder's late completion after a resolution = %v", err)
+	}
+	got := mustReserve(t, s, k, holdOpts("a"))
+	if got.Response == nil {
+		t.Fatalf("Reserve after Resolve = %+v; want a replay", got)
+	}
+	assertResponse(t, got.Response, want)
+	if err := us.Resolve(ctx, NewTestKey(t), res.Claim.ID, nil); !errors.Is(err, keystore.ErrNotFound) {
+		t.Errorf("Resolve of no record = %v; want ErrNotFound", err)
+	}
+}
+
+// Resolve with nil releases the key: the next Reserve claims it anew.
+func testResolveRelease(t *testing.T, s keystore.Store, advance func(time.Duration)) {
+	ctx := t.Context()
+	us := unknowns(t, s)
+	k := NewTestKey(t)
+	res := sentClaim(t, s, k)
+	if err := us.MarkUnknown(ctx, k, res.Token, keystore.CauseShutdown); err != nil {
+		t.Fatal(err)
+	}
+	if err := us.Resolve(ctx, k, res.Claim.ID, nil); err != nil {
+		t.Fatalf("Resolve(release) = %v", err)
+	}
+	nw := mustReserve(t, s, k, holdOpts("a"))
+	if nw.Response != nil || nw.Token <= res.Token {
+		t.Fatalf("Reserve after a release = %+v; want a new claim", nw)
+	}
+	if err := us.Resolve(ctx, k, res.Claim.ID, sampleResponse()); !errors.Is(err, keystore.ErrLeaseLost) {
+		t.Errorf("Resolve of the old claim after the new claim = %v; want ErrLeaseLost", err)
+	}
+	list, err := us.Unknown(ctx, 0)
+	if err != nil || containsKey(list, k) {
+		t.Errorf("Unknown after the release = %v; want the record gone from the list", err)
+	}
+}
+
+// The holder's own late completion (by claim id) resolves its unknown
+// record, as does its release by token.
+func testUnknownResolvedByHolder(t *testing.T, s keystore.Store, advance func(time.Duration)) {
+	ctx := t.Context()
+	us := unknowns(t, s)
+	k := NewTestKey(t)
+	res := sentClaim(t, s, k)
+	advance(Lease + 100*time.Millisecond)
+	if _, err := s.Reserve(ctx, k, holdOpts("a")); !errors.Is(err, keystore.ErrOutcomeUnknown) {
+		t.Fatalf("Reserve(Hold) = %v; want ErrOutcomeUnknown", err)
+	}
+	want := sampleResponse()
+	how, err := claims(t, s).CompleteClaim(ctx, k, res.Claim, want)
+	if err != nil || how != keystore.Completed {
+		t.Fatalf("CompleteClaim by the unknown record's own claim = %v, %v; want Completed", how, err)
+	}
+	got := mustReserve(t, s, k, holdOpts("a"))
+	if got.Response == nil {
+		t.Fatalf("Reserve = %+v; want a replay", got)
+	}
+	assertResponse(t, got.Response, want)
+
+	k2 := NewTestKey(t)
+	res2 := sentClaim(t, s, k2)
+	if err := us.MarkUnknown(ctx, k2, res2.Token, keystore.CauseBroken); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, k2, res2.Token); err != nil {
+		t.Fatalf("Release by the unknown record's own token = %v", err)
+	}
+	if nw := mustReserve(t, s, k2, holdOpts("a")); nw.Token == 0 {
+		t.Errorf("Reserve after the release = %+v; want a claim", nw)
+	}
+}
+
+// N retries racing on a lapsed sent claim with Hold: exactly one marks it
+// unknown, the others see it unknown; none claims.
+func testConcurrentLapsedHoldOneMark(t *testing.T, s keystore.Store, advance func(time.Duration)) {
+	k := NewTestKey(t)
+	sentClaim(t, s, k)
+	advance(Lease + 100*time.Millisecond)
+	const n = 32
+	var marked, seen, other atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, err := s.Reserve(context.Background(), k, holdOpts("a"))
+			switch u, m := isUnknown(err); {
+			case m:
+				marked.Add(1)
+			case u:
+				seen.Add(1)
+			default:
+				t.Logf("racing Reserve: %v", err)
+				other.Add(1)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if marked.Load() != 1 || seen.Load() != n-1 || other.Load() != 0 {
+		t.Errorf("marked %d, saw unknown %d, other %d; want 1, %d, 0", marked.Load(), seen.Load(), other.Load(), n-1)
+	}
+}

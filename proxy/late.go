@@ -1,0 +1,340 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemgate/idemgate/keystore"
+)
+
+// Late answers (DESIGN.md, Unknown outcomes, 1): when a keyed write's
+// timeout passes, the client gets 504 upstream_timeout at once, but the
+// upstream call is not cancelled. It runs on, detached from the client, for
+// up to the route's late_answer_wait more, and whatever it carries is
+// recorded like any answer, so that a retry replays it instead of running
+// the write a second time. While it runs, the request keeps everything it
+// held: its claim (renewed), its session turn and lock, and its body's hold
+// on max_buffered_bytes. The stages that would give those back when the
+// handler returns hand their cleanups to the call instead
+// ([exchange.after]); the call runs them, and writes the request's one
+// access-log line (outcome late when the answer was recorded), when it
+// ends.
+
+// DefaultLateAnswerMax is the number of kept calls per process when
+// Stages.LateAnswerMax is 0 (late_answer_max's default).
+const DefaultLateAnswerMax = 1000
+
+// lateCall is the upstream call of a keyed write with a late wait. The
+// call runs on its own goroutine, which writes to the client through a
+// [latchWriter] until the handler detaches it.
+type lateCall struct {
+	// mu protects the fields below and orders the call's goroutine
+	// against the handler's detach: the exchange's fields the record
+	// writes (outcome, code) are written only under it while both run.
+	mu       sync.Mutex
+	started  bool     // the answer's head went to the client
+	finished bool     // the call's goroutine is over
+	detached bool     // the client got 504; the call runs on without it
+	ended    bool     // the cleanups ran (or run now): after runs f at once
+	queue    []func() // cleanups handed over by the stages, in order
+	cancel   context.CancelCauseFunc
+	deadline time.Time // the end of the late wait
+	// key, token and lease are the claim's, for the shutdown (see
+	// [Proxy.Shutdown]).
+	key   keystore.Key
+	token uint64
+	lease *leaseHandle
+	// route and requestID name the call for the shutdown's unknown
+	// outcome; hold is its route's unknown_outcome: hold.
+	route, requestID string
+	hold             bool
+}
+
+// locked runs f under the call's lock.
+func (lc *lateCall) locked(f func()) func() {
+	return func() {
+		lc.mu.Lock()
+		defer lc.mu.Unlock()
+		f()
+	}
+}
+
+// end marks the call's cleanups due and runs those handed over so far, in
+// the order they were handed over.
+func (lc *lateCall) end() {
+	lc.mu.Lock()
+	lc.ended = true
+	q := lc.queue
+	lc.queue = nil
+	lc.mu.Unlock()
+	for _, f := range q {
+		f()
+	}
+}
+
+// after runs f now, or, when the request's upstream call was detached and
+// still runs, when the call ends: the stages use it for what they give
+// back when the request is over (its session turn, its body's memory, the
+// claim's gauge, the access-log line), so that a kept call keeps them.
+func (ex *exchange) after(f func()) {
+	if ex != nil && ex.late != nil {
+		lc := ex.late
+		lc.mu.Lock()
+		if !lc.ended {
+			lc.queue = append(lc.queue, f)
+			lc.mu.Unlock()
+			return
+		}
+		lc.mu.Unlock()
+	}
+	f()
+}
+
+// latchWriter is what ReverseProxy writes a kept call's answer to: the
+// client's writer until the call is detached, nothing after. The answer's
+// head is collected in a header of its own until it is written, so that a
+// detach that answers 504 never shares a header map with the call.
+type latchWriter struct {
+	lc    *lateCall
+	w     http.ResponseWriter // the client's
+	h     http.Header
+	wrote bool // the head was written (the call's goroutine only)
+}
+
+func (lw *latchWriter) Header() http.Header {
+	if lw.wrote {
+		return lw.w.Header() // trailers
+	}
+	return lw.h
+}
+
+func (lw *latchWriter) WriteHeader(code int) {
+	lc := lw.lc
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if lc.detached || lw.wrote {
+		return
+	}
+	dst := lw.w.Header()
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		// An informational answer: its header goes with it, and only
+		// with it (ReverseProxy clears lw.h after it).
+		prior := make(map[string][]string, len(lw.h))
+		for k, v := range lw.h {
+			prior[k] = dst[k]
+			dst[k] = v
+		}
+		lw.w.WriteHeader(code)
+		for k, v := range prior {
+			if v == nil {
+				delete(dst, k)
+			} else {
+				dst[k] = v
+			}
+		}
+		return
+	}
+	for k, v := range lw.h {
+		dst[k] = v
+	}
+	lw.wrote, lc.started = true, true
+	lw.w.WriteHeader(code)
+}
+
+func (lw *latchWriter) Write(p []byte) (int, error) {
+	if !lw.wrote {
+		lw.WriteHeader(http.StatusOK)
+	}
+	lc := lw.lc
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if lc.detached {
+		return len(p), nil
+	}
+	return lw.w.Write(p)
+}
+
+// FlushError implements the interface http.ResponseController prefers.
+func (lw *latchWriter) FlushError() error {
+	lc := lw.lc
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if lc.detached {
+		return nil
+	}
+	return http.NewResponseController(lw.w).Flush()
+}
+
+// lateCalls counts the kept calls of a process (late_answer_max) and lists
+// them for the shutdown.
+type lateCalls struct {
+	n     atomic.Int64
+	mu    sync.Mutex // protects calls
+	calls map[*lateCall]struct{}
+}
+
+// keep admits lc as a kept call unless max are kept already.
+func (lcs *lateCalls) keep(lc *lateCall, max int) bool {
+	if max <= 0 {
+		max = DefaultLateAnswerMax
+	}
+	if lcs.n.Add(1) > int64(max) {
+		lcs.n.Add(-1)
+		return false
+	}
+	lcs.mu.Lock()
+	if lcs.calls == nil {
+		lcs.calls = make(map[*lateCall]struct{})
+	}
+	lcs.calls[lc] = struct{}{}
+	lcs.mu.Unlock()
+	return true
+}
+
+func (lcs *lateCalls) done(lc *lateCall) {
+	lcs.mu.Lock()
+	delete(lcs.calls, lc)
+	lcs.mu.Unlock()
+	lcs.n.Add(-1)
+}
+
+// list returns the calls kept now.
+func (lcs *lateCalls) list() []*lateCall {
+	lcs.mu.Lock()
+	defer lcs.mu.Unlock()
+	out := make([]*lateCall, 0, len(lcs.calls))
+	for lc := range lcs.calls {
+		out = append(out, lc)
+	}
+	return out
+}
+
+// serveKept runs a keyed write's upstream call with a late wait (see the
+// top of this file). The call runs on its own goroutine; the handler waits
+// for it until the route's timeout, counted from the request's arrival.
+// Then, unless the answer already started to go out (it streams on, within
+// the late wait) or the process keeps late_answer_max calls already (the
+// call is cancelled as before, and counted), the client gets 504 at once
+// and the handler returns, leaving the call to run on.
+func (p *Proxy) serveKept(rp http.Handler, w http.ResponseWriter, r *http.Request, ex *exchange, end time.Time, wait time.Duration) {
+	call := &ex.call
+	lc := &lateCall{deadline: end.Add(wait), key: ex.claimKey, token: ex.claimToken, lease: ex.lease,
+		route: ex.route.Name, requestID: ex.id, hold: ex.route.hold}
+	ctx, cancelDeadline := context.WithDeadline(context.WithoutCancel(r.Context()), lc.deadline)
+	ctx, lc.cancel = context.WithCancelCause(ctx)
+	call.late = lc
+	finish := ex.finish
+	call.capture = newCapture(p.opts.Idempotency.MaxResponseBytes, lc.locked(finish))
+	ex.capture = call.capture
+	ex.swallow = true
+	out := r.WithContext(p.traceWrites(ctx, call))
+	if ex.sent == notSent {
+		ex.sent = maybeSent
+	}
+	lw := &latchWriter{lc: lc, w: w, h: make(http.Header)}
+	done := make(chan struct{})
+	var panicked any
+	go func() {
+		defer func() {
+			v := recover()
+			lc.cancel(nil)
+			cancelDeadline()
+			lc.mu.Lock()
+			lc.finished = true
+			detached := lc.detached
+			lc.mu.Unlock()
+			if !detached {
+				panicked = v
+				close(done)
+				return
+			}
+			if v != nil && v != http.ErrAbortHandler {
+				p.log.Error("panic in a kept upstream call", "panic", v, logRequestID, ex.id)
+			}
+			// The call is over: record what it carried, then give back what
+			// the request held.
+			lc.locked(finish)()
+			p.late.done(lc)
+			p.metrics.lateHeld(-1)
+			lc.end()
+		}()
+		rp.ServeHTTP(lw, out)
+	}()
+	timer := time.NewTimer(time.Until(end))
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		if p.detach(w, r, ex, lc) {
+			return
+		}
+		<-done
+	}
+	if panicked != nil {
+		panic(panicked)
+	}
+}
+
+// detach answers the client of a kept call whose timeout passed with 504
+// and leaves the call running, and reports whether it did. It does not
+// when the call is over or its answer already started to go out, or when
+// late_answer_max calls are kept already: then the call is cancelled, as
+// without a late wait, and counted.
+func (p *Proxy) detach(w http.ResponseWriter, r *http.Request, ex *exchange, lc *lateCall) bool {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if lc.finished || lc.started {
+		return false
+	}
+	if !p.late.keep(lc, ex.stages.lateMax) {
+		p.metrics.lateDropped(ex.route.Name)
+		p.log.Warn("late_answer_max calls are kept already; a timed-out write was cancelled", logRequestID, ex.id, logRoute, ex.route.Name)
+		lc.cancel(context.DeadlineExceeded)
+		return false
+	}
+	p.metrics.lateHeld(1)
+	lc.detached = true
+	ex.late = lc
+	writeProblem(w, r, problemUpstreamTimeout)
+	return true
+}
+
+// extendKept runs at the shutdown's deadline for the calls still kept: the
+// claim of each stops being renewed; on a hold route it is marked unknown
+// (cause shutdown), and on a takeover route its lease is extended, by one
+// fenced write, to the end of its late wait, so that no retry takes the
+// key over while the write may still run upstream. It returns how many
+// were marked or extended.
+func (p *Proxy) extendKept() int {
+	n := 0
+	for _, lc := range p.late.list() {
+		if lc.lease == nil {
+			continue
+		}
+		lc.lease.stop()
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		if lc.hold {
+			if p.markUnknown(ctx, lc.route, lc.requestID, lc.key, lc.token, keystore.CauseShutdown) {
+				n++
+			}
+			cancel()
+			continue
+		}
+		left := time.Until(lc.deadline)
+		if left <= 0 {
+			cancel()
+			continue
+		}
+		_, err := p.opts.Store.Renew(ctx, lc.key, lc.token, left)
+		cancel()
+		if err != nil {
+			p.log.Warn("extending the lease of a kept call at shutdown failed", "error", err)
+			continue
+		}
+		n++
+	}
+	return n
+}
