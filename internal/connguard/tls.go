@@ -88,7 +88,7 @@ type tlsConn struct {
 	errorLog *log.Logger
 
 	once sync.Once // the handshake
-	err  error     // its outcome, set in once
+	err  error     // io.EOF once it failed or the connection is not served, set in once
 }
 
 func (c *tlsConn) Read(p []byte) (int, error) {
@@ -98,10 +98,6 @@ func (c *tlsConn) Read(p []byte) (int, error) {
 	}
 	return c.Conn.Read(p)
 }
-
-// errALPN ends a connection that negotiated a protocol net/http does not
-// serve.
-var errALPN = errors.New("connguard: ALPN protocol not served")
 
 func (c *tlsConn) handshake() {
 	if err := c.Conn.Handshake(); err != nil {
@@ -113,13 +109,13 @@ func (c *tlsConn) handshake() {
 			reason = "client sent an HTTP request to an HTTPS server"
 		}
 		c.logf("http: TLS handshake error from %s: %v", c.RemoteAddr(), reason)
-		c.err = err
+		c.err = io.EOF // net/http closes quietly (it would answer 400 to any other error)
 		return
 	}
 	switch c.ConnectionState().NegotiatedProtocol {
 	case "", "http/1.1", "http/1.0", "h2":
 	default:
-		c.err = errALPN
+		c.err = io.EOF
 	}
 }
 
