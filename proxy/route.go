@@ -16,9 +16,11 @@ import (
 // route is a Route ready to serve.
 type route struct {
 	Route
-	tmpl    *pathtmpl.Template
-	ignore  []canonjson.Pointer
-	timeout time.Duration
+	tmpl   *pathtmpl.Template
+	ignore []canonjson.Pointer
+	// formIgnore is ignore's entries as literal form parameter names.
+	formIgnore []string
+	timeout    time.Duration
 
 	// The route's policy, its own or the global one (DESIGN.md, Config).
 	retention   time.Duration
@@ -99,6 +101,7 @@ func (p *Proxy) compileRoutes(st Stages) (*stages, error) {
 			}
 			r.ignore = append(r.ignore, ptr)
 		}
+		r.formIgnore = formIgnore(r.ignore)
 		if rc.Session.Param != "" && !t.HasParam(rc.Session.Param) {
 			errs = append(errs, fmt.Errorf("proxy: route %q: session parameter %q not in path %s", rc.Name, rc.Session.Param, rc.Path))
 		}
