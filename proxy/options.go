@@ -105,6 +105,22 @@ type Stages struct {
 	// KeyHeader, when not "", replaces Idempotency.Header on these stages:
 	// the header that carries the idempotency key.
 	KeyHeader string
+	// KeySyntax is the rule a key header's value must follow
+	// (idempotency.key_syntax); the zero value is [KeyStrict].
+	KeySyntax KeySyntax
+	// RequestIDHeader names the header a request ID is read from,
+	// forwarded in and answered with (request_id_header). Default
+	// X-Request-Id.
+	RequestIDHeader string
+	// StripeShouldRetry adds Stripe-Should-Retry to the proxy's own
+	// answers, as Stripe's API sends it (profile: stripe): false on
+	// idempotency_key_reused, idempotency_outcome_unknown and
+	// idempotency_response_too_large, true on idempotency_in_progress.
+	StripeShouldRetry bool
+	// MaxWaiters, when not 0, replaces Idempotency.WaitQueueDepth on these
+	// stages (idempotency.max_waiters): the waiters per key per process;
+	// < 0: none wait.
+	MaxWaiters int
 
 	// Edge counts every request, matched or not, per client address
 	// (DESIGN.md step 1). Nil: no edge limit.
@@ -176,7 +192,8 @@ type Idempotency struct {
 	// the route's timeout.
 	WaitTimeout time.Duration
 	// WaitQueueDepth caps the waiters per key per process; beyond it a
-	// duplicate gets 409 at once. 0: DefaultWaitQueueDepth; < 0: none wait.
+	// duplicate gets 409 at once. 0: DefaultMaxWaiters; < 0: none wait.
+	// Stages.MaxWaiters replaces it.
 	WaitQueueDepth int
 	// Notices carries completion notices to waiters (wait.go). Default: an
 	// in-process keystore.Hub; replicas sharing a store need a shared one

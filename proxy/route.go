@@ -43,11 +43,17 @@ type stages struct {
 	// RequestBodyTimeout, or the Options' when unset.
 	keyHeader   string
 	bodyTimeout time.Duration
-	table       *pathtmpl.Table
-	routes      []*route
-	handler     http.Handler
-	errs        *problem.Template // Stages.Errors, compiled
-	log         *slog.Logger
+	keySyntax   KeySyntax
+	// requestID is Stages.RequestIDHeader, canonical, or X-Request-Id.
+	requestID string
+	// maxWaiters is Stages.MaxWaiters, else the Options', else
+	// DefaultMaxWaiters; < 0: none wait.
+	maxWaiters int
+	table      *pathtmpl.Table
+	routes     []*route
+	handler    http.Handler
+	errs       *problem.Template // Stages.Errors, compiled
+	log        *slog.Logger
 }
 
 // upstreamOf returns st's upstream: st.Upstream with its defaults, or the
@@ -75,6 +81,9 @@ func (p *Proxy) compileRoutes(st Stages) (*stages, error) {
 		up:          p.upstreamOf(st),
 		keyHeader:   cmp.Or(st.KeyHeader, p.opts.Idempotency.Header),
 		bodyTimeout: cmp.Or(st.RequestBodyTimeout, p.opts.RequestBodyTimeout),
+		keySyntax:   st.KeySyntax,
+		requestID:   http.CanonicalHeaderKey(cmp.Or(st.RequestIDHeader, problem.RequestIDHeader)),
+		maxWaiters:  cmp.Or(st.MaxWaiters, p.opts.Idempotency.WaitQueueDepth, DefaultMaxWaiters),
 	}
 	var entries []pathtmpl.Entry
 	var errs []error

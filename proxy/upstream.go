@@ -254,7 +254,7 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 	}
 	call.ex.sent = answered
 	// The response carries this request's ID, set by the outermost stage.
-	res.Header.Del(requestIDHeader)
+	res.Header.Del(call.ex.stages.requestID)
 	if call.capture != nil {
 		call.capture.start(res, call.ex.route.drop)
 		markOrigin(call.ex, call.capture.header)
