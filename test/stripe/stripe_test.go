@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -86,6 +87,9 @@ func newCounter(t *testing.T) *counter {
 	c := &counter{n: map[string]int{}}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d, err := time.ParseDuration(r.Header.Get("X-Delay")); err == nil {
+			time.Sleep(d) // a slow write
+		}
 		if r.Method == http.MethodPost {
 			c.mu.Lock()
 			c.n[r.URL.Path+" "+r.Header.Get("Stripe-Account")+" "+r.Header.Get("Idempotency-Key")]++
@@ -121,6 +125,8 @@ func idemgate(t *testing.T, up string) string {
 profile: stripe
 upstream: {url: "` + up + `", timeout: 10s}
 edge_limit: {rate: 0}
+idempotency: {wait_timeout: 1s, max_body_bytes: 2048}
+max_buffered_bytes: 1048576
 routes:
   - {name: create_customer, method: POST, path: /v1/customers, idempotent: true}
   - {name: update_customer, method: POST, path: "/v1/customers/{customer}", idempotent: true}
@@ -267,5 +273,59 @@ func TestSDKTypedErrors(t *testing.T) {
 	_, err = sc.V1Customers.Create(ctx, bad)
 	if !errors.As(err, &se) || se.Type != stripe.ErrorTypeInvalidRequest || se.HTTPStatusCode != 400 || string(se.Code) != "idempotency_key_invalid" {
 		t.Errorf("invalid key: %#v; want the SDK's invalid request error", err)
+	}
+}
+
+// TestSDKInProgressAndLimits: a duplicate of a running write waits for it
+// (in_progress: wait); past its wait_timeout it is the SDK's typed
+// idempotency error idempotency_key_in_use, 409. stripe-go v82 raises such
+// a parsed API error to the application without retrying it (its retrier
+// retries only a 429 lock_timeout; Stripe-Should-Retry is read only for
+// answers that are not Stripe errors), so wait_timeout is what keeps an
+// SDK retry racing its original from failing. The write runs once. A body
+// over max_body_bytes is the SDK's typed invalid request error, 413.
+func TestSDKInProgressAndLimits(t *testing.T) {
+	up := newCounter(t)
+	sc := client(idemgate(t, up.URL), nil)
+	ctx := context.Background()
+	slow := func(delay string) *stripe.CustomerCreateParams {
+		p := &stripe.CustomerCreateParams{Email: stripe.String("slow@example.com")}
+		p.SetIdempotencyKey("slow-key-" + delay)
+		p.Headers = http.Header{"X-Delay": {delay}}
+		return p
+	}
+	for _, tc := range []struct {
+		delay string
+		inUse bool // the original outlives the duplicate's wait (1s)
+	}{{"500ms", false}, {"2500ms", true}} {
+		orig := make(chan *stripe.Customer, 1)
+		go func() {
+			c, err := sc.V1Customers.Create(ctx, slow(tc.delay))
+			if err != nil {
+				t.Error(err)
+			}
+			orig <- c
+		}()
+		time.Sleep(100 * time.Millisecond) // the original is on its way
+		dup, err := sc.V1Customers.Create(ctx, slow(tc.delay))
+		first := <-orig
+		var se *stripe.Error
+		switch {
+		case tc.inUse && (!errors.As(err, &se) || se.Type != stripe.ErrorTypeIdempotency || se.Code != stripe.ErrorCodeIdempotencyKeyInUse || se.HTTPStatusCode != 409):
+			t.Errorf("duplicate past its wait: %v; want the SDK's idempotency_key_in_use", err)
+		case !tc.inUse && (err != nil || first == nil || dup.ID != first.ID || dup.LastResponse.Header.Get("Idempotent-Replayed") != "true"):
+			t.Errorf("duplicate of a running write: %v, %v; want the original's %v replayed", dup, err, first)
+		}
+		if n := up.count("/v1/customers", "", "slow-key-"+tc.delay); n != 1 {
+			t.Errorf("%s: the write reached stripe-mock %d times; want once", tc.delay, n)
+		}
+	}
+
+	big := &stripe.CustomerCreateParams{Description: stripe.String(strings.Repeat("x", 4096))}
+	big.SetIdempotencyKey("big")
+	_, err := sc.V1Customers.Create(ctx, big)
+	var se *stripe.Error
+	if !errors.As(err, &se) || se.Type != stripe.ErrorTypeInvalidRequest || se.HTTPStatusCode != 413 || string(se.Code) != "request_too_large" {
+		t.Errorf("body over max_body_bytes: %#v; want the SDK's invalid request error, 413", err)
 	}
 }
