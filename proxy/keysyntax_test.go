@@ -80,14 +80,13 @@ func TestKeySyntaxThroughTheProxy(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t)
 	for _, tc := range []struct {
-		syntax        KeySyntax
-		first, retry  string
-		refused       string
-		refusedDetail string
+		syntax       KeySyntax
+		first, retry string
+		refused      string
 	}{
-		{KeyStrict, "order-1001", "order-1001", "order 1001", "Idempotency-Key is not valid"},
-		{KeyPrintable, "order 1001", "order 1001", "caf\u00e9 1", "Idempotency-Key is not valid"},
-		{KeySFString, `"order 1001"`, `"order 1001";x=1`, "order-1001", "Idempotency-Key is not valid"},
+		{KeyStrict, "order-1001", "order-1001", "order 1001"},
+		{KeyPrintable, "order 1001", "order 1001", "caf\u00e9 1"},
+		{KeySFString, `"order 1001"`, `"order 1001";x=1`, "order-1001"},
 	} {
 		tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) { o.Stages.KeySyntax = tc.syntax })
 		first := tp.do(t, "POST", "/ucp/v1/carts", tc.first, `{"a":1}`)
@@ -101,7 +100,7 @@ func TestKeySyntaxThroughTheProxy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r := readResult(t, res); r.status != 400 || problemCode(t, r) != "idempotency_key_invalid" || !strings.Contains(string(r.body), tc.refusedDetail) {
+		if r := readResult(t, res); r.status != 400 || problemCode(t, r) != "idempotency_key_invalid" || !strings.Contains(string(r.body), "Idempotency-Key is not valid") {
 			t.Errorf("%s: key %q = %v; want 400 idempotency_key_invalid", tc.syntax, tc.refused, r)
 		}
 	}
