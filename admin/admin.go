@@ -72,6 +72,11 @@ type Options struct {
 	Now func() time.Time
 	// Timeout bounds each store call. Default 5s.
 	Timeout time.Duration
+	// RequestIDHeader returns the header a request ID is read from and
+	// answered with (request_id_header; the proxy's
+	// (*proxy.Proxy).RequestIDHeader, so a reload applies). Nil:
+	// X-Request-Id.
+	RequestIDHeader func() string
 }
 
 // Handler serves the admin API. It is an http.Handler for the /admin/
@@ -159,15 +164,26 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 	return c, fmt.Errorf("admin: %w", err)
 }
 
+// requestIDHeader is the header of request IDs (Options.RequestIDHeader).
+func (h *Handler) requestIDHeader() string {
+	if h.o.RequestIDHeader != nil {
+		if s := h.o.RequestIDHeader(); s != "" {
+			return s
+		}
+	}
+	return problem.RequestIDHeader
+}
+
 // Enabled reports whether a token is set.
 func (h *Handler) Enabled() bool { return h.o.Token != "" }
 
 // ServeHTTP implements http.Handler: it checks the token, then routes.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Every answer and log line carries the request's ID, as the proxy's do.
-	id := problem.RequestID(r.Header.Get(problem.RequestIDHeader))
-	r.Header.Set(problem.RequestIDHeader, id)
-	w.Header().Set(problem.RequestIDHeader, id)
+	idh := h.requestIDHeader()
+	id := problem.RequestID(r.Header.Get(idh))
+	r.Header.Set(idh, id)
+	w.Header().Set(idh, id)
 	w.Header().Set("Cache-Control", "no-store")
 	if !h.Enabled() {
 		h.fail(w, r, "disabled", http.StatusNotFound, "admin_disabled", "the admin API is disabled: set IDEMGATE_ADMIN_TOKEN to enable it")
@@ -327,7 +343,7 @@ func (h *Handler) skipped(r *http.Request, action string, damaged *keystore.Dama
 	}
 	h.o.Logger.LogAttrs(r.Context(), slog.LevelWarn, "admin listing skipped damaged records",
 		slog.String("action", action),
-		slog.String("request_id", r.Header.Get(problem.RequestIDHeader)),
+		slog.String("request_id", r.Header.Get(h.requestIDHeader())),
 		slog.Int("damaged", damaged.Count),
 		slog.Any("records", damaged.Names),
 		slog.Any("error", damaged.Err))
@@ -766,7 +782,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, action string, st
 func (h *Handler) problem(w http.ResponseWriter, r *http.Request, action string, status int, code, detail string) {
 	h.count(action, status)
 	p := problem.Problem{Status: status, Code: code, Title: http.StatusText(status), Detail: detail}
-	problem.Write(w, r, problem.JSON{}, p, r.Header.Get(problem.RequestIDHeader))
+	problem.Write(w, r, problem.JSON{}, p, r.Header.Get(h.requestIDHeader()))
 }
 
 func (h *Handler) ok(w http.ResponseWriter, r *http.Request, action string, v any) {
@@ -800,7 +816,7 @@ func (h *Handler) log(r *http.Request, action string, status int, key, reason st
 		slog.String("method", r.Method),
 		slog.String("path", r.URL.Path),
 		slog.String("remote", r.RemoteAddr),
-		slog.String("request_id", r.Header.Get(problem.RequestIDHeader)),
+		slog.String("request_id", r.Header.Get(h.requestIDHeader())),
 	}
 	if key != "" {
 		base = append(base, slog.String("key", key))

@@ -688,3 +688,29 @@ func TestUnknownRecords(t *testing.T) {
 		t.Errorf("the resolutions were not logged with their reasons:\n%s", logs)
 	}
 }
+
+// TestRequestIDHeader: with request_id_header set, the admin API reads,
+// answers and reports the request ID in that header.
+func TestRequestIDHeader(t *testing.T) {
+	t.Parallel()
+	h, err := New(Options{Store: memstore.New(memstore.Options{}), RequestIDHeader: func() string { return "Request-Id" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	req, _ := http.NewRequest("GET", srv.URL+"/admin/claims", nil)
+	req.Header.Set("Request-Id", "req_ops")
+	res, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		RequestID string `json:"request_id"`
+	}
+	err = json.NewDecoder(res.Body).Decode(&body)
+	res.Body.Close()
+	if err != nil || res.Header.Get("Request-Id") != "req_ops" || body.RequestID != "req_ops" || res.Header.Get("X-Request-Id") != "" {
+		t.Errorf("answer: Request-Id %q, request_id %q, X-Request-Id %q, %v; want req_ops, req_ops, none", res.Header.Get("Request-Id"), body.RequestID, res.Header.Get("X-Request-Id"), err)
+	}
+}

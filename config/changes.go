@@ -62,6 +62,8 @@ func RestartOnly(key string) bool {
 		key == "idempotency.release_statuses", key == "idempotency.drop_headers",
 		key == "idempotency.reuse_status", key == "idempotency.replay_header",
 		key == "idempotency.max_body_bytes", key == "request_body_timeout", key == "idempotency.header",
+		key == "idempotency.key_syntax", key == "idempotency.max_waiters", key == "request_id_header",
+		key == "profile", key == "idempotency.allow_shared_accounts",
 		strings.HasPrefix(key, "edge_limit."),
 		strings.HasPrefix(key, "sessions."),
 		key == "store.redis.record_format", key == "store.compression",

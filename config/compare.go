@@ -76,12 +76,16 @@ func effects(old, next *Config) []string {
 		}
 		return keys
 	}
-	if keys := has("idempotency.identity_headers", "idempotency.identity", "idempotency.tenant", "idempotency.tenant_hosts"); len(keys) > 0 {
+	if keys := has("profile", "idempotency.identity_headers", "idempotency.identity", "idempotency.tenant", "idempotency.tenant_hosts"); len(keys) > 0 {
 		out = append(out, fmt.Sprintf("%s changes the scope records are kept under: a retry of a write made before is a new request and runs again", strings.Join(keys, ", ")))
 	}
 	if keys := has("idempotency.header"); len(keys) > 0 {
 		out = append(out, fmt.Sprintf("idempotency.header changes from %s to %s: a retry that still sends its key in %s is not keyed, and runs again (or gets 400 on a require_key route)",
 			old.Idempotency.Header, next.Idempotency.Header, old.Idempotency.Header))
+	}
+	if keys := has("idempotency.key_syntax"); len(keys) > 0 {
+		out = append(out, fmt.Sprintf("idempotency.key_syntax changes from %s to %s: a retry's key may read differently (an sf-string key is the string's value) or be refused, and a retry of a write made before may run again",
+			old.Idempotency.KeySyntax, next.Idempotency.KeySyntax))
 	}
 	if keys := has("store.backend", "store.redis.key_prefix", "store.redis.db", "store.redis.master_name"); len(keys) > 0 {
 		out = append(out, fmt.Sprintf("%s changes where records are kept: the records written before are not found, and retries of those writes run again", strings.Join(keys, ", ")))

@@ -36,6 +36,16 @@ type Config struct {
 	// body may take to arrive; over it the request gets 408
 	// request_timeout and nothing is claimed. Default 30s.
 	RequestBodyTimeout time.Duration `mapstructure:"request_body_timeout"`
+	// Profile presets the defaults a family of clients expects
+	// (ProfileDefault, ProfileStripe or ProfileIETF; DESIGN.md, Profiles):
+	// whole values, each replaced entirely by a key set explicitly. No
+	// profile changes require_identity, the scope or what the fingerprint
+	// covers. Default ProfileDefault.
+	Profile string `mapstructure:"profile"`
+	// RequestIDHeader names the header idemgate reads a request ID from,
+	// forwards upstream and answers with (DESIGN.md, Profiles). Default
+	// "X-Request-Id".
+	RequestIDHeader string `mapstructure:"request_id_header"`
 
 	// Upstream is the protected API.
 	Upstream Upstream `mapstructure:"upstream"`
@@ -402,7 +412,28 @@ type Idempotency struct {
 	// UnknownHold (every retry gets 409 idempotency_outcome_unknown until
 	// it is resolved). Default UnknownTakeover.
 	UnknownOutcome string `mapstructure:"unknown_outcome"`
+	// MaxWaiters caps the duplicates that wait for one key's original in
+	// one process (in_progress: wait); beyond it a duplicate gets 409 at
+	// once; 0: none wait. Default 64.
+	MaxWaiters int `mapstructure:"max_waiters"`
+	// KeySyntax is the rule a key must follow: KeySyntaxStrict (1–255
+	// characters from '!' to '~'), KeySyntaxPrintable (1–255 visible ASCII
+	// characters and inner spaces) or KeySyntaxSFString (an RFC 8941
+	// string, whose value is the key). Default KeySyntaxStrict.
+	KeySyntax string `mapstructure:"key_syntax"`
+	// AllowSharedAccounts says that, under profile stripe, an identity
+	// without the Stripe-Account header is meant: a platform that acts
+	// for connected accounts with one key then gets one account's answer
+	// for another. Default false: validate refuses such an identity.
+	AllowSharedAccounts bool `mapstructure:"allow_shared_accounts"`
 }
+
+// Values of [Idempotency.KeySyntax].
+const (
+	KeySyntaxStrict    = "strict"
+	KeySyntaxPrintable = "printable"
+	KeySyntaxSFString  = "sf-string"
+)
 
 // Values of [Idempotency.UnknownOutcome] and [Route.UnknownOutcome].
 const (
@@ -650,6 +681,8 @@ func Default() *Config {
 		MaxBufferedBytes:   256 << 20,
 		MaxHeaderBytes:     64 << 10,
 		MaxConnections:     10000,
+		RequestIDHeader:    "X-Request-Id",
+		Profile:            ProfileDefault,
 		RequestBodyTimeout: 30 * time.Second,
 		Upstream: Upstream{
 			Timeout: 60 * time.Second,
@@ -687,13 +720,15 @@ func Default() *Config {
 			MaxResponseBytes: 64 << 10,
 			ReplayHeader:     "Idempotent-Replayed",
 			ReuseStatus:      409,
-			ReleaseStatuses:  []int{400, 401, 403, 404, 405, 408, 409, 413, 415, 422, 425, 429, 503},
+			ReleaseStatuses:  []int{307, 308, 400, 401, 403, 404, 405, 408, 409, 413, 415, 422, 425, 429, 503},
 			DropHeaders:      []string{},
 			InProgress:       InProgressReject,
 			WaitTimeout:      10 * time.Second,
 			LateAnswerWait:   5 * time.Minute,
 			LateAnswerMax:    1000,
 			UnknownOutcome:   UnknownTakeover,
+			MaxWaiters:       64,
+			KeySyntax:        KeySyntaxStrict,
 		},
 		Sessions: Sessions{QueueDepth: 4, QueueTimeout: 30 * time.Second, Lease: 10 * time.Second},
 		Mode:     ModeEnforce,

@@ -99,7 +99,10 @@ func TestDefaultValues(t *testing.T) {
 		{"idempotency.max_response_bytes", c.Idempotency.MaxResponseBytes, int64(65536)},
 		{"idempotency.replay_header", c.Idempotency.ReplayHeader, "Idempotent-Replayed"},
 		{"idempotency.reuse_status", c.Idempotency.ReuseStatus, 409},
-		{"idempotency.release_statuses", c.Idempotency.ReleaseStatuses, []int{400, 401, 403, 404, 405, 408, 409, 413, 415, 422, 425, 429, 503}},
+		{"idempotency.release_statuses", c.Idempotency.ReleaseStatuses, []int{307, 308, 400, 401, 403, 404, 405, 408, 409, 413, 415, 422, 425, 429, 503}},
+		{"idempotency.max_waiters", c.Idempotency.MaxWaiters, 64},
+		{"idempotency.key_syntax", c.Idempotency.KeySyntax, "strict"},
+		{"request_id_header", c.RequestIDHeader, "X-Request-Id"},
 		{"idempotency.drop_headers", c.Idempotency.DropHeaders, []string{}},
 		{"idempotency.encryption_key_env", c.Idempotency.EncryptionKeyEnv, ""},
 		{"sessions.queue_depth", c.Sessions.QueueDepth, 4},
@@ -125,7 +128,7 @@ func TestDefaultIsFresh(t *testing.T) {
 	a.Idempotency.TenantHosts["x.example"] = "x"
 	a.Store.Redis.Addrs[0] = "changed:1"
 	if b := Default(); !reflect.DeepEqual(b.Idempotency.Identity.JWT.Claims, []string{"iss", "sub"}) ||
-		b.Idempotency.ReleaseStatuses[0] != 400 || len(b.Idempotency.TenantHosts) != 0 || b.Store.Redis.Addrs[0] != "127.0.0.1:6379" {
+		b.Idempotency.ReleaseStatuses[0] != 307 || len(b.Idempotency.TenantHosts) != 0 || b.Store.Redis.Addrs[0] != "127.0.0.1:6379" {
 		t.Errorf("Default() shares state with an earlier result: %+v", b)
 	}
 }

@@ -40,8 +40,18 @@ var unsetKeys = map[string]bool{
 // idempotent route's retention, release_statuses, drop_headers,
 // in_progress and wait_timeout where it inherits them.
 func (c *Config) EffectiveYAML() ([]byte, error) {
-	e := c.effective()
-	doc := &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{effectiveNode(reflect.ValueOf(e).Elem(), "")}}
+	return c.EffectiveYAMLSources(nil)
+}
+
+// EffectiveYAMLSources is [Config.EffectiveYAML] with each value's source,
+// as src tells it (see [Config.Sources]), in a comment on its key's line:
+// "# default", "# profile", "# file" or "# env". A nil src adds none.
+func (c *Config) EffectiveYAMLSources(src func(key string) string) ([]byte, error) {
+	root := effectiveNode(reflect.ValueOf(c.effective()).Elem(), "")
+	if src != nil {
+		commentSources(root, "", src)
+	}
+	doc := &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{root}}
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
@@ -80,6 +90,27 @@ func (c *Config) effective() *Config {
 		}
 	}
 	return &e
+}
+
+// commentSources puts the source of each leaf value of the mapping n (the
+// value of key) in a line comment on its key.
+func commentSources(n *yaml.Node, key string, src func(string) string) {
+	if n.Kind != yaml.MappingNode {
+		return
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		full := joinKey(key, k.Value)
+		if v.Kind == yaml.MappingNode && len(v.Content) > 0 && key != "idempotency.tenant_hosts" && full != "idempotency.tenant_hosts" && full != "errors.codes" {
+			commentSources(v, full, src)
+			continue
+		}
+		if v.Kind == yaml.ScalarNode || v.Style&yaml.FlowStyle != 0 || len(v.Content) == 0 {
+			v.LineComment = src(full)
+		} else {
+			k.LineComment = src(full)
+		}
+	}
 }
 
 func scalar(tag, v string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: v} }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"maps"
 	"reflect"
 	"regexp"
 	"slices"
@@ -84,30 +85,7 @@ func UnknownEnv(environ []string, c *Config) []Warning {
 // set from the environment (every key but routes), sorted: IDEMGATE_LISTEN,
 // IDEMGATE_STORE_REDIS_PASSWORD, ...
 func EnvNames() []string {
-	var names []string
-	var walk func(reflect.Type, string)
-	walk = func(t reflect.Type, prefix string) {
-		for f := range t.Fields() {
-			tag := f.Tag.Get("mapstructure")
-			if tag == "" || tag == "routes" {
-				continue
-			}
-			name := prefix + keyDelim + strings.ToUpper(tag)
-			if prefix == "" {
-				name = strings.ToUpper(tag)
-			}
-			if f.Type.Kind() == reflect.Struct {
-				walk(f.Type, name)
-				continue
-			}
-			// The variable viper reads for the key (envReplacer renames
-			// the identity_headers alias's).
-			names = append(names, EnvPrefix+"_"+envReplacer.Replace(name))
-		}
-	}
-	walk(reflect.TypeFor[Config](), "")
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(envKeyNames()))
 }
 
 // envRefs returns the values of the string fields whose key ends in "_env"

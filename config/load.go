@@ -257,6 +257,14 @@ func parse(data []byte) (c *Config, decodeErr, err error) {
 		return nil, nil, fmt.Errorf("config: %w", err)
 	}
 	c = Default()
+	// A profile's presets go under the file and the environment: a key
+	// either sets replaces the profile's whole value.
+	file, err := fileKeys(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("config: %w", err)
+	}
+	env := envSetKeys(os.Environ())
+	c.applyProfile(v.GetString("profile"), func(key string) bool { return hasKey(file, key) || hasKey(env, key) })
 	var viperErrs []*FieldError
 	if err := v.UnmarshalExact(c, viper.DecodeHook(decodeHook)); err != nil {
 		viperErrs = decodeErrors(err)

@@ -119,7 +119,12 @@ func (c *Config) validateTop(p *problems) {
 	if c.RequestBodyTimeout <= 0 {
 		p.add("request_body_timeout", ErrRange, "must be > 0; got %s", c.RequestBodyTimeout)
 	}
+	checkHeader(p, "request_id_header", c.RequestIDHeader)
+	if strings.EqualFold(c.RequestIDHeader, c.Idempotency.Header) {
+		p.add("request_id_header", ErrConflict, "%q is idempotency.header: a generated request ID would replace the client's key", c.RequestIDHeader)
+	}
 	checkMode(p, "mode", c.Mode, false)
+	c.validateProfile(p)
 	if _, err := pathtmpl.ParseCase(c.PathCase); err != nil || c.PathCase == "" {
 		p.add("path_case", ErrInvalid, "%q: want %q or %q", c.PathCase, PathCaseInsensitive, PathCaseSensitive)
 	}
@@ -352,8 +357,11 @@ func (c *Config) validateIdempotency(p *problems) {
 		switch {
 		case s < 100 || s > 599:
 			p.add(fmt.Sprintf("idempotency.release_statuses[%d]", i), ErrRange, "%d: want an HTTP status from 400 to 599", s)
+		case s == 307 || s == 308:
+			// A temporary or permanent redirect: the write did not run here,
+			// and the client sends it again elsewhere.
 		case s < 400:
-			p.add(fmt.Sprintf("idempotency.release_statuses[%d]", i), ErrRange, "%d: want an HTTP status from 400 to 599: a %dxx answer means the write ran, and releasing its key would let a retry run it again", s, s/100)
+			p.add(fmt.Sprintf("idempotency.release_statuses[%d]", i), ErrRange, "%d: want 307, 308 or an HTTP status from 400 to 599: a %dxx answer means the write ran, and releasing its key would let a retry run it again", s, s/100)
 		}
 	}
 	for i, h := range id.DropHeaders {
@@ -369,6 +377,14 @@ func (c *Config) validateIdempotency(p *problems) {
 	checkUnknownOutcome(p, "idempotency", id.UnknownOutcome, false)
 	if id.LateAnswerMax <= 0 {
 		p.add("idempotency.late_answer_max", ErrRange, "must be > 0 (to keep no call, set late_answer_wait: 0); got %d", id.LateAnswerMax)
+	}
+	if id.MaxWaiters < 0 {
+		p.add("idempotency.max_waiters", ErrRange, "must be >= 0 (0: none wait); got %d", id.MaxWaiters)
+	}
+	switch id.KeySyntax {
+	case KeySyntaxStrict, KeySyntaxPrintable, KeySyntaxSFString:
+	default:
+		p.add("idempotency.key_syntax", ErrInvalid, "%q: want %q, %q or %q", id.KeySyntax, KeySyntaxStrict, KeySyntaxPrintable, KeySyntaxSFString)
 	}
 	if id.EncryptionKeyEnv != "" && !validEnvName(id.EncryptionKeyEnv) {
 		p.add("idempotency.encryption_key_env", ErrInvalid, "%q is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)", id.EncryptionKeyEnv)

@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"net/netip"
 	"time"
-
-	"github.com/idemgate/idemgate/internal/problem"
 )
 
 // Access-log attribute keys.
@@ -31,8 +29,6 @@ const (
 
 // statusClientClosed is logged (never sent) when the client hung up first.
 const statusClientClosed = 499
-
-const requestIDHeader = problem.RequestIDHeader
 
 // logAccess writes one access-log line per request, and records the
 // request's metrics, when the rest of the chain returns (a panic included).

@@ -100,9 +100,12 @@ func (p *Proxy) RouteDropHeaders(name string) ([]string, bool) {
 	return nil, false
 }
 
+// RequestIDHeader returns the header the running stages read request IDs
+// from and answer them with (Stages.RequestIDHeader, canonical). The admin
+// API uses it too.
+func (p *Proxy) RequestIDHeader() string { return p.cur.Load().requestID }
+
 // serveStages runs a request through the stages current at its arrival.
 func (p *Proxy) serveStages(w http.ResponseWriter, r *http.Request) {
-	ex := exchangeOf(r)
-	ex.stages = p.cur.Load()
-	ex.stages.handler.ServeHTTP(w, r)
+	exchangeOf(r).stages.handler.ServeHTTP(w, r) // taken by begin
 }

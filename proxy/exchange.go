@@ -97,10 +97,13 @@ func withExchange(r *http.Request, ex *exchange) *http.Request {
 // X-Forwarded-For entry from a trusted proxy).
 func (p *Proxy) begin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ex := &exchange{ResponseWriter: w, start: time.Now()}
-		ex.id = problem.RequestID(r.Header.Get(requestIDHeader))
-		r.Header.Set(requestIDHeader, ex.id)
-		w.Header().Set(requestIDHeader, ex.id)
+		// The request runs on the stages current now, from here to its
+		// end: the request ID header is theirs.
+		ex := &exchange{ResponseWriter: w, start: time.Now(), stages: p.cur.Load()}
+		h := ex.stages.requestID
+		ex.id = problem.RequestID(r.Header.Get(h))
+		r.Header.Set(h, ex.id)
+		w.Header().Set(h, ex.id)
 		ex.client = p.opts.ClientAddr(remoteAddr(r), r.Header.Values("X-Forwarded-For"), p.opts.TrustedProxies)
 		next.ServeHTTP(ex, withExchange(r, ex))
 	})

@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/idemgate/idemgate/internal/budget"
+	"github.com/idemgate/idemgate/internal/canonform"
 	"github.com/idemgate/idemgate/internal/canonjson"
 	"github.com/idemgate/idemgate/internal/gql"
 	"github.com/idemgate/idemgate/internal/pathtmpl"
@@ -22,26 +23,43 @@ import (
 )
 
 // currentFingerprint is the fingerprint version this build writes (DESIGN.md,
-// Fingerprint): without the route's name, on the RFC 3986 normalized path,
-// with the body's kind, over the decoded body. Records of
-// [keystore.FingerprintV1] are compared in that version ([fingerprintV1]).
-const currentFingerprint keystore.FingerprintVersion = 2
+// Fingerprint): version 2, and form bodies by their parameters (kind form).
+// Records of an older version are compared in that version: version 2 by
+// [fingerprintHeld] without forms, [keystore.FingerprintV1] by
+// [fingerprintV1].
+const currentFingerprint keystore.FingerprintVersion = 3
+
+// fingerprintV2 is revision 2's fingerprint: without the route's name, on
+// the RFC 3986 normalized path, with the body's kind (json or raw), over the
+// decoded body. A form body is raw in it.
+const fingerprintV2 keystore.FingerprintVersion = 2
 
 // The kinds of body a fingerprint marks, so that a raw body never equals a
 // JSON one.
 const (
-	fingerprintV2Byte = "\x02" // starts every currentFingerprint hash
+	fingerprintV2Byte = "\x02" // starts every fingerprintV2 hash
+	fingerprintV3Byte = "\x03" // starts every currentFingerprint hash
 
 	kindJSON    = "json"
+	kindForm    = "form"
 	kindRaw     = "raw"
 	kindGraphQL = "graphql"
 )
+
+// versionByte is the byte that starts a hash of version v (2 or 3).
+func versionByte(v keystore.FingerprintVersion) string {
+	if v == fingerprintV2 {
+		return fingerprintV2Byte
+	}
+	return fingerprintV3Byte
+}
 
 // fingerprintState holds the reusable buffers of one fingerprint.
 type fingerprintState struct {
 	h     hash.Hash
 	head  []byte
 	canon []byte
+	form  canonform.Form
 }
 
 // keepCanonMax is the largest canonical-JSON buffer a pooled
@@ -59,6 +77,26 @@ var fingerprintPool = sync.Pool{New: func() any {
 // sum hashes the head parts, each length-prefixed after the first byte
 // pre ("" for none), then payload, length-prefixed.
 func (st *fingerprintState) sum(pre string, parts [4]string, payload []byte) keystore.Fingerprint {
+	st.writeHead(pre, parts, len(payload))
+	st.h.Write(payload)
+	var fp keystore.Fingerprint
+	st.h.Sum(fp[:0])
+	return fp
+}
+
+// sumForm is [fingerprintState.sum] with st.form's encoding, its pairs in
+// order, as the payload.
+func (st *fingerprintState) sumForm(pre string, parts [4]string) keystore.Fingerprint {
+	st.writeHead(pre, parts, st.form.Len())
+	st.form.WriteTo(st.h)
+	var fp keystore.Fingerprint
+	st.h.Sum(fp[:0])
+	return fp
+}
+
+// writeHead resets the hash and writes pre, the parts and the payload's
+// length.
+func (st *fingerprintState) writeHead(pre string, parts [4]string, payloadLen int) {
 	h := st.h
 	h.Reset()
 	// The head parts go through one buffer and one Write: a Write per part
@@ -68,15 +106,11 @@ func (st *fingerprintState) sum(pre string, parts [4]string, payload []byte) key
 		head = binary.BigEndian.AppendUint64(head, uint64(len(s)))
 		head = append(head, s...)
 	}
-	head = binary.BigEndian.AppendUint64(head, uint64(len(payload)))
+	head = binary.BigEndian.AppendUint64(head, uint64(payloadLen))
 	h.Write(head)
-	h.Write(payload)
 	if cap(head) <= 64<<10 {
 		st.head = head[:0]
 	}
-	var fp keystore.Fingerprint
-	h.Sum(fp[:0])
-	return fp
 }
 
 // keepCanon keeps c's buffer for the next fingerprint unless it grew past
@@ -93,28 +127,68 @@ func (st *fingerprintState) keepCanon(c []byte) {
 // ([pathtmpl.NormalizeRFC3986]; as sent if it cannot be normalized), the
 // raw query, the body's kind and the body — canonical JSON (without the
 // ignore pointers), kind json, when contentType is application/json or
-// *+json and the body parses, else the raw bytes, kind raw. body is the
-// body after its Content-Encoding was undone. Each part is length-prefixed,
-// so no two different requests share an encoding. The route's name is not
-// part of it.
+// *+json and the body parses; the form's pairs ([canonform]; without the
+// parameters the ignore pointers name literally), kind form, when
+// contentType is application/x-www-form-urlencoded and the body parses;
+// else the raw bytes, kind raw. body is the body after its
+// Content-Encoding was undone. Each part is length-prefixed, so no two
+// different requests share an encoding. The route's name is not part of
+// it.
 func fingerprint(method, escapedPath, rawQuery, contentType string, body []byte, ignore []canonjson.Pointer) keystore.Fingerprint {
-	fp, _ := fingerprintHeld(method, escapedPath, rawQuery, contentType, body, ignore, nil)
+	fp, _ := fingerprintHeld(currentFingerprint, method, escapedPath, rawQuery, contentType, body, fingerprintIgnore{ignore, formIgnore(ignore)}, nil)
 	return fp
 }
 
-// fingerprintHeld is [fingerprint] with the canonical JSON's memory charged
-// to held, the body's hold on max_buffered_bytes (DESIGN.md, Bounds), and
-// given back once hashed; nil charges nothing. It fails only when the budget
-// refuses the charge (an error wrapping budget.ErrOverloaded).
-func fingerprintHeld(method, escapedPath, rawQuery, contentType string, body []byte, ignore []canonjson.Pointer, held *budget.Body) (keystore.Fingerprint, error) {
+// fingerprintIgnore is a route's fingerprint_ignore: JSON pointers for JSON
+// bodies, and the same entries without their leading "/" as literal
+// parameter names for form bodies.
+type fingerprintIgnore struct {
+	json []canonjson.Pointer
+	form []string
+}
+
+// formIgnore returns the form parameter names that JSON pointers name:
+// each pointer as written, without its leading "/".
+func formIgnore(ignore []canonjson.Pointer) []string {
+	var names []string
+	for _, p := range ignore {
+		if s := p.String(); s != "" {
+			names = append(names, s[1:])
+		}
+	}
+	return names
+}
+
+// fingerprintHeld is [fingerprint] in version v (currentFingerprint or
+// fingerprintV2, which hashes forms raw), with the canonical JSON's or the
+// form's memory charged to held, the body's hold on max_buffered_bytes
+// (DESIGN.md, Bounds), and given back once hashed; nil charges nothing. It
+// fails only when the budget refuses the charge (an error wrapping
+// budget.ErrOverloaded).
+func fingerprintHeld(v keystore.FingerprintVersion, method, escapedPath, rawQuery, contentType string, body []byte, ignore fingerprintIgnore, held *budget.Body) (keystore.Fingerprint, error) {
 	st := fingerprintPool.Get().(*fingerprintState)
 	defer fingerprintPool.Put(st)
+	var charge func(int64) error
+	if held != nil {
+		charge = held.Charge
+	}
+	pre := versionByte(v)
 	kind, payload := kindRaw, body
-	if isJSON(contentType) {
-		var charge func(int64) error
+	if v != fingerprintV2 && canonform.IsForm(contentType) {
+		charged, ok, err := st.form.Parse(body, ignore.form, charge)
+		defer st.form.Reset(1 << 20)
 		if held != nil {
-			charge = held.Charge
+			defer held.Uncharge(charged)
 		}
+		if err != nil {
+			return keystore.Fingerprint{}, err
+		}
+		if ok {
+			return st.sumForm(pre, [4]string{method, fingerprintPath(escapedPath), rawQuery, kindForm}), nil
+		}
+	}
+	if isJSON(contentType) {
+		ignore := ignore.json
 		c, charged, ok, err := canonjson.AppendCharged(st.canon[:0], body, ignore, charge)
 		if held != nil {
 			defer held.Uncharge(charged)
@@ -127,7 +201,7 @@ func fingerprintHeld(method, escapedPath, rawQuery, contentType string, body []b
 			defer st.keepCanon(c)
 		}
 	}
-	return st.sum(fingerprintV2Byte, [4]string{method, fingerprintPath(escapedPath), rawQuery, kind}, payload), nil
+	return st.sum(pre, [4]string{method, fingerprintPath(escapedPath), rawQuery, kind}, payload), nil
 }
 
 // fingerprintGraphQL is [fingerprint] for a keyed request on a GraphQL
@@ -136,12 +210,12 @@ func fingerprintHeld(method, escapedPath, rawQuery, contentType string, body []b
 // hash ([gql.Request.AppendFingerprintV2]); no other member of the request
 // object. The route's fingerprint_ignore pointers were applied to the
 // request object before req was parsed.
-func fingerprintGraphQL(method, escapedPath, rawQuery string, req *gql.Request) keystore.Fingerprint {
+func fingerprintGraphQL(v keystore.FingerprintVersion, method, escapedPath, rawQuery string, req *gql.Request) keystore.Fingerprint {
 	st := fingerprintPool.Get().(*fingerprintState)
 	defer fingerprintPool.Put(st)
 	payload := req.AppendFingerprintV2(st.canon[:0])
 	defer st.keepCanon(payload)
-	return st.sum(fingerprintV2Byte, [4]string{method, fingerprintPath(escapedPath), rawQuery, kindGraphQL}, payload)
+	return st.sum(versionByte(v), [4]string{method, fingerprintPath(escapedPath), rawQuery, kindGraphQL}, payload)
 }
 
 // fingerprintPath is the path a fingerprint hashes.
@@ -224,11 +298,11 @@ func (p *Proxy) decodeBody(r *http.Request, body []byte) (fingerprintInput, *pro
 func (p *Proxy) requestFingerprint(r *http.Request, ex *exchange, v keystore.FingerprintVersion) (keystore.Fingerprint, bool, error) {
 	rt := ex.route
 	switch v {
-	case currentFingerprint:
+	case currentFingerprint, fingerprintV2:
 		if ex.gql != nil {
-			return fingerprintGraphQL(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, ex.gql), true, nil
+			return fingerprintGraphQL(v, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, ex.gql), true, nil
 		}
-		fp, err := fingerprintHeld(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, ex.fp.contentType, ex.fp.body, rt.ignore, ex.held)
+		fp, err := fingerprintHeld(v, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, ex.fp.contentType, ex.fp.body, fingerprintIgnore{rt.ignore, rt.formIgnore}, ex.held)
 		return fp, err == nil, err
 	case keystore.FingerprintV1:
 		// As the first release computed it: the body as sent; a GraphQL

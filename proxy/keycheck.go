@@ -51,7 +51,7 @@ func (p *Proxy) keyCheck(next http.Handler) http.Handler {
 }
 
 // checkKey is the rule of a request's key header values vals, in DESIGN.md
-// step 4's order: one valid key (1–255 characters from '!' to '~'), a host
+// step 4's order: one valid key (under the stages' key_syntax), a host
 // with a tenant, and the client's identity (identity.go). It
 // returns the key, or "" and no problem when there is none and require is
 // false.
@@ -64,7 +64,10 @@ func (p *Proxy) checkKey(r *http.Request, vals []string, require bool) (string, 
 			return "", &problemKeyMissing
 		}
 		return "", nil
-	case !validKey(vals[0]):
+	}
+	key, ok := exchangeOf(r).stages.keySyntax.Key(vals[0])
+	switch {
+	case !ok:
 		return "", p.keyInvalid(r)
 	case !p.knownTenant(r):
 		return "", &problemTenantUnknown
@@ -72,7 +75,7 @@ func (p *Proxy) checkKey(r *http.Request, vals []string, require bool) (string, 
 	if prob := p.checkIdentity(r); prob != nil { // identity.go
 		return "", prob
 	}
-	return vals[0], nil
+	return key, nil
 }
 
 // knownTenant reports whether r's Host has a tenant ([Idempotency.TenantFor]):
@@ -88,18 +91,4 @@ func (p *Proxy) keyInvalid(r *http.Request) *proxyProblem {
 	pr := problemKeyInvalid
 	pr.Detail = exchangeOf(r).stages.keyHeader + " is not valid"
 	return &pr
-}
-
-// validKey reports whether key is 1–255 characters from '!' (0x21) to '~'
-// (0x7E), as DESIGN.md step 4 requires.
-func validKey(key string) bool {
-	if len(key) == 0 || len(key) > 255 {
-		return false
-	}
-	for i := 0; i < len(key); i++ {
-		if c := key[i]; c < '!' || c > '~' {
-			return false
-		}
-	}
-	return true
 }

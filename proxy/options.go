@@ -109,6 +109,22 @@ type Stages struct {
 	// this process (late_answer_max; late.go); beyond it a timed-out call
 	// is cancelled and counted. 0: DefaultLateAnswerMax.
 	LateAnswerMax int
+	// KeySyntax is the rule a key header's value must follow
+	// (idempotency.key_syntax); the zero value is [KeyStrict].
+	KeySyntax KeySyntax
+	// RequestIDHeader names the header a request ID is read from,
+	// forwarded in and answered with (request_id_header). Default
+	// X-Request-Id.
+	RequestIDHeader string
+	// StripeShouldRetry adds Stripe-Should-Retry to the proxy's own
+	// answers, as Stripe's API sends it (profile: stripe): false on
+	// idempotency_key_reused, idempotency_outcome_unknown and
+	// idempotency_response_too_large, true on idempotency_in_progress.
+	StripeShouldRetry bool
+	// MaxWaiters, when not 0, replaces Idempotency.WaitQueueDepth on these
+	// stages (idempotency.max_waiters): the waiters per key per process;
+	// < 0: none wait.
+	MaxWaiters int
 
 	// Edge counts every request, matched or not, per client address
 	// (DESIGN.md step 1). Nil: no edge limit.
@@ -180,7 +196,8 @@ type Idempotency struct {
 	// the route's timeout.
 	WaitTimeout time.Duration
 	// WaitQueueDepth caps the waiters per key per process; beyond it a
-	// duplicate gets 409 at once. 0: DefaultWaitQueueDepth; < 0: none wait.
+	// duplicate gets 409 at once. 0: DefaultMaxWaiters; < 0: none wait.
+	// Stages.MaxWaiters replaces it.
 	WaitQueueDepth int
 	// UnknownOutcome is what happens to a claim whose outcome is unknown
 	// (DESIGN.md, Unknown outcomes): UnknownTakeover (default: a retry

@@ -113,7 +113,23 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p proxyProblem) {
 	if p.authenticate != "" {
 		w.Header().Set("WWW-Authenticate", p.authenticate)
 	}
+	if ex != nil && ex.stages != nil && ex.stages.src.StripeShouldRetry {
+		setShouldRetry(w.Header(), p.Code)
+	}
 	problem.Write(w, r, problemShape(ex), p.Problem, id)
+}
+
+// setShouldRetry sets Stripe-Should-Retry for code, the header Stripe's
+// SDKs obey before their own retry rules: a reused key, an unknown outcome
+// or a too-large answer never succeeds on a retry; a running original's
+// duplicate does once the original is done.
+func setShouldRetry(h http.Header, code string) {
+	switch code {
+	case problemKeyReused.Code, "idempotency_outcome_unknown", problemResponseTooLarge.Code:
+		h.Set("Stripe-Should-Retry", "false")
+	case problemInProgress.Code:
+		h.Set("Stripe-Should-Retry", "true")
+	}
 }
 
 // templateFailed logs and counts an errors template that failed at run

@@ -152,7 +152,7 @@ func (p *Proxy) replay(w http.ResponseWriter, r *http.Request, resp *keystore.Re
 	linkOrigin(ex, resp.Header)
 	h := w.Header()
 	for k, v := range resp.Header {
-		if k == requestIDHeader || k == traceOriginHeader {
+		if k == ex.stages.requestID || k == traceOriginHeader {
 			continue
 		}
 		h[k] = v

@@ -17,9 +17,11 @@ import (
 // route is a Route ready to serve.
 type route struct {
 	Route
-	tmpl    *pathtmpl.Template
-	ignore  []canonjson.Pointer
-	timeout time.Duration
+	tmpl   *pathtmpl.Template
+	ignore []canonjson.Pointer
+	// formIgnore is ignore's entries as literal form parameter names.
+	formIgnore []string
+	timeout    time.Duration
 
 	// The route's policy, its own or the global one (DESIGN.md, Config).
 	retention   time.Duration
@@ -46,11 +48,17 @@ type stages struct {
 	keyHeader   string
 	bodyTimeout time.Duration
 	lateMax     int // Stages.LateAnswerMax
-	table       *pathtmpl.Table
-	routes      []*route
-	handler     http.Handler
-	errs        *problem.Template // Stages.Errors, compiled
-	log         *slog.Logger
+	keySyntax   KeySyntax
+	// requestID is Stages.RequestIDHeader, canonical, or X-Request-Id.
+	requestID string
+	// maxWaiters is Stages.MaxWaiters, else the Options', else
+	// DefaultMaxWaiters; < 0: none wait.
+	maxWaiters int
+	table      *pathtmpl.Table
+	routes     []*route
+	handler    http.Handler
+	errs       *problem.Template // Stages.Errors, compiled
+	log        *slog.Logger
 }
 
 // upstreamOf returns st's upstream: st.Upstream with its defaults, or the
@@ -79,6 +87,9 @@ func (p *Proxy) compileRoutes(st Stages) (*stages, error) {
 		keyHeader:   cmp.Or(st.KeyHeader, p.opts.Idempotency.Header),
 		bodyTimeout: cmp.Or(st.RequestBodyTimeout, p.opts.RequestBodyTimeout),
 		lateMax:     st.LateAnswerMax,
+		keySyntax:   st.KeySyntax,
+		requestID:   http.CanonicalHeaderKey(cmp.Or(st.RequestIDHeader, problem.RequestIDHeader)),
+		maxWaiters:  cmp.Or(st.MaxWaiters, p.opts.Idempotency.WaitQueueDepth, DefaultMaxWaiters),
 	}
 	var entries []pathtmpl.Entry
 	var errs []error
@@ -105,6 +116,7 @@ func (p *Proxy) compileRoutes(st Stages) (*stages, error) {
 			}
 			r.ignore = append(r.ignore, ptr)
 		}
+		r.formIgnore = formIgnore(r.ignore)
 		if rc.Session.Param != "" && !t.HasParam(rc.Session.Param) {
 			errs = append(errs, fmt.Errorf("proxy: route %q: session parameter %q not in path %s", rc.Name, rc.Session.Param, rc.Path))
 		}

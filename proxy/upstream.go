@@ -278,8 +278,8 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 	// A live answer keeps the upstream's own request ID (what its logs
 	// know); idemgate's, set by the outermost stage, stands only where the
 	// upstream sent none. A replay carries this request's (record.go).
-	if res.Header.Get(requestIDHeader) != "" {
-		call.ex.Header().Del(requestIDHeader)
+	if res.Header.Get(call.ex.stages.requestID) != "" {
+		call.ex.Header().Del(call.ex.stages.requestID)
 	}
 	if call.capture != nil {
 		call.capture.start(res, call.ex.route.drop)

@@ -22,9 +22,10 @@ import (
 // the same deadline). The claim stage answers whatever the last Reserve
 // said, so every transition is the claim stage's own rule.
 
-// DefaultWaitQueueDepth is the waiters per key per process when
-// Idempotency.WaitQueueDepth is 0.
-const DefaultWaitQueueDepth = 4
+// DefaultMaxWaiters is the waiters per key per process when neither
+// Stages.MaxWaiters nor Idempotency.WaitQueueDepth is set
+// (idempotency.max_waiters).
+const DefaultMaxWaiters = 64
 
 // waitPoll is the mean interval of a waiter's poll, the fallback for lost
 // notices and for changes nobody announces (a lease that ended, an
@@ -66,10 +67,7 @@ func (ws *waiters) leave(key keystore.Key) {
 // context's error.
 func (p *Proxy) waitOriginal(r *http.Request, sk keystore.Key, reserve func() (keystore.Reservation, error)) (keystore.Reservation, error) {
 	ex := exchangeOf(r)
-	depth := p.opts.Idempotency.WaitQueueDepth
-	if depth == 0 {
-		depth = DefaultWaitQueueDepth
-	}
+	depth := ex.stages.maxWaiters
 	if depth < 0 || !p.waiters.enter(sk, depth) {
 		return keystore.Reservation{}, keystore.ErrInFlight
 	}

@@ -214,3 +214,61 @@ func TestWaitTooLargeOriginal(t *testing.T) {
 		t.Errorf("waiter = %v, want 409 idempotency_response_too_large", r)
 	}
 }
+
+// TestMaxWaiters: with the default max_waiters (64, its own key, no longer
+// sessions.queue_depth), 10 and then 64 duplicates of a running write all
+// wait and get the original's answer; the 65th gets 409 at once.
+func TestMaxWaiters(t *testing.T) {
+	for _, n := range []int{10, 64} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			release := make(chan struct{})
+			up := newUpstream(t)
+			up.handler = func(w http.ResponseWriter, r *http.Request, n int) {
+				<-release
+				w.WriteHeader(http.StatusCreated)
+				fmt.Fprintf(w, `{"execution":%d}`, n)
+			}
+			tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) {
+				o.Idempotency.InProgress = InProgressWait
+				o.Idempotency.WaitTimeout = time.Minute
+			})
+			var once sync.Once
+			unblock := func() { once.Do(func() { close(release) }) }
+			t.Cleanup(unblock) // before the servers close, even after a failure
+			waiting := func() int {
+				tp.p.waiters.mu.Lock()
+				defer tp.p.waiters.mu.Unlock()
+				return sum(tp.p.waiters.n)
+			}
+			var wg sync.WaitGroup
+			var orig result
+			wg.Go(func() { orig = tp.do(t, "POST", "/ucp/v1/carts", "k", `{}`) })
+			pollUntil(t, "the original", func() bool { return up.total.Load() == 1 })
+			got := make([]result, n)
+			for i := range n {
+				wg.Go(func() { got[i] = tp.do(t, "POST", "/ucp/v1/carts", "k", `{}`) })
+			}
+			pollUntil(t, fmt.Sprint(n, " waiters"), func() bool { return waiting() == n })
+			if n == 64 {
+				// The original is held until the 65th has its answer: it
+				// can only be the 409 of a full line.
+				if r := tp.do(t, "POST", "/ucp/v1/carts", "k", `{}`); r.status != http.StatusConflict || problemCode(t, r) != "idempotency_in_progress" {
+					t.Errorf("duplicate %d = %v; want 409 idempotency_in_progress at once", n+1, r)
+				}
+			}
+			unblock()
+			wg.Wait()
+			if orig.status != http.StatusCreated {
+				t.Fatalf("original = %v", orig)
+			}
+			for i, r := range got {
+				if r.status != http.StatusCreated || !bytes.Equal(r.body, orig.body) || r.header.Get("Idempotent-Replayed") != "true" {
+					t.Errorf("waiter %d = %v; want the original's %v replayed", i, r, orig)
+				}
+			}
+			if m := up.total.Load(); m != 1 {
+				t.Errorf("the upstream ran %d times; want 1", m)
+			}
+		})
+	}
+}

@@ -10,8 +10,10 @@ import (
 	"github.com/idemgate/idemgate/internal/cliflags"
 )
 
-// runConfig prints the effective config: the defaults, then the file (if
-// any), then the IDEMGATE_* environment, as YAML with secrets redacted.
+// runConfig prints the effective config: the defaults, then the profile's
+// presets, then the file (if any), then the IDEMGATE_* environment, as YAML
+// with secrets redacted and each value's source (default, profile, file,
+// env) in a comment.
 // Warnings and problems go to stderr; an invalid config is still printed
 // as far as it decodes, and exits 1.
 func runConfig(args []string, stdout, stderr io.Writer) error {
@@ -39,7 +41,11 @@ func runConfig(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintln(stderr, "warning:", w)
 		}
 	}
-	out, yerr := cfg.EffectiveYAML()
+	src, serr := cfg.Sources(data, os.Environ())
+	if serr != nil {
+		return serr
+	}
+	out, yerr := cfg.EffectiveYAMLSources(src)
 	if yerr != nil {
 		return yerr
 	}

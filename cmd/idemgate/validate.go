@@ -89,6 +89,19 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "  %-24s %-7s %-40s %s\n", r.Name, r.Method, r.Path, strings.Join(flags, " "))
 	}
+	// The profile's choices, once: what it set that the file and the
+	// environment left to it.
+	if cfg.Profile != config.ProfileDefault {
+		data, _ := os.ReadFile(*path) // read once already
+		src, serr := cfg.Sources(data, os.Environ())
+		if serr != nil {
+			src = nil
+		}
+		fmt.Fprintf(stdout, "profile %s sets:\n", cfg.Profile)
+		for _, line := range cfg.ProfileChoices(src) {
+			fmt.Fprintln(stdout, "  "+line)
+		}
+	}
 	// A config that leaves the identity to the default, or does not
 	// require one, gets what that means spelled out
 	// (docs/config.md#choosing-the-identity).

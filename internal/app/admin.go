@@ -66,6 +66,7 @@ func newAdmin(cfg *config.Config, st keystore.Store, p *proxy.Proxy, reg prometh
 		Token:            token,
 		ScopeKey:         p.LookupKey,
 		RouteDropHeaders: p.RouteDropHeaders,
+		RequestIDHeader:  p.RequestIDHeader,
 		TenantFor:        cfg.Idempotency.TenantFor,
 		MaxResponseBytes: cfg.Idempotency.MaxResponseBytes,
 		DropHeaders:      cfg.Idempotency.DropHeaders,

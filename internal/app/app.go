@@ -222,7 +222,7 @@ func proxyOptions(cfg *config.Config, transport http.RoundTripper, st keystore.S
 			WaitTimeout:      id.WaitTimeout,
 			LateAnswerWait:   id.LateAnswerWait,
 			UnknownOutcome:   id.UnknownOutcome,
-			WaitQueueDepth:   cmp.Or(cfg.Sessions.QueueDepth, -1), // 0: none wait
+			WaitQueueDepth:   cmp.Or(cfg.Idempotency.MaxWaiters, -1), // 0: none wait
 		},
 		TrustedProxies:            trusted,
 		ClientAddr:                limiter.ClientAddr,
@@ -237,13 +237,18 @@ func proxyOptions(cfg *config.Config, transport http.RoundTripper, st keystore.S
 // stages is the proxy's stages for cfg's routes with the limiters of set,
 // the queue q (nil: none) and the identity resolver id.
 func stages(cfg *config.Config, set *limitSet, q *session.Queue, id *identity.Resolver) proxy.Stages {
-	pathCase, _ := cfg.PathCaseOption() // validated
+	pathCase, _ := cfg.PathCaseOption()                             // validated
+	keySyntax, _ := proxy.ParseKeySyntax(cfg.Idempotency.KeySyntax) // validated
 	return proxy.Stages{
 		Routes:             proxyRoutes(cfg),
 		PathCase:           pathCase,
 		RequestBodyTimeout: cfg.RequestBodyTimeout,
 		KeyHeader:          cfg.Idempotency.Header,
 		LateAnswerMax:      cfg.Idempotency.LateAnswerMax,
+		KeySyntax:          keySyntax,
+		RequestIDHeader:    cfg.RequestIDHeader,
+		MaxWaiters:         cmp.Or(cfg.Idempotency.MaxWaiters, -1), // 0: none wait
+		StripeShouldRetry:  cfg.Profile == config.ProfileStripe,
 		Errors:             cfg.Errors.Spec(),
 		Edge:               set.edge,
 		RouteLimits:        set.routes,
