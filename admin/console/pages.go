@@ -239,7 +239,7 @@ func (h *Handler) release(w http.ResponseWriter, r *http.Request, x session) {
 	if id := f.Get("claim_id"); id != "" {
 		body["claim_id"] = id
 	}
-	h.act(w, r, x, "released", key, body, f)
+	h.act(w, r, x, "release", "released", key, body, f)
 }
 
 func (h *Handler) complete(w http.ResponseWriter, r *http.Request, x session) {
@@ -257,16 +257,12 @@ func (h *Handler) complete(w http.ResponseWriter, r *http.Request, x session) {
 	if id := f.Get("claim_id"); id != "" {
 		body["claim_id"] = id
 	}
-	h.act(w, r, x, "completed", key, body, f)
+	h.act(w, r, x, "complete", "completed", key, body, f)
 }
 
 // act sends a repair to the admin API; success goes back to the overview
 // with a message, a refusal shows the form again with the API's detail.
-func (h *Handler) act(w http.ResponseWriter, r *http.Request, x session, done, key string, body map[string]any, f url.Values) {
-	action := strings.TrimSuffix(done, "d")
-	if done == "released" {
-		action = "release"
-	}
+func (h *Handler) act(w http.ResponseWriter, r *http.Request, x session, action, done, key string, body map[string]any, f url.Values) {
 	res := h.callAdmin(r.Context(), r, http.MethodPost, "/admin/claims/"+url.PathEscape(key)+"/"+action, nil, body)
 	if res.Status != http.StatusOK {
 		h.o.Logger.LogAttrs(r.Context(), slog.LevelInfo, "console action refused", slog.String("action", action), slog.Int("status", res.Status), slog.String("key", key))
