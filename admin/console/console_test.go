@@ -334,3 +334,63 @@ func (w withCookies) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	return http.DefaultTransport.RoundTrip(r)
 }
+
+// TestUnknownSection: the overview lists unknown records from the admin
+// API's GET /admin/unknown (its shape on the unknown-outcomes branch: the
+// claim view with claim_id, cause and original), and says "None: this
+// store keeps no unknown-outcome records" when the API has no such
+// listing (404), as the admin API of this tree answers.
+func TestUnknownSection(t *testing.T) {
+	t.Parallel()
+	st := memstore.New(memstore.Options{})
+	defer st.Close()
+	api, err := admin.New(admin.Options{Store: st, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "aa11bb22cc33dd44ee55ff6600770088aa11bb22cc33dd44ee55ff6600770088"
+	withUnknown := http.NewServeMux()
+	withUnknown.Handle("/admin/", api)
+	withUnknown.HandleFunc("GET /admin/unknown", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+token {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"unknown":[{"key":"`+key+`","state":"unknown","route":"pay","claimed_at":"2026-12-01T10:00:00Z","age_seconds":90,"claim_id":"c1","sent":true,"cause":"broken","probe":"absent once","original":{"method":"POST","path":"/pay/<b>","idempotency_key":"k","request_id":"r1"}}],"limit":200,"truncated":false}`)
+	})
+	for _, tc := range []struct {
+		name  string
+		admin http.Handler
+		want  []string
+	}{
+		{"listed", withUnknown, []string{"pay", "POST /pay/&lt;b&gt;", "broken", "<td>absent once</td>", "1m30s", `href="/ui/claims/` + key + `"`}},
+		{"no listing", api, []string{"None: this store keeps no unknown-outcome records."}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := console.New(console.Options{Token: token, Admin: tc.admin})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mux := http.NewServeMux()
+			mux.Handle("/ui/", c)
+			srv := httptest.NewServer(mux)
+			defer srv.Close()
+			f := &fixture{srv: srv, store: st}
+			cl := f.client(t)
+			f.login(t, cl)
+			_, body := f.get(t, cl, "/ui/", "")
+			i := strings.Index(body, `id="h-unknown"`)
+			j := strings.Index(body, `id="h-routes"`)
+			if i < 0 || j < i {
+				t.Fatalf("no unknown section in the page")
+			}
+			section := body[i:j]
+			for _, want := range tc.want {
+				if !strings.Contains(section, want) {
+					t.Errorf("the unknown section lacks %q:\n%s", want, section)
+				}
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"log/slog"
@@ -49,7 +50,19 @@ var funcs = template.FuncMap{
 		}
 		return s
 	},
-	"raw": func(b []byte) string { return string(b) },
+	// probe shows a record's probe state as the admin API gives it: a
+	// string as is, anything else as compact JSON.
+	"probe": func(b json.RawMessage) string {
+		var s string
+		if json.Unmarshal(b, &s) == nil {
+			return s
+		}
+		var out bytes.Buffer
+		if json.Compact(&out, b) != nil {
+			return string(b)
+		}
+		return out.String()
+	},
 }
 
 func mapKeys(m map[string]float64) func(func(string) bool) {
