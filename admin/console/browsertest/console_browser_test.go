@@ -427,11 +427,11 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.SetValue(chromedp.CSS(`#c-body`), `{"id":"operator-1"}`),
 		chromedp.SendKeys(chromedp.CSS(`#c-reason`), "PSP dashboard shows the charge"),
 		chromedp.Submit(chromedp.CSS(`#c-reason`)),
-		chromedp.WaitVisible(chromedp.CSS(`p.flash`)),
+		chromedp.WaitVisible(chromedp.CSS(`p.flash[role=status]`)),
 	); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
-	if got := text(t, ctx, `p.flash`); !strings.Contains(got, "completed") {
+	if got := text(t, ctx, `p.flash[role=status]`); !strings.Contains(got, "completed") {
 		t.Fatalf("after complete the page says %q; want it completed", got)
 	}
 
@@ -451,11 +451,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err := chromedp.Do(ctx,
 		chromedp.Click(chromedp.CSS(`#r-confirm`)),
 		chromedp.Submit(chromedp.CSS(`#r-reason`)),
-		chromedp.WaitVisible(chromedp.CSS(`p.flash`)),
+		chromedp.WaitVisible(chromedp.CSS(`p.flash[role=status]`)),
 	); err != nil {
 		t.Fatalf("release confirmed: %v", err)
 	}
-	if got := text(t, ctx, `p.flash`); !strings.Contains(got, "released") {
+	if got := text(t, ctx, `p.flash[role=status]`); !strings.Contains(got, "released") {
 		t.Fatalf("after release the page says %q; want it released", got)
 	}
 	if n := len(g.claims(t)); n != 0 {
