@@ -10,7 +10,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null)
 BIN       ?= $(CURDIR)/bin/idemgate
 
-.PHONY: all docs test test-deploy test-stripe test-monitoring validate-examples need-gcc bench-e2e check fmt-check tidy-check vet unit build bench fuzz redis-start redis-stop lint clean
+.PHONY: all docs test test-deploy test-stripe test-console test-monitoring validate-examples need-gcc bench-e2e check fmt-check tidy-check vet unit build bench fuzz redis-start redis-stop lint clean
 
 all: check build
 
@@ -29,7 +29,7 @@ vet:
 # tidy-check: go.mod and go.sum of each module are what `go mod tidy` makes
 # (direct dependencies marked direct, one version of each, nothing unused).
 # `go mod tidy -diff` prints the change and fails instead of making it.
-TIDY_MODULES ?= . deploy/test test/stripe
+TIDY_MODULES ?= . deploy/test test/stripe admin/console/browsertest
 tidy-check:
 	@set -e; for m in $(TIDY_MODULES); do \
 		(cd $$m && $(GO) mod tidy -diff) || { echo "go.mod of $$m is not tidy: run go mod tidy there" >&2; exit 1; }; done
@@ -48,6 +48,7 @@ test: fmt-check vet tidy-check need-gcc build
 	@$(MAKE) --no-print-directory test-deploy
 	@$(MAKE) --no-print-directory test-monitoring
 	@$(MAKE) --no-print-directory test-stripe
+	@$(MAKE) --no-print-directory test-console
 
 # test-deploy: the packaging proofs in their own module (deploy/test: Helm,
 # k8s.io/api and BuildKit stay out of go.mod): chart render and lint for
@@ -61,9 +62,20 @@ test-deploy: build
 # profile: stripe, against Stripe's own mock server (stripe-mock), both from
 # the Go module proxy, in their own module (test/stripe) so go.mod stays
 # clean: lost answers are retried by the SDK and every write runs once,
-# typed SDK errors, one key on two connected accounts runs twice.
+# typed SDK errors, one key on two connected accounts runs twice. No -race:
+# a tooling test in its own module (the main module's tests run under -race).
 test-stripe:
-	cd test/stripe && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 10m ./...
+	cd test/stripe && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
+
+# test-console: the operator console in headless Chromium, in its own
+# module (admin/console/browsertest: chromedp stays out of go.mod).
+# scripts/chromium.sh finds Chromium or installs Debian's package (as root;
+# else unpacks it under .tmp/chromium); IDEMGATE_REQUIRE_BROWSER=1 makes a
+# missing browser a failure, not a skip. Screenshots go to
+# .tmp/artifacts/console. No -race: it drives a browser.
+test-console:
+	bash scripts/chromium.sh >/dev/null
+	cd admin/console/browsertest && $(GO) vet ./... && IDEMGATE_REQUIRE_BROWSER=1 $(GO) test -count=1 -timeout 10m ./...
 
 # test-monitoring: promtool (Debian's prometheus package, downloaded and
 # unpacked under .tmp/promtool by scripts/promtool.sh, never installed or

@@ -16,6 +16,12 @@ type Config struct {
 	// AdminListen is the admin listener's address (/healthz, /readyz,
 	// /metrics, /admin/...), host:port. Default ":9090".
 	AdminListen string `mapstructure:"admin_listen"`
+	// AdminHost is the host name (no port) the operator console at /ui/
+	// answers to besides loopback (localhost, 127.0.0.1, [::1]): the name
+	// an Ingress or a Service gives the admin listener. "" (the default):
+	// loopback only, as through kubectl port-forward. Requests with any
+	// other Host are refused (DNS rebinding).
+	AdminHost string `mapstructure:"admin_host"`
 	// MaxBufferedBytes caps the request bodies held in memory at once, in
 	// bytes; over it a keyed request gets 503 overloaded. Default 256 MiB.
 	MaxBufferedBytes int64 `mapstructure:"max_buffered_bytes"`

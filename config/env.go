@@ -27,6 +27,10 @@ var OtherEnv = []string{
 	EnvPrefix + "_ADMIN_TOKEN",     // the admin API's bearer token
 	EnvPrefix + "_BIN",             // tests: a built idemgate binary
 	EnvPrefix + "_REQUIRE_REDIS",   // tests: fail instead of skipping without Redis
+	EnvPrefix + "_REQUIRE_BROWSER", // admin/console/browsertest: fail instead of skipping without Chromium
+	EnvPrefix + "_CHROMIUM",        // scripts/chromium.sh: a Chromium to use
+	EnvPrefix + "_CHROMIUM_DEBS",   // scripts/chromium.sh: where Debian's package is unpacked
+	EnvPrefix + "_ARTIFACTS",       // admin/console/browsertest: where screenshots go
 	EnvPrefix + "_REDIS_TEST_PORT", // scripts/redis-test.sh: the first port
 	EnvPrefix + "_TEST_REDIS_ADDR", // tests: the Redis servers
 	EnvPrefix + "_TEST_REDIS_CLUSTER_ADDRS",

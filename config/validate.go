@@ -91,6 +91,9 @@ func (c *Config) Validate() error {
 func (c *Config) validateTop(p *problems) {
 	checkListen(p, "listen", c.Listen)
 	checkListen(p, "admin_listen", c.AdminListen)
+	if h := c.AdminHost; h != "" && !validHost(strings.ToLower(h)) {
+		p.add("admin_host", ErrInvalid, "%q: want a host name or IP address without port or scheme, like \"idemgate-admin.example.com\"", h)
+	}
 	if sameListener(c.Listen, c.AdminListen) {
 		p.add("admin_listen", ErrConflict, "%q uses the same port as listen %q", c.AdminListen, c.Listen)
 	}

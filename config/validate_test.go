@@ -34,6 +34,8 @@ func TestValidateRules(t *testing.T) {
 		// Listeners and sizes.
 		{"listen without port", func(c *Config) { c.Listen = "8080" }, "listen", ErrInvalid, nil},
 		{"listen empty", func(c *Config) { c.Listen = "" }, "listen", ErrInvalid, nil},
+		{"admin_host with port", func(c *Config) { c.AdminHost = "admin.example.com:9090" }, "admin_host", ErrInvalid, nil},
+		{"admin_host with scheme", func(c *Config) { c.AdminHost = "http://admin.example.com" }, "admin_host", ErrInvalid, nil},
 		{"admin_listen port range", func(c *Config) { c.AdminListen = ":99999" }, "admin_listen", ErrInvalid, nil},
 		{"admin_listen named port", func(c *Config) { c.AdminListen = ":http" }, "admin_listen", ErrInvalid, nil},
 		{"admin_listen same port", func(c *Config) { c.AdminListen = "0.0.0.0:8080" }, "admin_listen", ErrConflict, nil},

@@ -14,7 +14,8 @@ import (
 )
 
 // adminHandler serves the admin listener: /healthz and /readyz (open, for
-// probes; health.go), /metrics (open) and /admin/ (behind the token).
+// probes; health.go), /metrics (open), /admin/ (behind the token) and the
+// operator console /ui/ (its own login with the token).
 func (a *App) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", a.healthz)
@@ -27,6 +28,15 @@ func (a *App) adminHandler() http.Handler {
 	}))
 	mux.Handle("/admin/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h := a.adminAPI.Load(); h != nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	// The operator console: its own session login, never the Bearer
+	// token's (admin/console).
+	mux.Handle("/ui/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := a.console.Load(); h != nil {
 			h.ServeHTTP(w, r)
 			return
 		}
@@ -50,6 +60,14 @@ func (a *App) setAdminToken(token string) {
 		log.Warn("admin API token is short; use at least 16 random characters", "env", AdminTokenEnv)
 	}
 	a.adminAPI.Store(h)
+	c, err := a.newConsole(h, token, a.log.With("component", "console"))
+	if err != nil {
+		log.Error("operator console disabled", "error", err)
+		return
+	}
+	if old := a.console.Swap(c); old != nil {
+		old.Close()
+	}
 }
 
 // newAdmin builds the admin API on st with token. It finds records by the

@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgate/idemgate/admin"
+	"github.com/idemgate/idemgate/admin/console"
 	"github.com/idemgate/idemgate/config"
 	"github.com/idemgate/idemgate/internal/identity"
 	"github.com/idemgate/idemgate/keystore"
@@ -83,7 +84,10 @@ type App struct {
 	proxy    *proxy.Proxy
 	limits   atomic.Pointer[limitSet] // the running limiters, for the metrics
 	adminAPI atomic.Pointer[admin.Handler]
-	reload   reloadState
+	console  atomic.Pointer[console.Handler]
+	// cfgStatus is the config's revision and last reload, for the console.
+	cfgStatus atomic.Pointer[console.ConfigStatus]
+	reload    reloadState
 
 	ready, draining atomic.Bool
 	public, admin   *http.Server
@@ -98,6 +102,7 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	a := &App{cfg: cfg, o: o, log: o.Logger}
+	a.cfgStatus.Store(&console.ConfigStatus{Revision: 1, Applied: time.Now().UTC()})
 	logConfigWarnings(cfg, a.log)
 	defer func() {
 		if err != nil {

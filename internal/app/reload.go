@@ -109,6 +109,7 @@ func (a *App) applyConfig(data []byte, readErr error) {
 	refuse := func(msg string, err error) {
 		log.Error(msg+"; the running config keeps serving", "problems", problemLines(err))
 		a.reloads.observe(false, false)
+		a.recordReload("refused", nil, problemLines(err), nil)
 	}
 	if readErr != nil {
 		refuse("config reload refused: the file cannot be read", readErr)
@@ -146,10 +147,13 @@ func (a *App) applyConfig(data []byte, readErr error) {
 			// says so (idemgate validate --diff does too).
 			log.Warn("config reload affects retries of writes made before it", "effects", effects)
 		}
+		a.recordReload("applied", data, nil, restart)
 	case first && len(restart) == 0:
+		a.recordReload("", data, nil, nil)
 		return // the watcher's first read: what the app started with
 	default:
 		log.Info("config file read; nothing to apply")
+		a.recordReload("unchanged", nil, nil, restart)
 	}
 	if len(restart) > 0 {
 		log.Warn("config changes need a restart; they are ignored until then", "keys", restart)

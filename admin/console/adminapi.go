@@ -1,0 +1,148 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/idemgate/idemgate/internal/problem"
+)
+
+// claim is a record as the admin API lists it (package admin's claim;
+// fields of unknown records appear where the API has them).
+type claim struct {
+	Key          string          `json:"key"`
+	State        string          `json:"state"`
+	Route        string          `json:"route"`
+	ClaimedAt    time.Time       `json:"claimed_at"`
+	AgeSeconds   float64         `json:"age_seconds"`
+	LeaseEnd     *time.Time      `json:"lease_end"`
+	LeaseExpired *bool           `json:"lease_expired"`
+	ExpiresAt    time.Time       `json:"expires_at"`
+	ClaimID      string          `json:"claim_id"`
+	Sent         bool            `json:"sent"`
+	Cause        string          `json:"cause"`
+	Probe        json.RawMessage `json:"probe"`
+	Original     *struct {
+		Method    string `json:"method"`
+		Path      string `json:"path"`
+		RequestID string `json:"request_id"`
+	} `json:"original"`
+	Response *struct {
+		Status   int  `json:"status"`
+		TooLarge bool `json:"too_large"`
+	} `json:"response"`
+}
+
+// InFlight reports whether the claim's request may still be running: in
+// flight with its lease not yet over.
+func (c claim) InFlight() bool {
+	return c.State == "in_flight" && c.LeaseExpired != nil && !*c.LeaseExpired
+}
+
+// apiResult is an admin API answer.
+type apiResult struct {
+	Status int
+	Body   []byte
+}
+
+// Detail is a refusal's problem detail, or "".
+func (a apiResult) Detail() string {
+	var p struct {
+		Detail string `json:"detail"`
+	}
+	json.Unmarshal(a.Body, &p)
+	return p.Detail
+}
+
+// recorder is the http.ResponseWriter of an in-process admin API call.
+type recorder struct {
+	h      http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.h }
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.body.Write(b)
+}
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+}
+
+// callAdmin sends one request to the admin API in process, with the Bearer
+// token, the console request's remote address and request id (so that the
+// admin log line names the operator's connection), and body as JSON.
+func (h *Handler) callAdmin(ctx context.Context, from *http.Request, method, path string, query url.Values, body any) apiResult {
+	var rd bytes.Buffer
+	if body != nil {
+		json.NewEncoder(&rd).Encode(body)
+	}
+	u := &url.URL{Path: path, RawQuery: query.Encode()}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), &rd)
+	if err != nil {
+		return apiResult{Status: http.StatusInternalServerError}
+	}
+	req.Host = from.Host
+	req.RemoteAddr = from.RemoteAddr
+	req.Header.Set("Authorization", "Bearer "+h.o.Token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "idemgate-console")
+	req.Header.Set(problem.RequestIDHeader, from.Header.Get(problem.RequestIDHeader))
+	rec := &recorder{h: http.Header{}}
+	h.o.Admin.ServeHTTP(rec, req)
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	return apiResult{Status: rec.status, Body: rec.body.Bytes()}
+}
+
+// listClaims lists in-flight claims (GET /admin/claims).
+func (h *Handler) listClaims(ctx context.Context, r *http.Request) ([]claim, bool, string) {
+	res := h.callAdmin(ctx, r, http.MethodGet, "/admin/claims", url.Values{"limit": {"200"}}, nil)
+	if res.Status != http.StatusOK {
+		return nil, false, res.Detail()
+	}
+	var out struct {
+		Claims    []claim `json:"claims"`
+		Truncated bool    `json:"truncated"`
+	}
+	json.Unmarshal(res.Body, &out)
+	return out.Claims, out.Truncated, ""
+}
+
+// listUnknown lists unknown records (GET /admin/unknown). available is
+// false when the admin API has no such listing (its store keeps none).
+func (h *Handler) listUnknown(ctx context.Context, r *http.Request) (recs []claim, available bool, errMsg string) {
+	res := h.callAdmin(ctx, r, http.MethodGet, "/admin/unknown", url.Values{"limit": {"200"}}, nil)
+	switch res.Status {
+	case http.StatusOK:
+	case http.StatusNotFound:
+		return nil, false, ""
+	default:
+		return nil, true, res.Detail()
+	}
+	var out struct {
+		Unknown []claim `json:"unknown"`
+	}
+	json.Unmarshal(res.Body, &out)
+	return out.Unknown, true, ""
+}
+
+// inspect reads one record (GET /admin/claims/{key}).
+func (h *Handler) inspect(ctx context.Context, r *http.Request, key string) (claim, apiResult) {
+	res := h.callAdmin(ctx, r, http.MethodGet, "/admin/claims/"+url.PathEscape(key), nil, nil)
+	var c claim
+	if res.Status == http.StatusOK {
+		json.Unmarshal(res.Body, &c)
+	}
+	return c, res
+}
