@@ -359,13 +359,23 @@ func TestUnknownSection(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"unknown":[{"key":"`+key+`","state":"unknown","route":"pay","claimed_at":"2026-12-01T10:00:00Z","age_seconds":90,"claim_id":"c1","sent":true,"cause":"broken","probe":"absent once","original":{"method":"POST","path":"/pay/<b>","idempotency_key":"k","request_id":"r1"}}],"limit":200,"truncated":false}`)
 	})
+	// A store without unknown records (an older backend) answers 404
+	// not_supported, as admin.Handler does for it.
+	noListing := http.NewServeMux()
+	noListing.Handle("/admin/", api)
+	noListing.HandleFunc("GET /admin/unknown", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, `{"status":404,"code":"not_supported"}`)
+	})
 	for _, tc := range []struct {
 		name  string
 		admin http.Handler
 		want  []string
 	}{
 		{"listed", withUnknown, []string{"pay", "POST /pay/&lt;b&gt;", "broken", "<td>absent once</td>", "1m30s", `href="/ui/claims/` + key + `"`}},
-		{"no listing", api, []string{"None: this store keeps no unknown-outcome records."}},
+		{"none held", api, []string{"<p>None.</p>"}},
+		{"no listing", noListing, []string{"None: this store keeps no unknown-outcome records."}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := console.New(console.Options{Token: token, Admin: tc.admin})
