@@ -406,10 +406,10 @@ func (h *Handler) resolveUnknown(ctx context.Context, k keystore.Key, claimID st
 	}
 	rec, err := h.o.Store.Get(ctx, k)
 	if err != nil || rec.State != keystore.StateUnknown {
-		if claimID != "" && err == nil {
-			return true, keystore.ErrLeaseLost // resolved meanwhile
+		if claimID != "" && err == nil && (rec.State != keystore.StateInFlight || rec.ClaimID.String() != claimID) {
+			return true, keystore.ErrLeaseLost // resolved or claimed anew meanwhile
 		}
-		return false, nil
+		return false, nil // in flight under the claim the operator saw: repaired as before
 	}
 	id := rec.ClaimID
 	if claimID != "" && claimID != id.String() {

@@ -714,3 +714,27 @@ func TestRequestIDHeader(t *testing.T) {
 		t.Errorf("answer: Request-Id %q, request_id %q, X-Request-Id %q, %v; want req_ops, req_ops, none", res.Header.Get("Request-Id"), body.RequestID, res.Header.Get("X-Request-Id"), err)
 	}
 }
+
+// TestCompleteInFlightFencedByClaimID: complete on a claim in flight with
+// the claim_id the operator saw (the console sends it) repairs it; with
+// another claim's id it is refused with 409 and the claim stays in flight.
+func TestCompleteInFlightFencedByClaimID(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, token)
+	ctx := context.Background()
+	k, _ := f.claim(t, "fenced-in-flight", "pay")
+	path := "/admin/claims/" + k.String() + "/complete"
+	if a := f.admin(t, "POST", path, `{"reason":"r","status":201,"claim_id":"`+keystore.NewClaimID().String()+`"}`); a.status != 409 {
+		t.Errorf("complete with another claim id = %d %s; want 409", a.status, a.raw)
+	}
+	rec, err := f.store.Get(ctx, k)
+	if err != nil || rec.State != keystore.StateInFlight {
+		t.Fatalf("after a refused complete: %+v, %v; want in flight", rec, err)
+	}
+	if a := f.admin(t, "POST", path, `{"reason":"r","status":201,"claim_id":"`+rec.ClaimID.String()+`"}`); a.status != 200 {
+		t.Errorf("complete with the claim's own id = %d %s; want 200", a.status, a.raw)
+	}
+	if rec, err := f.store.Get(ctx, k); err != nil || rec.State != keystore.StateCompleted {
+		t.Errorf("after complete: %+v, %v; want completed", rec, err)
+	}
+}
