@@ -78,3 +78,27 @@ func (h *Hub) Watched() int {
 	defer h.mu.Unlock()
 	return len(h.watchers)
 }
+
+// FoldedNotice asks the store call that settles a record (a completion or
+// a release) to publish the record's completion notice itself, on Channel,
+// with its own write: one round trip instead of two for a keyed write on a
+// waiting route (issue 31). A store that did publish sets Published; a
+// store that cannot leaves it false, and the caller publishes as it would
+// without it. Only this process's watchers are then left to wake.
+type FoldedNotice struct {
+	Channel   string // the shared notices' channel
+	Published bool
+}
+
+type foldedNoticeKey struct{}
+
+// WithFoldedNotice returns ctx carrying n (see [FoldedNotice]).
+func WithFoldedNotice(ctx context.Context, n *FoldedNotice) context.Context {
+	return context.WithValue(ctx, foldedNoticeKey{}, n)
+}
+
+// FoldedNoticeOf returns the [FoldedNotice] ctx carries, or nil.
+func FoldedNoticeOf(ctx context.Context) *FoldedNotice {
+	n, _ := ctx.Value(foldedNoticeKey{}).(*FoldedNotice)
+	return n
+}

@@ -60,13 +60,46 @@ func (p *Proxy) record(r *http.Request, ex *exchange, sk keystore.Key, claim key
 
 // releaseKey deletes the claim (the store's Release), so that a retry runs.
 func (p *Proxy) releaseKey(ctx context.Context, ex *exchange, sk keystore.Key, token uint64) {
+	ctx, n := p.foldNotice(ctx, ex.route.wait)
 	if err := p.opts.Store.Release(ctx, sk, token); err != nil && !errors.Is(err, keystore.ErrLeaseLost) {
 		p.log.Error("releasing key failed", "error", err, logRequestID, ex.id)
 		return
 	}
 	if ex.route.wait {
-		p.notify(sk) // wait.go: only a waiting route has waiters
+		p.notifyAfter(sk, n) // wait.go: only a waiting route has waiters
 	}
+}
+
+// sharedNotices is a shared [keystore.Notices] whose notice the store can
+// publish with the write that settles a record (redisstore.Notices with
+// redisstore.Store): see [keystore.FoldedNotice].
+type sharedNotices interface {
+	Channel() string
+	Notify(keystore.Key) // this process's watchers only
+}
+
+// foldNotice returns ctx asking the store to publish the record's
+// completion notice with its write, and that notice, on a waiting route
+// with shared notices (issue 31: one Redis round trip less); otherwise ctx
+// and nil.
+func (p *Proxy) foldNotice(ctx context.Context, wait bool) (context.Context, *keystore.FoldedNotice) {
+	sn, ok := p.notices.(sharedNotices)
+	if !wait || !ok {
+		return ctx, nil
+	}
+	n := &keystore.FoldedNotice{Channel: sn.Channel()}
+	return keystore.WithFoldedNotice(ctx, n), n
+}
+
+// notifyAfter tells sk's waiters that the store call made with n's
+// context settled the record: only this process's when the store
+// published the notice with its write, every process's otherwise.
+func (p *Proxy) notifyAfter(sk keystore.Key, n *keystore.FoldedNotice) {
+	if n != nil && n.Published {
+		p.notices.(sharedNotices).Notify(sk)
+		return
+	}
+	p.notify(sk)
 }
 
 // complete stores resp. The first attempt is made at once, before the
@@ -76,8 +109,9 @@ func (p *Proxy) releaseKey(ctx context.Context, ex *exchange, sk keystore.Key, t
 // that a slow or broken store never holds the client's connection.
 func (p *Proxy) complete(ctx context.Context, ex *exchange, sk keystore.Key, claim keystore.Claim, resp *keystore.Response) {
 	wait := ex.route != nil && ex.route.wait
-	err := p.completeClaim(ctx, ex.id, sk, claim, resp)
-	if p.completed(sk, wait, ex.id, err, 1) {
+	nctx, n := p.foldNotice(ctx, wait)
+	err := p.completeClaim(nctx, ex.id, sk, claim, resp)
+	if p.completed(sk, wait, n, ex.id, err, 1) {
 		return
 	}
 	id, now := ex.id, p.opts.Now
@@ -92,9 +126,10 @@ func (p *Proxy) complete(ctx context.Context, ex *exchange, sk keystore.Key, cla
 			}
 			backoff = min(2*backoff, time.Second)
 			ctx, cancel := context.WithTimeout(stop, storeTimeout)
+			ctx, n := p.foldNotice(ctx, wait)
 			err = p.completeClaim(ctx, id, sk, claim, resp)
 			cancel()
-			if p.completed(sk, wait, id, err, attempt) {
+			if p.completed(sk, wait, n, id, err, attempt) {
 				return
 			}
 		}
@@ -123,12 +158,12 @@ func (p *Proxy) completeClaim(ctx context.Context, requestID string, sk keystore
 }
 
 // completed reports whether a Complete attempt settled the record: stored,
-// or no longer ours to store.
-func (p *Proxy) completed(sk keystore.Key, wait bool, requestID string, err error, attempt int) bool {
+// or no longer ours to store. n is the attempt's folded notice (nil: none).
+func (p *Proxy) completed(sk keystore.Key, wait bool, n *keystore.FoldedNotice, requestID string, err error, attempt int) bool {
 	switch {
 	case err == nil:
 		if wait {
-			p.notify(sk) // wait.go: only a waiting route has waiters
+			p.notifyAfter(sk, n) // wait.go: only a waiting route has waiters
 		}
 		if attempt > 1 {
 			p.log.Info("answer stored after a retry", "attempts", attempt, logRequestID, requestID)

@@ -79,23 +79,31 @@ var (
 	workdir     = flag.String("work", "", "scratch directory (default a temp dir)")
 	pinCPUs     = flag.Bool("pin", true, "pin servers to CPU 1 and the load generator to CPU 0")
 	nginxBin    = flag.String("nginx", "nginx", "nginx binary (empty skips nginx)")
+	ports       = flag.Int("ports", 18081, "the first of the 17 loopback ports the servers listen on")
+	sequential  = flag.Bool("sequential", false, "one connection, one request after another (issue 31: the latency a sequential client feels): the closed-loop runs with -c 1, reported as p50/p99 with their spread and the additions over the bare proxy; no fixed-rate runs")
 	cacheN      = flag.Int("replay-cache", 100000, "store.redis.replay_cache.max_entries of the Redis-store idemgate (0: no replay cache)")
 	prefillN    = flag.Int("prefill", 0, "records to store before the rounds: a second memory-store idemgate, measured beside the empty one in the same rounds, and the Redis-store idemgate are each sent that many keyed first writes (issue 17: 1000000)")
 )
 
-const (
-	upAddr    = "127.0.0.1:18081"
-	bareAddr  = "127.0.0.1:18082"
-	nginxAddr = "127.0.0.1:18083"
-	memAddr   = "127.0.0.1:18084"
-	redisAddr = "127.0.0.1:18085"
-	floorAddr = "127.0.0.1:18086"
-	fullAddr  = "127.0.0.1:18087" // the memory store filled with -prefill records
+// The servers' addresses: ports -ports+0 to +16 on 127.0.0.1 (set by
+// setPorts), so that two runs on one machine need not share them.
+var (
+	upAddr, bareAddr, nginxAddr, memAddr, redisAddr, floorAddr string
+	fullAddr                                                   string // the memory store filled with -prefill records
 	// storeFloorAddr is the floor making its two calls through idemgate's
 	// Redis store (bench/bareproxy -redis -store).
-	storeFloorAddr = "127.0.0.1:18088"
-	body           = `{"items":[{"sku":"tea","qty":2},{"sku":"coffee","qty":1}],"note":"benchmark"}`
+	storeFloorAddr                  string
+	memAdmin, redisAdmin, fullAdmin string
 )
+
+// setPorts sets the servers' addresses from -ports.
+func setPorts() {
+	at := func(off int) string { return fmt.Sprintf("127.0.0.1:%d", *ports+off) }
+	upAddr, bareAddr, nginxAddr, memAddr, redisAddr, floorAddr, fullAddr, storeFloorAddr = at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7)
+	memAdmin, redisAdmin, fullAdmin = at(13), at(14), at(16)
+}
+
+const body = `{"items":[{"sku":"tea","qty":2},{"sku":"coffee","qty":1}],"note":"benchmark"}`
 
 func main() { os.Exit(drive()) }
 
@@ -104,6 +112,10 @@ func main() { os.Exit(drive()) }
 func drive() int {
 	flag.Parse()
 	log.SetFlags(0)
+	if *sequential {
+		*conns, *rate = 1, 0
+	}
+	setPorts()
 	dir := *workdir
 	if dir == "" {
 		var err error
@@ -153,11 +165,11 @@ func drive() int {
 		os.WriteFile(conf, []byte(nginxConf(dir)), 0o644)
 		start(*nginxBin, "-c", conf, "-p", dir, "-g", "daemon off;")
 	}
-	start(filepath.Join(*bin, "idemgate"), "--config", writeConfig(dir, "mem.yaml", memAddr, "127.0.0.1:18094", "memory"))
+	start(filepath.Join(*bin, "idemgate"), "--config", writeConfig(dir, "mem.yaml", memAddr, memAdmin, "memory"))
 	memProc := procs[len(procs)-1]
 	var fullProc *exec.Cmd
 	if *prefillN > 0 {
-		start(filepath.Join(*bin, "idemgate"), "--config", writeConfig(dir, "full.yaml", fullAddr, "127.0.0.1:18097", "memory"))
+		start(filepath.Join(*bin, "idemgate"), "--config", writeConfig(dir, "full.yaml", fullAddr, fullAdmin, "memory"))
 		fullProc = procs[len(procs)-1]
 		serving[fullAddr] = fullProc
 	}
@@ -167,7 +179,7 @@ func drive() int {
 		if redisPID, err = redisProcessID(*redis); err != nil {
 			log.Printf("Redis's CPU is not measured: %v", err)
 		}
-		start(filepath.Join(*bin, "idemgate"), "--config", writeConfig(dir, "redis.yaml", redisAddr, "127.0.0.1:18095", "redis"))
+		start(filepath.Join(*bin, "idemgate"), "--config", writeConfig(dir, "redis.yaml", redisAddr, redisAdmin, "redis"))
 		redisProc = procs[len(procs)-1]
 		// The floor of a Redis keyed write: the bare proxy plus the two
 		// Redis round trips and nothing else (bench/bareproxy -redis).
@@ -212,6 +224,10 @@ func drive() int {
 		{name: "idemgate session route, keyed (memory, 256 sessions)", url: "http://" + memAddr + "/ucp/v1/sessions/{id}", method: "PUT", body: body, key: "unique", expect: 201, execs: "all", base: "POST", ids: 256},
 	}
 	if *redis != "" {
+		// Beside the memory build's pass-through, in every round: a
+		// pass-through must not depend on the store (issue 31).
+		i := slices.IndexFunc(scenarios, func(s scenario) bool { return s.name == "idemgate pass-through GET" })
+		scenarios = slices.Insert(scenarios, i+1, scenario{name: "idemgate pass-through GET (Redis)", url: "http://" + redisAddr + "/other" + get, method: "GET", execs: "any", base: "GET"})
 		scenarios = append(scenarios,
 			scenario{name: "floor keyed write (bare + 2 Redis round trips)", url: "http://" + floorAddr + "/ucp/v1/carts", method: "POST", body: body, key: "unique", expect: 201, execs: "all", base: "POST", redis: true},
 			scenario{name: "floor with idemgate's store (bare + Reserve + CompleteClaim)", url: "http://" + storeFloorAddr + "/ucp/v1/carts", method: "POST", body: body, key: "unique", expect: 201, execs: "all", base: "POST", redis: true},
@@ -267,7 +283,12 @@ func drive() int {
 	}
 	failed := false
 	results := interleave(scenarios, *rounds, 0, &failed)
-	printTable(scenarios, results)
+	if *sequential {
+		fmt.Printf("\nSequential: one connection, one request after another, %s per run, %d interleaved rounds (median, min–max):\n\n", *dur, *rounds)
+		printLatencyRows(scenarios, results)
+	} else {
+		printTable(scenarios, results)
+	}
 	var fixed map[string]run
 	if *rate > 0 {
 		fixed = printLatency(scenarios, &failed)
@@ -629,6 +650,13 @@ func printLatency(scenarios []scenario, failed *bool) map[string]run {
 	// 2× with the machine's load, a median of several much less.
 	all := interleave(runs, *fixedRounds, *rate, failed)
 	fmt.Printf("\nFixed rate %.0f req/s, %s per run, %d interleaved rounds (median, min–max), latency from each request's due time (coordinated omission corrected):\n\n", *rate, *dur, *fixedRounds)
+	return printLatencyRows(runs, all)
+}
+
+// printLatencyRows prints the latency table of runs (medians of all's runs,
+// with their spread, and the additions over the bare proxy's) and returns
+// the medians by scenario.
+func printLatencyRows(runs []scenario, all map[string][]run) map[string]run {
 	fmt.Println("| scenario | p50 ms | p50 min–max | p99 ms | p99 min–max | p99.9 ms | + p50 over bare | + p99 over bare | CPU µs/req | Redis CPU µs/req |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	out := map[string]run{}

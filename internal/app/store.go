@@ -102,7 +102,7 @@ func newStore(cfg *config.Config, log *slog.Logger, cs *closeStack) (builtStore,
 		cs.push(n.Close) // before the client
 		b.store, b.ping, b.client, b.notices, b.redis = s, s, client, n, s
 		cs.push(b.store.Close)
-		checkRedis(client, cfg.Store.Redis.Timeout, log)
+		checkRedis(client, s, cfg.Store.Redis.Timeout, log)
 		w := s.WatchEpoch(redisstore.EpochOptions{OnReset: func(r redisstore.Reset) {
 			log.Error("the idempotency store was emptied (its epoch marker vanished): a restart without persistence, a failover to an empty replica or FLUSHALL; retries of writes claimed before it run again",
 				"component", "store", "marker", r.Marker, "previous_epoch", r.Previous, "epoch", r.Current)
@@ -160,8 +160,11 @@ func newStore(cfg *config.Config, log *slog.Logger, cs *closeStack) (builtStore,
 }
 
 // checkRedis runs the startup check (redisstore.Check) on client, bounded
-// by the store's timeout, and logs each finding as a warning.
-func checkRedis(client redis.UniversalClient, timeout time.Duration, log *slog.Logger) {
+// by the store's timeout, and logs each finding as a warning. It then loads
+// s's scripts (redisstore's LoadScripts), so that the first keyed write is
+// two round trips, as every other; a failure is logged, and the first
+// calls load them.
+func checkRedis(client redis.UniversalClient, s *redisstore.Store, timeout time.Duration, log *slog.Logger) {
 	if timeout <= 0 {
 		timeout = 500 * time.Millisecond
 	}
@@ -169,5 +172,8 @@ func checkRedis(client redis.UniversalClient, timeout time.Duration, log *slog.L
 	defer cancel()
 	for _, f := range redisstore.Check(ctx, client) {
 		log.Warn("redis: "+f.Detail, "component", "store", "problem", f.Problem, "server", f.Server)
+	}
+	if err := s.LoadScripts(ctx); err != nil {
+		log.Info("redis: scripts not loaded at start; the first calls load them", "component", "store", "error", err)
 	}
 }

@@ -138,6 +138,22 @@ func (c *call) answer(resp *keystore.Response) {
 	c.str(c.view(start))
 }
 
+// notice adds ctx's folded notice (keystore.FoldedNotice), if it has one,
+// as the script's last two arguments (the scripts' notify): its channel and
+// k in hex, the payload of [Notices.Publish]. It returns the notice for the
+// caller to mark published once the script replied, or nil.
+func (c *call) notice(ctx context.Context, k keystore.Key) *keystore.FoldedNotice {
+	n := keystore.FoldedNoticeOf(ctx)
+	if n == nil || n.Channel == "" {
+		return nil
+	}
+	c.str(n.Channel)
+	start := len(c.scratch)
+	c.scratch = hex.AppendEncode(c.scratch, k[:])
+	c.str(c.view(start))
+	return n
+}
+
 // op adds a nonce for this call, so that a script run twice by a client
 // retry recognises its own first run.
 func (c *call) op() {

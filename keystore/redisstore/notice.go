@@ -52,6 +52,11 @@ func (n *Notices) Publish(ctx context.Context, key keystore.Key) error {
 	return n.client.Publish(ctx, n.channel, key.String()).Err()
 }
 
+// Notify wakes this process's watchers of key only: the other processes'
+// learn of it from a notice the store published with its write
+// ([keystore.FoldedNotice]).
+func (n *Notices) Notify(key keystore.Key) { n.hub.Notify(key) }
+
 // Watch implements [keystore.Notices].
 func (n *Notices) Watch(key keystore.Key) (<-chan struct{}, func()) {
 	n.subscribe()

@@ -2,11 +2,13 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/keystore"
+	"github.com/idemgate/idemgate/keystore/storetest"
 )
 
 // A notice published by one process's Notices wakes the watchers of the
@@ -44,6 +46,92 @@ func TestNoticesCrossProcesses(t *testing.T) {
 		}
 		if a.Channel() != prefix+"notices" {
 			t.Errorf("channel %q", a.Channel())
+		}
+	})
+}
+
+// A completion or a release made with a folded notice publishes the
+// record's key on the channel from its own script and marks the notice
+// published; one that settles nothing (a claim taken over) publishes
+// nothing and leaves it unmarked, for the caller to publish as before.
+func TestFoldedNotice(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, topo redistest.Topology) {
+		prefix := redistest.Prefix(t)
+		c := newClient(t, topo)
+		s := newStore(t, c, prefix)
+		n := NewNotices(newClient(t, topo), prefix, nil)
+		t.Cleanup(func() { n.Close() })
+		sub := c.Subscribe(context.Background(), n.Channel())
+		defer sub.Close()
+		if _, err := sub.Receive(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		msgs := sub.Channel()
+		ctx := context.Background()
+		expect := func(name string, fn *keystore.FoldedNotice, k keystore.Key, published bool) {
+			t.Helper()
+			if fn.Published != published {
+				t.Errorf("%s: Published = %v, want %v", name, fn.Published, published)
+			}
+			if !published {
+				return
+			}
+			select {
+			case m := <-msgs:
+				if m.Payload != k.String() {
+					t.Errorf("%s: notice %q, want %q", name, m.Payload, k.String())
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%s: no notice within 10s", name)
+			}
+		}
+		resp := &keystore.Response{Status: 201, Body: []byte(`{}`)}
+
+		k1 := keystore.NewKey("t", "completed")
+		r1, err := s.Reserve(ctx, k1, reserveOpts("a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn := &keystore.FoldedNotice{Channel: n.Channel()}
+		if _, err := s.CompleteClaim(keystore.WithFoldedNotice(ctx, fn), k1, r1.Claim, resp); err != nil {
+			t.Fatal(err)
+		}
+		expect("complete claim", fn, k1, true)
+
+		k2 := keystore.NewKey("t", "released")
+		r2, err := s.Reserve(ctx, k2, reserveOpts("a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn = &keystore.FoldedNotice{Channel: n.Channel()}
+		if err := s.Release(keystore.WithFoldedNotice(ctx, fn), k2, r2.Token); err != nil {
+			t.Fatal(err)
+		}
+		expect("release", fn, k2, true)
+
+		// Taken over: the first claim's completion and release settle nothing.
+		k3 := keystore.NewKey("t", "taken over")
+		r3, err := s.Reserve(ctx, k3, reserveOpts("a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.advance(2 * storetest.Lease)
+		if _, err := s.Reserve(ctx, k3, reserveOpts("a")); err != nil {
+			t.Fatal(err)
+		}
+		fn = &keystore.FoldedNotice{Channel: n.Channel()}
+		if _, err := s.CompleteClaim(keystore.WithFoldedNotice(ctx, fn), k3, r3.Claim, resp); !errors.Is(err, keystore.ErrLeaseLost) {
+			t.Fatalf("late complete claim = %v, want ErrLeaseLost", err)
+		}
+		expect("late complete claim", fn, k3, false)
+		if err := s.Release(keystore.WithFoldedNotice(ctx, fn), k3, r3.Token); !errors.Is(err, keystore.ErrLeaseLost) {
+			t.Fatalf("late release = %v, want ErrLeaseLost", err)
+		}
+		expect("late release", fn, k3, false)
+		select {
+		case m := <-msgs:
+			t.Errorf("a notice %q for a call that settled nothing", m.Payload)
+		default:
 		}
 	})
 }

@@ -273,7 +273,8 @@ func version(v []any, i int) keystore.FingerprintVersion {
 	return keystore.FingerprintVersion(n)
 }
 
-// CompleteClaim implements [keystore.ClaimStore] in one round trip.
+// CompleteClaim implements [keystore.ClaimStore] in one round trip, which
+// also publishes ctx's [keystore.FoldedNotice], if any.
 func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Claim, resp *keystore.Response) (keystore.Completion, error) {
 	if err := s.check(ctx); err != nil {
 		return 0, err
@@ -291,6 +292,7 @@ func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Cl
 	a.str(c.Route)
 	a.int(c.Claimed.UnixMilli())
 	a.int(c.Expires.UnixMilli())
+	n := a.notice(ctx, k)
 	code, rest, err := s.run(ctx, "complete claim", s.lua().completeClaim, a)
 	if err != nil {
 		return 0, err
@@ -300,6 +302,9 @@ func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Cl
 	}
 	switch how := keystore.Completion(integer(rest, 0)); how {
 	case keystore.Completed, keystore.Recreated, keystore.Expired:
+		if n != nil {
+			n.Published = true
+		}
 		return how, nil
 	}
 	return 0, fmt.Errorf("redisstore: complete claim: unexpected reply %v", rest)
@@ -350,7 +355,8 @@ func (s *Store) complete(ctx context.Context, name string, k keystore.Key, token
 	return nil
 }
 
-// Release implements [keystore.Store]. The record stays as a released
+// Release implements [keystore.Store] in one round trip, which also
+// publishes ctx's [keystore.FoldedNotice], if any. The record stays as a released
 // tombstone until it expires, keeping its token so that the next claim's
 // token is higher.
 func (s *Store) Release(ctx context.Context, k keystore.Key, token uint64) error {
@@ -365,12 +371,19 @@ func (s *Store) release(ctx context.Context, name string, k keystore.Key, token,
 	c.str(token)
 	c.op()
 	c.str(force)
+	var n *keystore.FoldedNotice
+	if force == "0" {
+		n = c.notice(ctx, k)
+	}
 	code, _, err := s.run(ctx, name, s.lua().release, c)
 	if err != nil {
 		return err
 	}
 	if code != codeOK {
 		return codeErr(name, code)
+	}
+	if n != nil {
+		n.Published = true
 	}
 	return nil
 }
@@ -692,6 +705,22 @@ func globEscape(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// LoadScripts loads the current record format's scripts into Redis's
+// script cache (on every Cluster master), so that the first calls after a
+// start are one round trip each, as the rest are: a script Redis does not
+// have costs an EVALSHA refused with NOSCRIPT and an EVAL (issue 31: the
+// first keyed write took four round trips instead of two). A failure only
+// leaves the first calls to load them; it stops at the first.
+func (s *Store) LoadScripts(ctx context.Context) error {
+	l := s.lua()
+	for _, sc := range []lua{l.reserve, l.completeClaim, l.releaseClaim, l.complete, l.release, l.renew, l.get} {
+		if err := sc.script.Load(ctx, s.client).Err(); err != nil {
+			return fmt.Errorf("redisstore: load scripts: %w", err)
+		}
+	}
+	return nil
 }
 
 // Ping checks that Redis answers, for health reports. It does not check

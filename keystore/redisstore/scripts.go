@@ -79,6 +79,12 @@ local function num(s)
   return tonumber(s)
 end
 local function fmt(n) return string.format('%.0f', n) end
+-- notify publishes a completion notice when the call brought one: the
+-- channel in ARGV[i], the record's key in hex in ARGV[i+1]
+-- (keystore.FoldedNotice).
+local function notify(i)
+  if ARGV[i] then redis.call('PUBLISH', ARGV[i], ARGV[i + 1]) end
+end
 
 -- A record r: st (1 in flight, 2 completed, 3 released), fp, rt, tk (the
 -- token), cl, le, ex (ms), op, tko, ci, fv,
@@ -272,10 +278,11 @@ return {1, tk, n.le, 0, NOW, n.ex}
 `
 
 // completeClaimScript: ARGV = offset, claim id, token, answer, op,
-// fingerprint, fingerprint version, route, claimed ms, expires ms. Replies
-// {8, 1} completed (or already completed by this claim), {8, 2} recreated
-// (the record had vanished), {8, 3} expired (vanished, past expires:
-// nothing stored), {6} another claim holds the key.
+// fingerprint, fingerprint version, route, claimed ms, expires ms, and
+// optionally a notice's channel and key (notify). Replies {8, 1} completed
+// (or already completed by this claim), {8, 2} recreated (the record had
+// vanished), {8, 3} expired (vanished, past expires: nothing stored), {6}
+// another claim holds the key. Every {8, ...} publishes the notice.
 const completeClaimScript = `
 local ci, tok, ans, op = ARGV[2], num(ARGV[3]), ARGV[4], ARGV[5]
 local fp, fv, rt, cl, ex = ARGV[6], tonumber(ARGV[7]), ARGV[8], tonumber(ARGV[9]), tonumber(ARGV[10])
@@ -284,16 +291,18 @@ local r, stale = load()
 if r == false then return {7, stale} end
 if not r then
   if revoked(stale, ci) then return {6} end
-  if NOW >= ex then return {8, 3} end
+  if NOW >= ex then notify(11) return {8, 3} end
   save({st = 2, fp = fp, rt = rt, tk = tok, cl = cl, le = 0, ex = ex, op = op, tko = 0,
     ci = ci, fv = fv, ans = ans, xs = stale and stale.xs or {}})
+  notify(11)
   return {8, 2}
 end
 if r.ci ~= ci or r.tk ~= tok then return {6} end
-if r.st == 2 then return {8, 1} end
+if r.st == 2 then notify(11) return {8, 1} end
 if r.st ~= 1 then return {6} end
 r.st, r.ans, r.le, r.op = 2, ans, 0, op
 save(r)
+notify(11)
 return {8, 1}
 `
 
@@ -337,17 +346,19 @@ save(r)
 return {8}
 `
 
-// releaseScript: ARGV = offset, token, op, force. The record stays as a
-// released tombstone (answer cleared, token kept) until it expires.
+// releaseScript: ARGV = offset, token, op, force, and optionally a
+// notice's channel and key (notify, published with {8}). The record stays
+// as a released tombstone (answer cleared, token kept) until it expires.
 const releaseScript = `
 local tok, op, force = num(ARGV[2]), ARGV[3], ARGV[4] == '1'
 local r, why = load()
 if r == false then return {7, why} end
 if not r then return {5} end
-if r.st == 3 and r.op == op and (force or r.tk == tok) then return {8} end
+if r.st == 3 and r.op == op and (force or r.tk == tok) then notify(5) return {8} end
 if r.st ~= 1 or (not force and r.tk ~= tok) or (force and mark(r) == 'igu1') then return {6} end
 r.st, r.le, r.op, r.ci = 3, 0, op, ''
 save(r)
+notify(5)
 return {8}
 `
 
