@@ -47,13 +47,35 @@ const StripeErrorBody = `{"error":{"type":` +
 // application/problem+json with the titles and details of
 // draft-ietf-httpapi-idempotency-key-header-07 §2.7 (Error Scenarios) for
 // the three errors it names — a missing key (400), a concurrent request
-// (409) and a reused key (422) — and idemgate's own for the others.
+// (409) and a reused key (422) — and idemgate's own for the others. Codes
+// are the renamed ones (IETFCodes), carried in the "code" member the
+// draft's public conformance vectors read.
 const IETFErrorBody = `{"type":{{json (print "urn:idemgate:problem:" .Code)}},` +
-	`{{if eq .Code "idempotency_key_missing"}}"title":"Idempotency-Key is missing","detail":"This operation is idempotent and it requires correct usage of Idempotency Key."` +
-	`{{else if eq .Code "idempotency_in_progress"}}"title":"A request is outstanding for this Idempotency-Key","detail":"A request with the same Idempotency-Key for the same operation is being processed or is outstanding."` +
-	`{{else if eq .Code "idempotency_key_reused"}}"title":"Idempotency-Key is already used","detail":"This operation is idempotent and it requires correct usage of Idempotency Key. Idempotency Key MUST not be reused across different payloads of this operation."` +
+	`{{if eq .Code "missing-key"}}"title":"Idempotency-Key is missing","detail":"This operation is idempotent and it requires correct usage of Idempotency Key."` +
+	`{{else if eq .Code "conflict"}}"title":"A request is outstanding for this Idempotency-Key","detail":"A request with the same Idempotency-Key for the same operation is being processed or is outstanding."` +
+	`{{else if eq .Code "fingerprint-mismatch"}}"title":"Idempotency-Key is already used","detail":"This operation is idempotent and it requires correct usage of Idempotency Key. Idempotency Key MUST not be reused across different payloads of this operation."` +
 	`{{else}}"title":{{json .Title}},"detail":{{json .Detail}}{{end}},` +
 	`"status":{{.Status}},"code":{{json .Code}},"request_id":{{json .RequestID}}}`
+
+// IETFCodes renames, under the ietf profile, the codes of the errors the
+// draft's public conformance vectors (sns45/anyonce, tier "profile") name
+// by a code member: missing-key, invalid-key, conflict,
+// fingerprint-mismatch, payload-too-large and store-unavailable.
+var IETFCodes = map[string]string{
+	"idempotency_key_missing": "missing-key",
+	"idempotency_key_invalid": "invalid-key",
+	"idempotency_in_progress": "conflict",
+	"idempotency_key_reused":  "fingerprint-mismatch",
+	"request_too_large":       "payload-too-large",
+	"idempotency_unavailable": "store-unavailable",
+}
+
+// IETFReleaseStatuses are the ietf profile's release_statuses: only the
+// answers that say the request was not carried out and may be sent again
+// (a redirect, a timeout, too early, a rate limit, unavailable) release the
+// key; every other answer, 4xx included, is the result of the completed
+// operation that §2.6 says a retry gets.
+var IETFReleaseStatuses = []int{307, 308, 408, 425, 429, 503}
 
 // presets returns the whole values profile sets; nil for default (and for
 // an unknown profile, which Validate refuses).
@@ -84,7 +106,10 @@ const IETFErrorBody = `{"type":{{json (print "urn:idemgate:problem:" .Code)}},` 
 //
 // ietf is draft-ietf-httpapi-idempotency-key-header-07 as written: the key
 // is an sf-string (§2.1), a reused key gets 422 and a concurrent request
-// 409 (§2.7), with the draft's problem titles (IETFErrorBody).
+// 409 (§2.7), with the draft's problem titles (IETFErrorBody); and, where
+// the draft is silent, what its public conformance vectors (sns45/anyonce)
+// expect: replays marked Idempotency-Replayed, stored 4xx answers
+// (IETFReleaseStatuses) and the vectors' problem codes (IETFCodes).
 func presets(profile string) []preset {
 	switch profile {
 	case ProfileStripe:
@@ -108,8 +133,10 @@ func presets(profile string) []preset {
 		return []preset{
 			{"idempotency.key_syntax", func(c *Config) { c.Idempotency.KeySyntax = KeySyntaxSFString }},
 			{"idempotency.reuse_status", func(c *Config) { c.Idempotency.ReuseStatus = 422 }},
+			{"idempotency.replay_header", func(c *Config) { c.Idempotency.ReplayHeader = "Idempotency-Replayed" }},
+			{"idempotency.release_statuses", func(c *Config) { c.Idempotency.ReleaseStatuses = slices.Clone(IETFReleaseStatuses) }},
 			{"errors", func(c *Config) {
-				c.Errors = Errors{Codes: map[string]string{}, ContentType: "application/problem+json", Body: IETFErrorBody}
+				c.Errors = Errors{Codes: maps.Clone(IETFCodes), ContentType: "application/problem+json", Body: IETFErrorBody}
 			}},
 		}
 	}

@@ -28,8 +28,15 @@ func TestProfilePresets(t *testing.T) {
 		t.Fatal(err)
 	}
 	if ietf.Idempotency.KeySyntax != KeySyntaxSFString || ietf.Idempotency.ReuseStatus != 422 || ietf.Errors.Body != IETFErrorBody ||
-		!ietf.Idempotency.RequireIdentity || ietf.Idempotency.InProgress != InProgressReject {
+		!ietf.Idempotency.RequireIdentity || ietf.Idempotency.InProgress != InProgressReject ||
+		ietf.Idempotency.ReplayHeader != "Idempotency-Replayed" || !slices.Equal(ietf.Idempotency.ReleaseStatuses, []int{307, 308, 408, 425, 429, 503}) ||
+		ietf.Errors.Codes["idempotency_key_reused"] != "fingerprint-mismatch" || ietf.Errors.Codes["idempotency_key_missing"] != "missing-key" {
 		t.Errorf("profile ietf = %+v, errors %+v", ietf.Idempotency, ietf.Errors)
+	}
+	// The presets are copies: changing one Config's leaves the next alone.
+	ietf.Idempotency.ReleaseStatuses[0], ietf.Errors.Codes["idempotency_key_reused"] = 999, "x"
+	if again, _ := Parse([]byte("profile: ietf\n")); again.Idempotency.ReleaseStatuses[0] != 307 || again.Errors.Codes["idempotency_key_reused"] != "fingerprint-mismatch" {
+		t.Errorf("profile ietf presets shared between configs: %v %v", again.Idempotency.ReleaseStatuses, again.Errors.Codes)
 	}
 	def, _ := Parse(nil)
 	if d := Default(); def.Profile != ProfileDefault || def.Idempotency.KeySyntax != d.Idempotency.KeySyntax || def.Errors.Body != "" {

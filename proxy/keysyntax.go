@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/dunglas/httpsfv"
 )
@@ -20,8 +21,12 @@ const (
 	KeyPrintable
 	// KeySFString: an RFC 8941 Structured Field string (an Item; its
 	// parameters are ignored), as draft-ietf-httpapi-idempotency-key-header-07
-	// §2 defines the header; the key is the string's value, 1–255
-	// characters.
+	// §2.1 defines the header; the key is the string's value, 1–255
+	// characters. A value that does not begin with '"' is read as it is
+	// under [KeyStrict], the bare form the draft's public conformance
+	// vectors (sns45/anyonce) and many of its clients send: `abc` and
+	// `"abc"` are one key. RFC 8941 would ignore such a field, which
+	// would forward the write unprotected or answer "missing".
 	KeySFString
 )
 
@@ -66,6 +71,9 @@ func (s KeySyntax) Key(v string) (string, bool) {
 	case KeyPrintable:
 		return v, validPrintableKey(v)
 	case KeySFString:
+		if !strings.HasPrefix(strings.TrimLeft(v, " \t"), `"`) {
+			return v, validKey(v)
+		}
 		return sfStringKey(v)
 	}
 	return v, validKey(v)
