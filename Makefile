@@ -10,7 +10,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null)
 BIN       ?= $(CURDIR)/bin/idemgate
 
-.PHONY: all docs test test-deploy test-stripe test-console test-monitoring validate-examples need-gcc bench-e2e check fmt-check tidy-check vet unit build bench fuzz redis-start redis-stop lint clean
+.PHONY: all docs test test-deploy test-stripe test-ietf test-console test-monitoring validate-examples need-gcc bench-e2e check fmt-check tidy-check vet unit build bench fuzz redis-start redis-stop lint clean
 
 all: check build
 
@@ -66,6 +66,15 @@ test-deploy: build
 # a tooling test in its own module (the main module's tests run under -race).
 test-stripe:
 	cd test/stripe && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
+
+# test-ietf: the public conformance vectors of the IETF Idempotency-Key draft
+# (sns45/anyonce, Apache-2.0, not copied here: scripts/anyonce-vectors.sh
+# fetches them from the Go module proxy, or takes IDEMGATE_ANYONCE_VECTORS)
+# through idemgate with profile: ietf, on the memory store and, with
+# scripts/redis-test.sh's variables exported, on Redis (docs/ietf.md).
+test-ietf:
+	@dir=$$(bash scripts/anyonce-vectors.sh) && \
+	IDEMGATE_ANYONCE_VECTORS=$$dir $(GO) test -race -count=1 -v -run '^TestAnyonceVectors$$' ./internal/app/
 
 # test-console: the operator console in headless Chromium, in its own
 # module (admin/console/browsertest: chromedp stays out of go.mod).
