@@ -112,8 +112,8 @@ func doHTTP(t *testing.T, c *http.Client, method, url, body string, hdr ...strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Add(hdr[i], hdr[i+1])
+	for i := 0; i+1 < len(hdr); i += 2 { // as spelled: a lowercase name stays lowercase on the wire
+		req.Header[hdr[i]] = append(req.Header[hdr[i]], hdr[i+1])
 	}
 	res, err := c.Do(req)
 	if err != nil {

@@ -223,25 +223,9 @@ routes:
 		defer mu.Unlock()
 		return runs[method+" "+path+" "+key+" "+auth]
 	}
-	// send sends a request with the headers given as spelled (a lowercase
-	// name stays lowercase on the wire).
 	send := func(method, path, body string, hdr ...string) httpAnswer {
 		t.Helper()
-		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header["Authorization"] = []string{"Bearer a"}
-		for i := 0; i+1 < len(hdr); i += 2 {
-			req.Header[hdr[i]] = append(req.Header[hdr[i]], hdr[i+1])
-		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return httpAnswer{res.StatusCode, res.Header, string(b)}
+		return doHTTP(t, http.DefaultClient, method, base+path, body, append([]string{"Authorization", "Bearer a"}, hdr...)...)
 	}
 	code := func(a httpAnswer) string {
 		t.Helper()
