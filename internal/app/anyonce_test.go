@@ -29,7 +29,7 @@ import (
 	"github.com/idemgate/idemgate/internal/redistest"
 )
 
-// AnyonceVectorsEnv names the directory holding the vectors' core/ and
+// anyonceVectorsEnv names the directory holding the vectors' core/ and
 // profile/ folders (a checkout's conformance/vectors).
 const anyonceVectorsEnv = "IDEMGATE_ANYONCE_VECTORS"
 
