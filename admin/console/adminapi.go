@@ -146,3 +146,35 @@ func (h *Handler) inspect(ctx context.Context, r *http.Request, key string) (cla
 	}
 	return c, res
 }
+
+// limiterClients is one limiter's busiest clients, as GET
+// /admin/limits/clients lists them (package admin's LimiterClients).
+type limiterClients struct {
+	Limiter string `json:"limiter"`
+	Route   string `json:"route"`
+	Clients []struct {
+		Client       string `json:"client"`
+		Requests     uint64 `json:"requests"`
+		MaxOvercount uint64 `json:"max_overcount"`
+		Refused      uint64 `json:"refused"`
+	} `json:"clients"`
+}
+
+// listBusiest lists the limiters' busiest clients (GET
+// /admin/limits/clients). available is false when the admin API counts
+// none.
+func (h *Handler) listBusiest(ctx context.Context, r *http.Request) (out []limiterClients, available bool, errMsg string) {
+	res := h.callAdmin(ctx, r, http.MethodGet, "/admin/limits/clients", nil, nil)
+	switch res.Status {
+	case http.StatusOK:
+	case http.StatusNotFound:
+		return nil, false, ""
+	default:
+		return nil, true, res.Detail()
+	}
+	var body struct {
+		Limiters []limiterClients `json:"limiters"`
+	}
+	json.Unmarshal(res.Body, &body)
+	return body.Limiters, true, ""
+}
