@@ -14,19 +14,26 @@ import (
 // claim is a record as the admin API lists it (package admin's claim;
 // fields of unknown records appear where the API has them).
 type claim struct {
-	Key          string          `json:"key"`
-	State        string          `json:"state"`
-	Route        string          `json:"route"`
-	ClaimedAt    time.Time       `json:"claimed_at"`
-	AgeSeconds   float64         `json:"age_seconds"`
-	LeaseEnd     *time.Time      `json:"lease_end"`
-	LeaseExpired *bool           `json:"lease_expired"`
-	ExpiresAt    time.Time       `json:"expires_at"`
-	ClaimID      string          `json:"claim_id"`
-	Sent         bool            `json:"sent"`
-	Cause        string          `json:"cause"`
-	Probe        json.RawMessage `json:"probe"`
-	Original     *struct {
+	Key          string     `json:"key"`
+	State        string     `json:"state"`
+	Route        string     `json:"route"`
+	ClaimedAt    time.Time  `json:"claimed_at"`
+	AgeSeconds   float64    `json:"age_seconds"`
+	LeaseEnd     *time.Time `json:"lease_end"`
+	LeaseExpired *bool      `json:"lease_expired"`
+	ExpiresAt    time.Time  `json:"expires_at"`
+	ClaimID      string     `json:"claim_id"`
+	Sent         bool       `json:"sent"`
+	Cause        string     `json:"cause"`
+	// Probe is the record's reconcile-probe state as the admin API sends
+	// it, shown by the "probe-state" template (templates/probe.html), the
+	// one place to change when the API's shape is fixed.
+	Probe json.RawMessage `json:"probe"`
+	// ResolvedBy names who resolved an unknown record (the holder, a
+	// probe, an operator), when the admin API says; shown on the resolve
+	// page.
+	ResolvedBy string `json:"resolved_by"`
+	Original   *struct {
 		Method    string `json:"method"`
 		Path      string `json:"path"`
 		RequestID string `json:"request_id"`

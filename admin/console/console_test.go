@@ -488,3 +488,44 @@ func TestBusiestAndHeldSections(t *testing.T) {
 		})
 	}
 }
+
+// TestUnknownClaimPage: the resolve page of a real unknown record (memory
+// store) shows its cause, its probe state's place ("no probe" until the
+// admin API reports one), the sent mark and the claim id; completing it
+// through the form resolves it, fenced by that claim id.
+func TestUnknownClaimPage(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, console.Options{})
+	ctx := context.Background()
+	k := keystore.NewKey("unknown-1")
+	res, err := f.store.Reserve(ctx, k, keystore.ReserveOptions{Fingerprint: keystore.Fingerprint{1}, Route: "pay", Lease: time.Minute, Retention: time.Hour, Hold: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.MarkSent(ctx, k, res.Token, keystore.UnknownInfo("POST", "/pay", "client-key", "req-1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.MarkUnknown(ctx, k, res.Token, keystore.CauseBroken); err != nil {
+		t.Fatal(err)
+	}
+	c := f.client(t)
+	csrf := f.login(t, c)
+	_, body := f.get(t, c, "/ui/claims/"+k.String(), "")
+	for _, want := range []string{"<dt>Cause</dt><dd>broken</dd>", "<dt>Probe state</dt><dd>no probe</dd>", "<dt>Sent upstream</dt>", res.Claim.ID.String(), "<code>POST /pay</code>"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the resolve page lacks %q", want)
+		}
+	}
+	_, overview := f.get(t, c, "/ui/", "")
+	if !strings.Contains(overview, "<td>no probe</td>") || !strings.Contains(overview, "<td>broken</td>") {
+		t.Errorf("the unknown table lacks the record's cause and probe state")
+	}
+	form := url.Values{"csrf": {csrf}, "status": {"201"}, "body": {`{"id":"op"}`}, "content_type": {"application/json"}, "reason": {"PSP shows it"}, "claim_id": {res.Claim.ID.String()}}
+	if resp := f.post(t, c, "/ui/claims/"+k.String()+"/complete", form, f.srv.URL, ""); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("complete = %d; want 303", resp.StatusCode)
+	}
+	rec, err := f.store.Get(ctx, k)
+	if err != nil || rec.State != keystore.StateCompleted || rec.Response == nil || string(rec.Response.Body) != `{"id":"op"}` {
+		t.Fatalf("after complete: %v, %v; want completed with the operator's answer", rec.State, err)
+	}
+}
