@@ -18,9 +18,8 @@ const (
 // TopK counts the clients a limiter sees most often, in fixed memory: the
 // operator console's "busiest clients". It is the space-saving algorithm
 // (Metwally, Agrawal and El Abbadi, "Efficient computation of frequent and
-// top-k elements in data streams", 2005) over a few shards, so that
-// recording never takes a lock other clients contend for more than they
-// contend for the limiter's own shard.
+// top-k elements in data streams", 2005) over 8 shards, each under its own
+// lock; a passed request takes a lock only when it is sampled (1 in 32).
 //
 // Each shard keeps 20 slots. A client already in a slot has its count
 // raised; a new client takes an empty slot, or else the slot with the
@@ -28,9 +27,10 @@ const (
 // So a client is never under-counted, a count is at most Err too high, and
 // every client that sent more than 1/20 of its shard's requests holds a
 // slot ([TopK.RecordN]; [TopK.Record] samples passed requests, which makes
-// the request counts estimates, while refusals stay exact). Many addresses sending a request each (a flood from many IPs) only
-// churn the smallest slots: they never evict a client busier than they are,
-// and never grow memory.
+// the request counts estimates, while refusals stay exact). Many addresses
+// sending a request each (a flood from many IPs) only churn the smallest
+// slots: they cannot push out a client that sent more than 1/20 of its
+// shard's requests, and they never grow memory.
 //
 // Counts are since the TopK was made (the limiter's start, or the reload
 // that rebuilt it). The zero TopK is not usable: build one with [NewTopK].
