@@ -72,6 +72,9 @@ type Options struct {
 	Now func() time.Time
 	// Timeout bounds each store call. Default 5s.
 	Timeout time.Duration
+	// Clients returns each limiter's busiest clients for GET
+	// /admin/limits/clients. Nil: that endpoint answers 404.
+	Clients func() []LimiterClients
 	// RequestIDHeader returns the header a request ID is read from and
 	// answered with (request_id_header; the proxy's
 	// (*proxy.Proxy).RequestIDHeader, so a reload applies). Nil:
@@ -118,7 +121,7 @@ func New(o Options) (*Handler, error) {
 	if o.Registerer != nil {
 		cv, err := register(o.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "idemgate_admin_requests_total",
-			Help: "Requests to the admin API, by action (list, list_unknown, inspect, release, complete, key; auth for refused credentials, disabled without a token, other for unknown paths) and HTTP status code.",
+			Help: "Requests to the admin API, by action (list, list_unknown, inspect, release, complete, key, limit_clients; auth for refused credentials, disabled without a token, other for unknown paths) and HTTP status code.",
 		}, []string{"action", "code"}))
 		if err != nil {
 			return nil, err
@@ -140,6 +143,7 @@ func New(o Options) (*Handler, error) {
 	mux.HandleFunc("POST /admin/claims/{key}/release", h.release)
 	mux.HandleFunc("POST /admin/claims/{key}/complete", h.complete)
 	mux.HandleFunc("POST /admin/keys", h.computeKey)
+	mux.HandleFunc("GET /admin/limits/clients", h.limitClients)
 	mux.HandleFunc("/admin/", func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, "other", http.StatusNotFound, "not_found", "no such admin endpoint")
 	})
@@ -392,6 +396,45 @@ func (h *Handler) listUnknown(w http.ResponseWriter, r *http.Request) {
 	}
 	h.log(r, "list_unknown", http.StatusOK, "", "", slog.Int("count", len(out)), slog.Int("damaged", skipped))
 	h.ok(w, r, "list_unknown", map[string]any{"unknown": out, "limit": limit, "truncated": len(out) == limit, "damaged": skipped})
+}
+
+// LimiterClients is one limiter's busiest clients.
+type LimiterClients struct {
+	// Limiter is "edge" or "route"; Route is the route's name ("" for the
+	// edge limiter).
+	Limiter string `json:"limiter"`
+	Route   string `json:"route"`
+	// Clients are the busiest first; never nil.
+	Clients []Client `json:"clients"`
+}
+
+// Client is one client's counts in a limiter's busiest clients.
+type Client struct {
+	// Client is the address block counted ("192.0.2.1/32",
+	// "2001:db8::/64") or a hashed identity ("hash:…").
+	Client string `json:"client"`
+	// Requests is an estimate of its requests (an upper bound of those
+	// counted), at most MaxOvercount too high; Refused counts its refused
+	// requests (a lower bound).
+	Requests     uint64 `json:"requests"`
+	MaxOvercount uint64 `json:"max_overcount"`
+	Refused      uint64 `json:"refused"`
+}
+
+// limitClients lists each limiter's busiest clients: GET
+// /admin/limits/clients. Client addresses are personal data: they are
+// shown only here, behind the token, and never logged.
+func (h *Handler) limitClients(w http.ResponseWriter, r *http.Request) {
+	if h.o.Clients == nil {
+		h.fail(w, r, "limit_clients", http.StatusNotFound, "not_supported", "this process counts no limiter clients")
+		return
+	}
+	out := h.o.Clients()
+	if out == nil {
+		out = []LimiterClients{}
+	}
+	h.log(r, "limit_clients", http.StatusOK, "", "", slog.Int("limiters", len(out)))
+	h.ok(w, r, "limit_clients", map[string]any{"limiters": out})
 }
 
 // resolveUnknown resolves k if it is an unknown record: completes it with

@@ -34,13 +34,13 @@ type fixture struct {
 	reg   *prometheus.Registry
 }
 
-func newFixture(t *testing.T, tok string) *fixture {
+func newFixture(t *testing.T, tok string, with ...func(*Options)) *fixture {
 	t.Helper()
 	clk := itestutil.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	st := memstore.New(memstore.Options{Now: clk.Now})
 	logs := &itestutil.SyncBuffer{}
 	reg := prometheus.NewPedanticRegistry()
-	h, err := New(Options{
+	o := Options{
 		Store: st,
 		Token: tok,
 		ScopeKey: func(tenant string, id http.Header, claims map[string]json.RawMessage, key string) (keystore.Key, error) {
@@ -66,7 +66,11 @@ func newFixture(t *testing.T, tok string) *fixture {
 		Registerer: reg,
 		Logger:     slog.New(slog.NewJSONHandler(logs, nil)),
 		Now:        clk.Now,
-	})
+	}
+	for _, w := range with {
+		w(&o)
+	}
+	h, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -736,5 +740,59 @@ func TestCompleteInFlightFencedByClaimID(t *testing.T) {
 	}
 	if rec, err := f.store.Get(ctx, k); err != nil || rec.State != keystore.StateCompleted {
 		t.Errorf("after complete: %+v, %v; want completed", rec, err)
+	}
+}
+
+// TestLimitClients: GET /admin/limits/clients lists what Options.Clients
+// returns, behind the token; without a source it is 404 not_supported, and
+// the addresses never reach the log.
+func TestLimitClients(t *testing.T) {
+	t.Parallel()
+	busy := []LimiterClients{
+		{Limiter: "edge", Clients: []Client{{Client: "192.0.2.7/32", Requests: 640, MaxOvercount: 32, Refused: 12}}},
+		{Limiter: "route", Route: "create_order", Clients: []Client{}},
+	}
+	tests := []struct {
+		name       string
+		clients    func() []LimiterClients
+		auth       string
+		wantStatus int
+		want       string // the body's limiters as JSON (keys sorted), or the problem's code
+	}{
+		{"listed", func() []LimiterClients { return busy }, "Bearer " + token, 200,
+			`[{"clients":[{"client":"192.0.2.7/32","max_overcount":32,"refused":12,"requests":640}],"limiter":"edge","route":""},{"clients":[],"limiter":"route","route":"create_order"}]`},
+		{"none running", func() []LimiterClients { return nil }, "Bearer " + token, 200, `[]`},
+		{"no token", func() []LimiterClients { return busy }, "", 401, "unauthorized"},
+		{"not counted", nil, "Bearer " + token, 404, "not_supported"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, token, func(o *Options) { o.Clients = tt.clients })
+			var auth []string
+			if tt.auth != "" {
+				auth = []string{tt.auth}
+			}
+			a := f.call(t, "GET", "/admin/limits/clients", "", auth...)
+			if a.status != tt.wantStatus {
+				t.Fatalf("status = %d (%s); want %d", a.status, a.raw, tt.wantStatus)
+			}
+			if a.status != 200 {
+				if a.body["code"] != tt.want {
+					t.Errorf("code = %v; want %s", a.body["code"], tt.want)
+				}
+				return
+			}
+			got, _ := json.Marshal(a.body["limiters"])
+			if string(got) != tt.want {
+				t.Errorf("limiters = %s; want %s", got, tt.want)
+			}
+			if strings.Contains(f.logs.String(), "192.0.2.7") {
+				t.Errorf("a client address reached the log: %s", f.logs.String())
+			}
+			if n := testutil.ToFloat64(mustCounter(t, f.reg, "idemgate_admin_requests_total", "limit_clients", "200")); n != 1 {
+				t.Errorf("limit_clients 200 counted %v times; want 1", n)
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@
 //	POST /admin/claims/{key}/release             {"reason": "..."}: release an in-flight claim (a write known NOT to have run): the retry runs it
 //	POST /admin/claims/{key}/complete            {"reason": "...", "status": 201, "headers": {...}, "body": "..."}: complete an in-flight claim with the operator's answer (a write known to HAVE run): the retry replays it
 //	POST /admin/keys                             {"tenant" or "host", "identity": {...}, "idempotency_key": "..."}: compute {key}
+//	GET  /admin/limits/clients                   each limiter's busiest clients (address block or hashed identity, requests, refusals); addresses appear only here, never in logs
 //
 // {key} is the record's store key in hex ([keystore.Key.String]), as logs,
 // listings and POST /admin/keys show it. Every request needs

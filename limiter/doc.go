@@ -58,4 +58,11 @@
 // 74 bytes per edge or token-bucket client (so about 74 MB at the default
 // MaxClients), about 150 bytes per window client plus 8 bytes per counted
 // request beyond the first four.
+//
+// # Busiest clients
+//
+// [TopK] counts the clients a limiter sees most, for the operator console,
+// in a fixed 160 slots (the space-saving algorithm): refusals exactly,
+// passed requests sampled one in 32, so that counting a request that passes
+// costs one random number nearly always.
 package limiter

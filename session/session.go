@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -123,6 +124,10 @@ type Options struct {
 	Metrics Metrics
 	// Logger receives fallbacks to the local queue. Default: discard.
 	Logger *slog.Logger
+	// Now stamps when a turn is taken, for [Queue.Oldest]. Default
+	// time.Now. (Waits are timed on the real clock: their deadlines are
+	// contexts'.)
+	Now func() time.Time
 }
 
 // numShards spreads sessions over several maps and locks, so that turns of
@@ -139,6 +144,7 @@ type Queue struct {
 	locker  Locker
 	metrics Metrics
 	log     *slog.Logger
+	now     func() time.Time
 	shards  [numShards]shard
 }
 
@@ -151,6 +157,7 @@ type shard struct {
 // the requests waiting behind it. It exists exactly as long as the turn is
 // held.
 type line struct {
+	since   time.Time // when the current holder got the turn
 	locking bool      // the holder waits for the shared lock: it counts as waiting
 	waiters []*waiter // FIFO
 }
@@ -186,12 +193,16 @@ func New(opts Options) (*Queue, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	q := &Queue{
 		depth:   opts.QueueDepth,
 		timeout: opts.QueueTimeout,
 		locker:  opts.Locker,
 		metrics: opts.Metrics,
 		log:     opts.Logger,
+		now:     opts.Now,
 	}
 	for i := range q.shards {
 		q.shards[i].lines = make(map[Key]*line)
@@ -260,7 +271,7 @@ func (q *Queue) AcquireUntil(ctx context.Context, k Key, deadline time.Time) (*T
 	l := sh.lines[k]
 	if l == nil {
 		// Nobody holds the turn: take it (the fast path).
-		l = &line{}
+		l = &line{since: q.now()}
 		sh.lines[k] = l
 		sh.mu.Unlock()
 		return q.lockShared(ctx, nil, k, l, start, end)
@@ -391,6 +402,7 @@ func (q *Queue) handOff(k Key, l *line) {
 	w := l.waiters[0]
 	l.waiters[0] = nil
 	l.waiters = l.waiters[1:]
+	l.since = q.now()
 	w.granted = true
 	close(w.ready)
 }
@@ -406,4 +418,45 @@ func (q *Queue) Sessions() int {
 		sh.mu.Unlock()
 	}
 	return n
+}
+
+// Held is a session whose turn is held, as [Queue.Oldest] reports it.
+type Held struct {
+	// Key is the session's key (a hash: no raw session id).
+	Key Key
+	// Since is when the current holder got the turn.
+	Since time.Time
+	// Waiting counts the requests waiting behind the holder, the holder
+	// itself included while it waits for the shared lock.
+	Waiting int
+	// Locking reports that the holder still waits for the shared lock.
+	Locking bool
+}
+
+// Oldest returns at most n of the sessions whose turn is held, the longest
+// held first (the operator console's stuck sessions). It locks each shard
+// in turn and keeps n entries, whatever the number of sessions: call it
+// for the console, not per request.
+func (q *Queue) Oldest(n int) []Held {
+	if n <= 0 {
+		return nil
+	}
+	out := make([]Held, 0, n)
+	for i := range q.shards {
+		sh := &q.shards[i]
+		sh.mu.Lock()
+		for k, l := range sh.lines {
+			if len(out) == n && !l.since.Before(out[n-1].Since) {
+				continue
+			}
+			h := Held{Key: k, Since: l.since, Waiting: l.waiting(), Locking: l.locking}
+			j, _ := slices.BinarySearchFunc(out, h, func(a, b Held) int { return a.Since.Compare(b.Since) })
+			if len(out) == n {
+				out = out[:n-1]
+			}
+			out = slices.Insert(out, j, h)
+		}
+		sh.mu.Unlock()
+	}
+	return out
 }

@@ -451,3 +451,75 @@ func BenchmarkTurn(b *testing.B) {
 		})
 	})
 }
+
+// TestOldest: Oldest lists the sessions whose turn is held, longest held
+// first, at most n, with the requests waiting behind each; a turn handed to
+// a waiter is held since the hand-off, and a released session is gone.
+func TestOldest(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+		var now atomic.Int64 // seconds after t0
+		q, err := New(Options{QueueDepth: 4, Now: func() time.Time { return t0.Add(time.Duration(now.Load()) * time.Second) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys := make([]Key, 5)
+		turns := make([]*Turn, 5)
+		for i, at := range []int64{30, 10, 40, 0, 20} { // key i taken at second at
+			now.Store(at)
+			keys[i] = NewKey("s", fmt.Sprint(i))
+			if turns[i], err = q.Acquire(context.Background(), keys[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Two requests wait behind key 3 (held since 0).
+		done := make(chan *Turn, 2)
+		for range 2 {
+			go func() {
+				turn, err := q.Acquire(context.Background(), keys[3])
+				if err != nil {
+					t.Error(err)
+				}
+				done <- turn
+			}()
+		}
+		synctest.Wait()
+		type row struct {
+			key     Key
+			since   int64
+			waiting int
+		}
+		check := func(n int, want []row) {
+			t.Helper()
+			got := q.Oldest(n)
+			if len(got) != len(want) {
+				t.Fatalf("Oldest(%d) = %d sessions; want %d: %+v", n, len(got), len(want), got)
+			}
+			for i, w := range want {
+				if got[i].Key != w.key || !got[i].Since.Equal(t0.Add(time.Duration(w.since)*time.Second)) || got[i].Waiting != w.waiting || got[i].Locking {
+					t.Errorf("Oldest(%d)[%d] = %v since %v, %d waiting; want %v since +%ds, %d waiting", n, i, got[i].Key, got[i].Since, got[i].Waiting, w.key, w.since, w.waiting)
+				}
+			}
+		}
+		check(3, []row{{keys[3], 0, 2}, {keys[1], 10, 0}, {keys[4], 20, 0}})
+		check(10, []row{{keys[3], 0, 2}, {keys[1], 10, 0}, {keys[4], 20, 0}, {keys[0], 30, 0}, {keys[2], 40, 0}})
+		check(0, nil)
+		// Key 3's turn goes to its first waiter at 50; key 1 is released.
+		now.Store(50)
+		turns[3].Release()
+		turns[1].Release()
+		next := <-done
+		check(3, []row{{keys[4], 20, 0}, {keys[0], 30, 0}, {keys[2], 40, 0}})
+		check(5, []row{{keys[4], 20, 0}, {keys[0], 30, 0}, {keys[2], 40, 0}, {keys[3], 50, 1}})
+		next.Release()
+		(<-done).Release()
+		for _, i := range []int{0, 2, 4} {
+			turns[i].Release()
+		}
+		check(5, nil)
+		if n := q.Sessions(); n != 0 {
+			t.Errorf("Sessions = %d after every release; want 0", n)
+		}
+	})
+}

@@ -104,6 +104,29 @@ type Sessions struct {
 	Active   int
 	Waiting  float64
 	Rejected float64
+	// Oldest are the sessions whose turn has been held longest, longest
+	// first (the source decides how many).
+	Oldest []HeldSession
+	// StuckAfter is how long a turn may be held before the page calls it
+	// stuck (the wiring uses sessions.queue_timeout: beyond it, requests
+	// waiting behind it time out). 0: none is.
+	StuckAfter time.Duration
+}
+
+// HeldSession is one session whose turn is held.
+type HeldSession struct {
+	// Key is the session's key (a hash, never the session id as sent).
+	Key string
+	// Since is when the current holder got the turn.
+	Since time.Time
+	// Waiting counts the requests waiting behind it; Locking reports the
+	// holder itself still waiting for the shared lock (Redis).
+	Waiting int
+	Locking bool
+	// Age and Stuck are filled by the console: how long the turn has been
+	// held, and whether that is StuckAfter or more.
+	Age   time.Duration
+	Stuck bool
 }
 
 // Limit is a limiter's counters for one route.

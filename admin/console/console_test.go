@@ -404,3 +404,128 @@ func TestUnknownSection(t *testing.T) {
 		})
 	}
 }
+
+// TestBusiestAndHeldSections: the rate-limit section lists each limiter's
+// busiest clients from GET /admin/limits/clients (and nothing when the API
+// counts none); the sessions section lists the longest-held turns with
+// their ages, stuck from StuckAfter on.
+func TestBusiestAndHeldSections(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	sessions := func() console.Sessions {
+		return console.Sessions{Enabled: true, Active: 2, StuckAfter: 30 * time.Second, Oldest: []console.HeldSession{
+			{Key: strings.Repeat("ab", 32), Since: now.Add(-95 * time.Second), Waiting: 3},
+			{Key: strings.Repeat("cd", 32), Since: now.Add(-4 * time.Second), Locking: true},
+		}}
+	}
+	busy := func() []admin.LimiterClients {
+		return []admin.LimiterClients{
+			{Limiter: "edge", Clients: []admin.Client{{Client: "192.0.2.7/32", Requests: 640, MaxOvercount: 32, Refused: 12}}},
+			{Limiter: "route", Route: "create_order", Clients: []admin.Client{}},
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		clients  func() []admin.LimiterClients
+		sessions func() console.Sessions
+		want     map[string][]string // section id: texts it must hold
+		absent   map[string][]string
+	}{
+		{
+			name: "listed", clients: busy, sessions: sessions,
+			want: map[string][]string{
+				"h-limits":   {"Busiest clients: edge limiter", "<code class=\"wrap\">192.0.2.7/32</code></td><td>640</td><td>32</td><td>12</td>", "Busiest clients: route create_order", "No requests counted yet."},
+				"h-sessions": {"Longest-held turns", "abababababababab…", "<td>1m35s</td>", "<td>3</td>", `<span class="bad">stuck</span>`, "<td>4s</td>", "waiting for the shared lock", "held 30s or more"},
+			},
+		},
+		{
+			name: "none", clients: nil, sessions: func() console.Sessions { return console.Sessions{Enabled: true} },
+			want:   map[string][]string{"h-sessions": {"No turn is held."}},
+			absent: map[string][]string{"h-limits": {"Busiest clients"}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st := memstore.New(memstore.Options{})
+			defer st.Close()
+			api, err := admin.New(admin.Options{Store: st, Token: token, Clients: tc.clients})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := console.New(console.Options{Token: token, Admin: api, Now: func() time.Time { return now },
+				Sessions: tc.sessions, Limits: func() []console.Limit { return nil }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(c)
+			defer srv.Close()
+			f := &fixture{srv: srv, store: st}
+			cl := f.client(t)
+			f.login(t, cl)
+			_, body := f.get(t, cl, "/ui/", "")
+			section := func(id string) string {
+				i := strings.Index(body, `<section aria-labelledby="`+id+`">`)
+				if i < 0 {
+					t.Fatalf("no section %s", id)
+				}
+				j := strings.Index(body[i:], "</section>")
+				return body[i : i+j]
+			}
+			for id, texts := range tc.want {
+				for _, s := range texts {
+					if !strings.Contains(section(id), s) {
+						t.Errorf("section %s lacks %q:\n%s", id, s, section(id))
+					}
+				}
+			}
+			for id, texts := range tc.absent {
+				for _, s := range texts {
+					if strings.Contains(section(id), s) {
+						t.Errorf("section %s has %q:\n%s", id, s, section(id))
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestUnknownClaimPage: the resolve page of a real unknown record (memory
+// store) shows its cause, its probe state's place ("no probe" until the
+// admin API reports one), the sent mark and the claim id; completing it
+// through the form resolves it, fenced by that claim id.
+func TestUnknownClaimPage(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, console.Options{})
+	ctx := context.Background()
+	k := keystore.NewKey("unknown-1")
+	res, err := f.store.Reserve(ctx, k, keystore.ReserveOptions{Fingerprint: keystore.Fingerprint{1}, Route: "pay", Lease: time.Minute, Retention: time.Hour, Hold: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.MarkSent(ctx, k, res.Token, keystore.UnknownInfo("POST", "/pay", "client-key", "req-1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.MarkUnknown(ctx, k, res.Token, keystore.CauseBroken); err != nil {
+		t.Fatal(err)
+	}
+	c := f.client(t)
+	csrf := f.login(t, c)
+	_, body := f.get(t, c, "/ui/claims/"+k.String(), "")
+	for _, want := range []string{"<dt>Cause</dt><dd>broken</dd>", "<dt>Probe state</dt><dd>no probe</dd>", "<dt>Sent upstream</dt>", res.Claim.ID.String(), "<code>POST /pay</code>"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the resolve page lacks %q", want)
+		}
+	}
+	_, overview := f.get(t, c, "/ui/", "")
+	if !strings.Contains(overview, "<td>no probe</td>") || !strings.Contains(overview, "<td>broken</td>") {
+		t.Errorf("the unknown table lacks the record's cause and probe state")
+	}
+	form := url.Values{"csrf": {csrf}, "status": {"201"}, "body": {`{"id":"op"}`}, "content_type": {"application/json"}, "reason": {"PSP shows it"}, "claim_id": {res.Claim.ID.String()}}
+	if resp := f.post(t, c, "/ui/claims/"+k.String()+"/complete", form, f.srv.URL, ""); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("complete = %d; want 303", resp.StatusCode)
+	}
+	rec, err := f.store.Get(ctx, k)
+	if err != nil || rec.State != keystore.StateCompleted || rec.Response == nil || string(rec.Response.Body) != `{"id":"op"}` {
+		t.Fatalf("after complete: %v, %v; want completed with the operator's answer", rec.State, err)
+	}
+}

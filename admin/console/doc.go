@@ -1,9 +1,12 @@
 // Package console is the operator console: a small server-rendered HTML
 // page at /ui/ on the admin listener (DESIGN.md, Operator console). It
 // shows what an operator on call asks first — the routes with their live
-// counters, claims in flight and their age, unknown records, sessions, the
-// store's health and resets, the config's revision and last reload — and
-// lets an operator release or complete a claim with a reason.
+// counters, claims in flight and their age, unknown records with their
+// cause and probe state (templates/probe.html is the one place probe state
+// is rendered), sessions and the longest-held turns, the store's health and
+// resets, the config's revision and last reload, the limiters' refusals and
+// busiest clients — and lets an operator release or complete a claim or an
+// unknown record with a reason.
 //
 // Security, in the order a request meets it:
 //

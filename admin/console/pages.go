@@ -25,6 +25,7 @@ var funcs = template.FuncMap{
 	"age": func(sec float64) string {
 		return time.Duration(sec * float64(time.Second)).Truncate(time.Second).String()
 	},
+	"dur": func(d time.Duration) string { return d.Truncate(time.Second).String() },
 	"when": func(t time.Time) string {
 		if t.IsZero() {
 			return "never"
@@ -186,6 +187,9 @@ type dashboard struct {
 	ConfigAvailable   bool
 	Limits            []Limit
 	LimitsAvailable   bool
+	Busiest           []limiterClients
+	BusiestAvailable  bool
+	BusiestErr        string
 	Now               time.Time
 }
 
@@ -195,11 +199,17 @@ func (h *Handler) dashboard(w http.ResponseWriter, r *http.Request, x session) {
 	d := dashboard{Now: h.o.Now().UTC()}
 	d.Claims, d.ClaimsTruncated, d.ClaimsErr = h.listClaims(ctx, r)
 	d.Unknown, d.UnknownAvailable, d.UnknownErr = h.listUnknown(ctx, r)
+	d.Busiest, d.BusiestAvailable, d.BusiestErr = h.listBusiest(ctx, r)
 	if h.o.Routes != nil {
 		d.Routes, d.RoutesAvailable = h.o.Routes(), true
 	}
 	if h.o.Sessions != nil {
 		d.Sessions, d.SessionsAvailable = h.o.Sessions(), true
+		for i := range d.Sessions.Oldest {
+			s := &d.Sessions.Oldest[i]
+			s.Age = max(0, d.Now.Sub(s.Since))
+			s.Stuck = d.Sessions.StuckAfter > 0 && s.Age >= d.Sessions.StuckAfter
+		}
 	}
 	if h.o.Health != nil {
 		d.Health, d.HealthAvailable = h.o.Health(ctx), true

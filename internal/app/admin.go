@@ -48,7 +48,7 @@ func (a *App) adminHandler() http.Handler {
 // setAdminToken (re)builds the admin API with token ("" disables it).
 func (a *App) setAdminToken(token string) {
 	log := a.log.With("component", "admin")
-	h, err := newAdmin(a.cfg, a.store, a.proxy, a.reg, log, token)
+	h, err := newAdmin(a.cfg, a.store, a.proxy, a.reg, log, token, a.busiest)
 	if err != nil {
 		log.Error("admin API disabled", "error", err)
 		return
@@ -70,11 +70,20 @@ func (a *App) setAdminToken(token string) {
 	}
 }
 
+// busiest is the running limiters' busiest clients (admin
+// Options.Clients): a reload that rebuilds the limiters starts them afresh.
+func (a *App) busiest() []admin.LimiterClients {
+	if set := a.limits.Load(); set != nil {
+		return set.busiest()
+	}
+	return nil
+}
+
 // newAdmin builds the admin API on st with token. It finds records by the
 // proxy's key look-up (the running identity's Lookup) and the config's one
 // tenant rule, and drops from an operator's answer what the record's
 // running route drops.
-func newAdmin(cfg *config.Config, st keystore.Store, p *proxy.Proxy, reg prometheus.Registerer, log *slog.Logger, token string) (*admin.Handler, error) {
+func newAdmin(cfg *config.Config, st keystore.Store, p *proxy.Proxy, reg prometheus.Registerer, log *slog.Logger, token string, clients func() []admin.LimiterClients) (*admin.Handler, error) {
 	ast, ok := st.(admin.Store)
 	if !ok {
 		return nil, errNoAdminStore
@@ -88,6 +97,7 @@ func newAdmin(cfg *config.Config, st keystore.Store, p *proxy.Proxy, reg prometh
 		TenantFor:        cfg.Idempotency.TenantFor,
 		MaxResponseBytes: cfg.Idempotency.MaxResponseBytes,
 		DropHeaders:      cfg.Idempotency.DropHeaders,
+		Clients:          clients,
 		Registerer:       reg,
 		Logger:           log,
 	})

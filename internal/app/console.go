@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/idemgate/idemgate/admin/console"
+	"github.com/idemgate/idemgate/session"
 )
 
 // newConsole builds the operator console (/ui/) on the admin API api, with
@@ -105,13 +107,20 @@ func (a *App) consoleHealth(ctx context.Context) console.Health {
 	return h
 }
 
+// heldSessions is how many of the longest-held session turns the console
+// shows.
+const heldSessions = 10
+
 // consoleSessions is the session queue's state.
 func (a *App) consoleSessions() console.Sessions {
 	q := a.proxy.Stages().Sessions
 	if q == nil {
 		return console.Sessions{}
 	}
-	s := console.Sessions{Enabled: true, Active: q.Sessions()}
+	s := console.Sessions{Enabled: true, Active: q.Sessions(), StuckAfter: cmp.Or(a.cfg.Sessions.QueueTimeout, session.DefaultQueueTimeout)}
+	for _, h := range q.Oldest(heldSessions) {
+		s.Oldest = append(s.Oldest, console.HeldSession{Key: h.Key.String(), Since: h.Since, Waiting: h.Waiting, Locking: h.Locking})
+	}
 	for _, m := range a.counters("idemgate_session_queue_depth") {
 		s.Waiting += valueOf(m)
 	}

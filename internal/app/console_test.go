@@ -1,11 +1,14 @@
 package app
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/idemgate/idemgate/admin"
 )
 
 // TestConsoleOnAdminListener: /ui/ is served on the admin listener when a
@@ -89,5 +92,50 @@ func TestConsoleConfigRevision(t *testing.T) {
 		if !strings.Contains(page.body, want) {
 			t.Errorf("the overview lacks %q:\n%s", want, page.body)
 		}
+	}
+}
+
+// TestLimitClientsE2E: a route limit's refusals are counted by client and
+// listed by GET /admin/limits/clients (behind the token): 3 of 10 requests
+// from 127.0.0.1 pass the window, 7 are refused, counted exactly; passes
+// are sampled, so requests is 7 plus a multiple of 32.
+func TestLimitClientsE2E(t *testing.T) {
+	t.Parallel()
+	up := newCountingUpstream(t)
+	yaml := reloadYAML(up.URL, `  - {name: get_cart, method: GET, path: "/carts/{id}", rate_limit: {requests: 3, per: 60s, algorithm: window}}
+`, "")
+	tok := "console-app-test-token-0123456789"
+	oa := startOpsApp(t, yaml, "", &tok)
+	for i := range 10 {
+		want := http.StatusCreated
+		if i >= 3 {
+			want = http.StatusTooManyRequests
+		}
+		if a := doHTTP(t, http.DefaultClient, "GET", oa.base+"/carts/c1", ""); a.status != want {
+			t.Fatalf("request %d = %v; want %d", i, a, want)
+		}
+	}
+	if a := doHTTP(t, http.DefaultClient, "GET", oa.adminBase+"/admin/limits/clients", ""); a.status != http.StatusUnauthorized {
+		t.Errorf("without the token = %v; want 401", a)
+	}
+	a := doHTTP(t, http.DefaultClient, "GET", oa.adminBase+"/admin/limits/clients", "", "Authorization", "Bearer "+tok)
+	if a.status != http.StatusOK {
+		t.Fatalf("GET /admin/limits/clients = %v; want 200", a)
+	}
+	var got struct {
+		Limiters []admin.LimiterClients `json:"limiters"`
+	}
+	if err := json.Unmarshal([]byte(a.body), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Limiters) != 1 || got.Limiters[0].Limiter != "route" || got.Limiters[0].Route != "get_cart" || len(got.Limiters[0].Clients) != 1 {
+		t.Fatalf("limiters = %+v; want the get_cart route's, with one client", got.Limiters)
+	}
+	c := got.Limiters[0].Clients[0]
+	if c.Client != "127.0.0.1/32" || c.Refused != 7 || c.Requests < 7 || (c.Requests-7)%32 != 0 || c.MaxOvercount != 0 {
+		t.Errorf("client = %+v; want 127.0.0.1/32, 7 refused, 7 + 32n requests, no over-count", c)
+	}
+	if strings.Contains(oa.logs.String(), "127.0.0.1/32") {
+		t.Errorf("the client's address block reached the log")
 	}
 }

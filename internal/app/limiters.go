@@ -1,11 +1,14 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"sort"
 	"sync/atomic"
 	"time"
 
+	"github.com/idemgate/idemgate/admin"
 	"github.com/idemgate/idemgate/config"
 	"github.com/idemgate/idemgate/limiter"
 	"github.com/idemgate/idemgate/limiter/redislimiter"
@@ -33,6 +36,7 @@ type limitSet struct {
 	local    map[string]*limiter.Limiter // by limiter name; nil entries never
 	backend  *redislimiter.Backend       // nil with limiter.backend local
 	rejected map[rejectLabel]*atomic.Uint64
+	top      map[rejectLabel]*limiter.TopK // each limiter's busiest clients
 }
 
 // rejectLabel is a rejection counter's labels, as proxy.Stages.OnReject
@@ -65,7 +69,7 @@ func newLimiters(cfg *config.Config, log *slog.Logger, cs *closeStack) (*limitSe
 			SweepInterval: sweepInterval,
 		}
 	}
-	set := &limitSet{routes: map[string]proxy.Limiter{}, local: map[string]*limiter.Limiter{}, rejected: map[rejectLabel]*atomic.Uint64{}}
+	set := &limitSet{routes: map[string]proxy.Limiter{}, local: map[string]*limiter.Limiter{}, rejected: map[rejectLabel]*atomic.Uint64{}, top: map[rejectLabel]*limiter.TopK{}}
 	// The two backends make limiters the same way.
 	newEdge := func(o limiter.EdgeOptions) (proxy.Limiter, func() error, error) {
 		l, err := limiter.NewEdge(o)
@@ -117,8 +121,9 @@ func newLimiters(cfg *config.Config, log *slog.Logger, cs *closeStack) (*limitSe
 			return nil, fmt.Errorf("edge_limit: %w", err)
 		}
 		cs.push(closeL)
-		set.edge = l
-		set.rejected[rejectLabel{proxy.LimiterEdge, ""}] = new(atomic.Uint64)
+		label := rejectLabel{proxy.LimiterEdge, ""}
+		set.edge = set.counted(label, l)
+		set.rejected[label] = new(atomic.Uint64)
 	}
 	for i, r := range cfg.Routes {
 		if r.RateLimit == nil {
@@ -129,10 +134,58 @@ func newLimiters(cfg *config.Config, log *slog.Logger, cs *closeStack) (*limitSe
 			return nil, fmt.Errorf("routes[%d].rate_limit: %w", i, err)
 		}
 		cs.push(closeL)
-		set.routes[r.Name] = l
-		set.rejected[rejectLabel{proxy.LimiterRoute, r.Name}] = new(atomic.Uint64)
+		label := rejectLabel{proxy.LimiterRoute, r.Name}
+		set.routes[r.Name] = set.counted(label, l)
+		set.rejected[label] = new(atomic.Uint64)
 	}
 	return set, nil
+}
+
+// counted returns l with its decisions counted in a new TopK of label's.
+func (s *limitSet) counted(label rejectLabel, l proxy.Limiter) proxy.Limiter {
+	top := limiter.NewTopK()
+	s.top[label] = top
+	return countedLimiter{Limiter: l, top: top}
+}
+
+// countedLimiter counts each decision of its Limiter, by client, in top:
+// the busiest clients of the console and GET /admin/limits/clients. Passed
+// requests are sampled (limiter.TopK.Record), so the cost a request that
+// passes adds is one random number nearly always.
+type countedLimiter struct {
+	proxy.Limiter
+	top *limiter.TopK
+}
+
+// AllowContext implements proxy.Limiter.
+func (c countedLimiter) AllowContext(ctx context.Context, k limiter.Key, now time.Time) limiter.Decision {
+	d := c.Limiter.AllowContext(ctx, k, now)
+	c.top.Record(k, !d.OK)
+	return d
+}
+
+// busiestClients is how many clients per limiter the console and the admin
+// API show.
+const busiestClients = 20
+
+// busiest returns each limiter's busiest clients (at most busiestClients),
+// the edge limiter first, then the routes by name.
+func (s *limitSet) busiest() []admin.LimiterClients {
+	out := make([]admin.LimiterClients, 0, len(s.top))
+	for label, top := range s.top {
+		lc := admin.LimiterClients{Limiter: label.limiter, Route: label.route, Clients: []admin.Client{}}
+		for _, c := range top.Top(busiestClients) {
+			lc.Clients = append(lc.Clients, admin.Client{Client: c.Key.String(), Requests: c.Requests, MaxOvercount: c.Err, Refused: c.Refused})
+		}
+		out = append(out, lc)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Limiter != out[j].Limiter {
+			return out[i].Limiter == proxy.LimiterEdge
+		}
+		return out[i].Route < out[j].Route
+	})
+	return out
 }
 
 // onReject counts a rejection (proxy.Stages.OnReject).

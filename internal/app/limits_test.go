@@ -102,6 +102,18 @@ func TestRedisLimitsE2E(t *testing.T) {
 		t.Errorf("edge rejections counted %d; want %d", rejected, 400-passed)
 	}
 
+	// Each replica counts its own refusals by client: every request came
+	// from 127.0.0.1, so its busiest edge client holds them all.
+	for i, a := range []*App{a1, a2} {
+		set := a.limits.Load()
+		want := set.rejections()[rejectLabel{proxy.LimiterEdge, ""}]
+		busy := set.busiest()
+		if len(busy) != 2 || busy[0].Limiter != proxy.LimiterEdge || len(busy[0].Clients) != 1 ||
+			busy[0].Clients[0].Client != "127.0.0.1/32" || busy[0].Clients[0].Refused != want {
+			t.Errorf("replica %d: busiest = %+v; want the edge's 127.0.0.1/32 with its %d refusals first, then get_cart's", i+1, busy, want)
+		}
+	}
+
 	if a1.limits.Load().fallbacks()+a2.limits.Load().fallbacks() != 0 {
 		t.Errorf("fallbacks with Redis up: %d, %d; want 0", a1.limits.Load().fallbacks(), a2.limits.Load().fallbacks())
 	}

@@ -75,16 +75,29 @@ func artifacts(t *testing.T) string {
 
 // upstream answers POST /orders: the first blocked calls wait until
 // release is closed (a write in flight); later ones answer 201 at once.
+// POST /payments breaks the connection after reading the request (the
+// outcome is unknown), and GET answers 200.
 type upstream struct {
-	calls   atomic.Int32
-	blocked int32
-	release chan struct{}
-	once    sync.Once
+	calls    atomic.Int32 // POST /orders
+	payments atomic.Int32 // POST /payments
+	blocked  int32
+	release  chan struct{}
+	once     sync.Once
 }
 
 func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	n := u.calls.Add(1)
 	io.Copy(io.Discard, r.Body)
+	switch {
+	case r.URL.Path == "/payments":
+		u.payments.Add(1)
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close() // it ran, then the connection broke
+		}
+		return
+	case r.Method == http.MethodGet:
+		return
+	}
+	n := u.calls.Add(1)
 	if n <= u.blocked {
 		select {
 		case <-u.release:
@@ -114,11 +127,23 @@ upstream:
   timeout: 60s
 store:
   backend: memory
+sessions:
+  queue_timeout: 1s
 routes:
   - name: create_order
     method: POST
     path: /orders
     idempotent: true
+    session: {header: X-Cart}
+  - name: create_payment
+    method: POST
+    path: /payments
+    idempotent: true
+    unknown_outcome: hold
+  - name: get_cart
+    method: GET
+    path: /carts/{id}
+    rate_limit: {requests: 1, per: 60s}
 `, upstreamURL)))
 	if err != nil {
 		t.Fatal(err)
@@ -172,13 +197,19 @@ func (g *idemgate) waitFor(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("timed out waiting for %s", what)
 }
 
-// order sends a keyed POST /orders and returns status, replay header and
-// body.
+// order sends a keyed POST /orders in the session cart-<key> and returns
+// status, replay header and body.
 func (g *idemgate) order(ctx context.Context, key string) (int, string, string, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.public+"/orders", strings.NewReader(`{"amount":5}`))
+	return g.post(ctx, "/orders", key)
+}
+
+// post sends a keyed POST to path.
+func (g *idemgate) post(ctx context.Context, path, key string) (int, string, string, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.public+path, strings.NewReader(`{"amount":5}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer alice")
 	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("X-Cart", "cart-"+key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, "", "", err
@@ -188,24 +219,34 @@ func (g *idemgate) order(ctx context.Context, key string) (int, string, string, 
 	return resp.StatusCode, resp.Header.Get("Idempotent-Replayed"), string(b), nil
 }
 
-// claims returns the keys of the claims in flight (the admin API).
-func (g *idemgate) claims(t *testing.T) []string {
+// record is a record as the admin API lists it.
+type record struct {
+	Key        string  `json:"key"`
+	AgeSeconds float64 `json:"age_seconds"`
+	Cause      string  `json:"cause"`
+}
+
+// list returns the records of an admin listing (path /admin/claims or
+// /admin/unknown, under field).
+func (g *idemgate) list(t *testing.T, path, field string) []record {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, g.admin+"/admin/claims", nil)
+	req, _ := http.NewRequest(http.MethodGet, g.admin+path, nil)
 	req.Header.Set("Authorization", "Bearer "+adminToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var out struct {
-		Claims []struct {
-			Key string `json:"key"`
-		} `json:"claims"`
-	}
+	var out map[string][]record
 	json.NewDecoder(resp.Body).Decode(&out)
+	return out[field]
+}
+
+// claims returns the keys of the claims in flight (the admin API).
+func (g *idemgate) claims(t *testing.T) []string {
+	t.Helper()
 	var keys []string
-	for _, c := range out.Claims {
+	for _, c := range g.list(t, "/admin/claims", "claims") {
 		keys = append(keys, c.Key)
 	}
 	return keys
@@ -331,11 +372,15 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 }
 
 // TestConsoleInBrowser: an operator logs in to the console in headless
-// Chromium with JavaScript disabled, sees two writes in flight, completes
-// one with an answer and a reason — its retry replays that answer — and
-// releases the other after confirming — its retry runs again. Every page
-// passes the accessibility check, and the overview is screenshot at 1280
-// and 390 px.
+// Chromium with JavaScript disabled and sees two writes in flight with their
+// ages and their session turns held past queue_timeout (stuck), an unknown
+// outcome (the upstream broke the connection on a hold route) with its
+// cause and probe state, and the limited client among the busiest. The
+// unknown record is completed through its form with an answer and a
+// reason: its retry replays that answer and nothing runs again. Of the two
+// writes, one is completed — its retry replays — and the other released
+// after confirming — its retry runs again. Every page passes the
+// accessibility check, and the overview is screenshot at 1280 and 390 px.
 func TestConsoleInBrowser(t *testing.T) {
 	exe := chromium(t)
 	up := &upstream{blocked: 2, release: make(chan struct{})}
@@ -347,10 +392,44 @@ func TestConsoleInBrowser(t *testing.T) {
 	// Two writes in flight: their upstream calls block.
 	clientCtx, cancelClients := context.WithCancel(context.Background())
 	t.Cleanup(cancelClients)
+	originals := make(chan error, 2)
 	for _, key := range []string{"order-1", "order-2"} {
-		go g.order(clientCtx, key)
+		go func() {
+			_, _, _, err := g.order(clientCtx, key)
+			originals <- err
+		}()
 	}
 	g.waitFor(t, "two claims in flight", func() bool { return len(g.claims(t)) == 2 })
+
+	// An unknown outcome: on the hold route, the upstream broke the
+	// connection after reading the request.
+	if status, _, body, err := g.post(context.Background(), "/payments", "pay-1"); err != nil || status != http.StatusBadGateway {
+		t.Fatalf("POST /payments = %d %s, %v; want 502 (the connection broke)", status, body, err)
+	}
+	g.waitFor(t, "one unknown record", func() bool { return len(g.list(t, "/admin/unknown", "unknown")) == 1 })
+	if status, _, body, _ := g.post(context.Background(), "/payments", "pay-1"); status != http.StatusConflict || !strings.Contains(body, "idempotency_outcome_unknown") {
+		t.Fatalf("retry before the operator = %d %s; want 409 idempotency_outcome_unknown", status, body)
+	}
+
+	// A limited client: the cart route admits 1 a minute, so 2 of 3 are
+	// refused.
+	for i := range 3 {
+		resp, err := http.Get(g.public + "/carts/c1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if want := map[bool]int{true: 200, false: 429}[i == 0]; resp.StatusCode != want {
+			t.Fatalf("GET /carts/c1 #%d = %d; want %d", i, resp.StatusCode, want)
+		}
+	}
+
+	// The claims (and their session turns) are at least a second old, past
+	// sessions.queue_timeout (1s): the turns are shown stuck.
+	g.waitFor(t, "claims a second old", func() bool {
+		cs := g.list(t, "/admin/claims", "claims")
+		return len(cs) == 2 && cs[0].AgeSeconds >= 1.1 && cs[1].AgeSeconds >= 1.1
+	})
 
 	dir := artifacts(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -397,6 +476,39 @@ func TestConsoleInBrowser(t *testing.T) {
 	if !strings.Contains(routes, "create_order") {
 		t.Errorf("routes section lacks create_order: %q", routes)
 	}
+	// Each claim in flight with its age: at least the second waited.
+	ages, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('section[aria-labelledby=h-claims] tbody tr td:nth-child(3)')].map(td => td.textContent.trim())`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range ages {
+		if d, err := time.ParseDuration(a); err != nil || d < time.Second || d > 3*time.Minute {
+			t.Errorf("a claim's age on the page is %q; want a duration of at least 1s", a)
+		}
+	}
+	if len(ages) != 2 {
+		t.Errorf("claim ages on the page: %q; want 2", ages)
+	}
+	unknown := text(t, ctx, `section[aria-labelledby=h-unknown] tbody`)
+	for _, want := range []string{"create_payment", "POST /payments", "broken", "no probe"} {
+		if !strings.Contains(unknown, want) {
+			t.Errorf("unknown section lacks %q: %q", want, unknown)
+		}
+	}
+	held, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('table.held tbody tr td:nth-child(4)')].map(td => td.textContent.trim())`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(held) != 2 || held[0] != "stuck" || held[1] != "stuck" {
+		t.Errorf("held session turns' states: %q; want two stuck (held past queue_timeout 1s)", held)
+	}
+	busiest, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('table.busiest tbody tr')].map(tr => [...tr.cells].map(td => td.textContent.trim()).join(' '))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(busiest) != 1 || !strings.HasPrefix(busiest[0], "127.0.0.1/32 ") || !strings.HasSuffix(busiest[0], " 0 2") {
+		t.Errorf("busiest clients: %q; want 127.0.0.1/32 with 2 refused", busiest)
+	}
 	checkA11y(t, ctx, "overview")
 	screenshot(t, ctx, dir, "overview", 1280)
 	screenshot(t, ctx, dir, "overview", 390)
@@ -415,6 +527,40 @@ func TestConsoleInBrowser(t *testing.T) {
 		); err != nil {
 			t.Fatalf("open claim %s: %v", key, err)
 		}
+	}
+
+	// Resolve the unknown record: the PSP shows the payment went through,
+	// so it is completed with the operator's answer.
+	unknownKey := g.list(t, "/admin/unknown", "unknown")[0].Key
+	resolve(unknownKey)
+	if page := text(t, ctx, `dl.card`); !strings.Contains(page, "broken") || !strings.Contains(page, "no probe") {
+		t.Errorf("the unknown record's page lacks its cause or probe state: %q", page)
+	}
+	checkA11y(t, ctx, "unknown")
+	screenshot(t, ctx, dir, "unknown", 390)
+	if err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(1280, 900),
+		chromedp.SetValue(chromedp.CSS(`#c-status`), "201"),
+		chromedp.SetValue(chromedp.CSS(`#c-body`), `{"id":"operator-pay"}`),
+		chromedp.SendKeys(chromedp.CSS(`#c-reason`), "PSP shows payment pay-1 captured"),
+		chromedp.Submit(chromedp.CSS(`#c-reason`)),
+		chromedp.WaitVisible(chromedp.CSS(`p.flash[role=status]`)),
+	); err != nil {
+		t.Fatalf("complete the unknown record: %v", err)
+	}
+	if got := text(t, ctx, `p.flash[role=status]`); !strings.Contains(got, "completed") {
+		t.Fatalf("after completing the unknown record the page says %q; want it completed", got)
+	}
+	if n := len(g.list(t, "/admin/unknown", "unknown")); n != 0 {
+		t.Errorf("after the operator's answer %d unknown records remain; want 0", n)
+	}
+	// Its retry replays the operator's answer; nothing ran again.
+	status, replayed, body, err := g.post(context.Background(), "/payments", "pay-1")
+	if err != nil || status != http.StatusCreated || replayed != "true" || body != `{"id":"operator-pay"}` {
+		t.Errorf("retry of the resolved payment = %d %q %s, %v; want 201, replayed, the operator's answer", status, replayed, body, err)
+	}
+	if n := up.payments.Load(); n != 1 {
+		t.Errorf("the payment ran %d times upstream; want 1", n)
 	}
 
 	// Complete the first with an operator's answer.
@@ -462,6 +608,15 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("after both repairs %d claims are in flight; want 0", n)
 	}
 	screenshot(t, ctx, dir, "after", 1280)
+
+	// The two original requests still hold their session turns (a call
+	// keeps its turn until it ends): let them end before the retries.
+	up.unblock()
+	for range 2 {
+		if err := <-originals; err != nil {
+			t.Fatalf("an original request failed: %v", err)
+		}
+	}
 
 	// The retries: the completed key replays the operator's answer, the
 	// released one runs again upstream.
