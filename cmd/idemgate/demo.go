@@ -62,6 +62,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	app.SetRedisLogger(log)
 	a, err := app.New(cfg, app.Options{Logger: log, Version: version, Revision: buildRevision()})
 	if err != nil {
 		lns.Public.Close()
