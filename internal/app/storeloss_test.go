@@ -130,7 +130,7 @@ func TestStoreLossFlushAllE2E(t *testing.T) {
 	if got := testutil.Gathered(t, oa.reg, "idemgate_store_resets_total"); got != 0 {
 		t.Fatalf("idemgate_store_resets_total at start = %v; want 0", got)
 	}
-	waitUntil(t, "the first epoch check", func() bool { return healthResets(t, oa).Checked != nil })
+	testutil.Eventually(t, 10*time.Second, "the first epoch check", func() bool { return healthResets(t, oa).Checked != nil })
 	c := e2eClient(t)
 	first := make(chan e2eAnswer, 1)
 	go func() { first <- post(c, oa.base, "flushed", `{"n":1}`) }()
@@ -158,7 +158,7 @@ func TestStoreLossFlushAllE2E(t *testing.T) {
 	if !strings.Contains(oa.logs.String(), "vanished from the store; its answer was stored again") {
 		t.Errorf("no log line about the recreated record:\n%s", oa.logs)
 	}
-	waitUntil(t, "the reset to be counted", func() bool { return testutil.Gathered(t, oa.reg, "idemgate_store_resets_total") == 1 })
+	testutil.Eventually(t, 10*time.Second, "the reset to be counted", func() bool { return testutil.Gathered(t, oa.reg, "idemgate_store_resets_total") == 1 })
 	if h := healthResets(t, oa); h.Count != 1 || h.Last == nil {
 		t.Errorf("/healthz resets = %+v; want count 1 with a time", h)
 	}
@@ -346,7 +346,7 @@ func TestStoreLossLostCompletionReplyE2E(t *testing.T) {
 	}
 	time.Sleep(time.Second) // the completion's retries time out meanwhile
 	mute.muted.Store(false)
-	waitUntil(t, "the answer to be stored", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the answer to be stored", func() bool {
 		return strings.Contains(oa.logs.String(), "answer stored after a retry")
 	})
 	// The connections the mute left timed out are being replaced: on a
@@ -376,14 +376,14 @@ func TestStoreLossRestartE2E(t *testing.T) {
 	up := newGatedUpstream(t)
 	up.open()
 	oa := storeLossApp(t, up.URL, own.Addr, "500ms")
-	waitUntil(t, "the first epoch check", func() bool { return healthResets(t, oa).Checked != nil })
+	testutil.Eventually(t, 10*time.Second, "the first epoch check", func() bool { return healthResets(t, oa).Checked != nil })
 	if h := healthResets(t, oa); h.Count != 0 || h.Last != nil {
 		t.Fatalf("/healthz resets at start = %+v; want none", h)
 	}
 	own.Kill()
 	own.Start()
 	restarted := time.Now()
-	waitUntil(t, "the restart to be counted", func() bool { return testutil.Gathered(t, oa.reg, "idemgate_store_resets_total") == 1 })
+	testutil.Eventually(t, 10*time.Second, "the restart to be counted", func() bool { return testutil.Gathered(t, oa.reg, "idemgate_store_resets_total") == 1 })
 	t.Logf("reset counted %v after the restart", time.Since(restarted).Round(time.Millisecond))
 	h := healthResets(t, oa)
 	if h.Count != 1 || h.Last == nil || h.Last.Before(restarted.Add(-time.Second)) {

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/storetest"
 )
@@ -160,7 +161,7 @@ func TestLostClaimReplyReleased(t *testing.T) {
 	}
 	// A timed-out attempt may have done the release when Redis resumed; the
 	// Releaser then learns it on its next attempt.
-	waitFor(t, time.Second, "the Releaser to finish", func() error {
+	testutil.Eventually(t, time.Second, "the Releaser to finish", func() error {
 		if st := r.Stats(); st.Pending != 0 || st.Released != 1 {
 			return fmt.Errorf("releaser %+v; want 1 released", st)
 		}
@@ -187,7 +188,7 @@ func TestRestartWithoutPersistenceDetected(t *testing.T) {
 	resets := make(chan Reset, 4)
 	w := s.WatchEpoch(EpochOptions{OnReset: func(r Reset) { resets <- r }})
 	defer w.Close()
-	waitFor(t, 5*time.Second, "a first epoch check", func() error {
+	testutil.Eventually(t, 5*time.Second, "a first epoch check", func() error {
 		if st := w.EpochStatus(); st.Checked.IsZero() {
 			return errors.New("not checked yet")
 		}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/idemgate/idemgate/config"
 	"github.com/idemgate/idemgate/internal/app"
+	"github.com/idemgate/idemgate/internal/testutil"
 )
 
 const adminToken = "browser-test-admin-token-0123456789"
@@ -150,7 +151,7 @@ routes:
 		}
 	})
 	g := &idemgate{public: "http://" + lns.Public.Addr().String(), admin: "http://" + lns.Admin.Addr().String()}
-	g.waitFor(t, "ready", func() bool {
+	testutil.Eventually(t, 20*time.Second, "ready", func() bool {
 		resp, err := http.Get(g.admin + "/readyz")
 		if err != nil {
 			return false
@@ -159,17 +160,6 @@ routes:
 		return resp.StatusCode == http.StatusOK
 	})
 	return g
-}
-
-// waitFor polls cond every 50 ms for at most 20 s.
-func (g *idemgate) waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
 }
 
 // order sends a keyed POST /orders and returns status, replay header and
@@ -350,7 +340,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	for _, key := range []string{"order-1", "order-2"} {
 		go g.order(clientCtx, key)
 	}
-	g.waitFor(t, "two claims in flight", func() bool { return len(g.claims(t)) == 2 })
+	testutil.Eventually(t, 20*time.Second, "two claims in flight", func() bool { return len(g.claims(t)) == 2 })
 
 	dir := artifacts(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
