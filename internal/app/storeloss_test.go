@@ -20,10 +20,6 @@ import (
 	"github.com/idemgate/idemgate/internal/testutil"
 )
 
-// startOwnRedis is a redis-server of the test's own on the test server's
-// port + 80 + n (redistest.Own).
-func startOwnRedis(t *testing.T, n int) *redistest.Own { return redistest.StartOwn(t, 80+n) }
-
 // gatedUpstream counts executions per key and holds each request until the
 // test opens its gate (or 20 s pass).
 type gatedUpstream struct {
@@ -124,7 +120,7 @@ func (oa *opsApp) late(t *testing.T) float64 {
 // reset is counted, logged and reported in /healthz.
 func TestStoreLossFlushAllE2E(t *testing.T) {
 	t.Parallel()
-	own := startOwnRedis(t, 0)
+	own := redistest.StartOwn(t)
 	up := newGatedUpstream(t)
 	oa := storeLossApp(t, up.URL, own.Addr, "1s")
 	if got := testutil.Gathered(t, oa.reg, "idemgate_store_resets_total"); got != 0 {
@@ -173,7 +169,7 @@ func TestStoreLossFlushAllE2E(t *testing.T) {
 // retry runs instead of getting 409 in progress for a whole lease.
 func TestStoreLossPausedClaimE2E(t *testing.T) {
 	t.Parallel()
-	own := startOwnRedis(t, 1)
+	own := redistest.StartOwn(t)
 	up := newGatedUpstream(t)
 	up.open()
 	oa := storeLossApp(t, up.URL, own.Addr, "300ms")
@@ -324,7 +320,7 @@ func retryUnavailable(t *testing.T, c *http.Client, base, key string) e2eAnswer 
 // over), and the retry of the write replays.
 func TestStoreLossLostCompletionReplyE2E(t *testing.T) {
 	t.Parallel()
-	own := startOwnRedis(t, 2)
+	own := redistest.StartOwn(t)
 	mute := newReplyMute(t, own.Addr)
 	up := newGatedUpstream(t)
 	oa := storeLossApp(t, up.URL, mute.addr, "300ms")
@@ -372,7 +368,7 @@ func TestStoreLossLostCompletionReplyE2E(t *testing.T) {
 // logs an error and reports it in /healthz.
 func TestStoreLossRestartE2E(t *testing.T) {
 	t.Parallel()
-	own := startOwnRedis(t, 3)
+	own := redistest.StartOwn(t)
 	up := newGatedUpstream(t)
 	up.open()
 	oa := storeLossApp(t, up.URL, own.Addr, "500ms")
@@ -403,7 +399,7 @@ func TestStoreLossRestartE2E(t *testing.T) {
 // dropped, counted and logged.
 func TestStoreLossReleaseDroppedAtShutdown(t *testing.T) {
 	t.Parallel()
-	own := startOwnRedis(t, 4)
+	own := redistest.StartOwn(t)
 	up := newGatedUpstream(t)
 	up.open()
 	cfg, err := parseConfig([]byte(`

@@ -125,7 +125,7 @@ func replayBody(t *testing.T, c keystore.Store, k keystore.Key) string {
 // shared one it would kill other packages' subscriptions too.
 func TestReplayCachePurgedOnResubscribe(t *testing.T) {
 	t.Parallel()
-	client := startOwnRedis(t, 20).client(t, testTimeout)
+	client := startOwnRedis(t).client(t, testTimeout)
 	s := newStore(t, client, redistest.Prefix(t))
 	c := newCached(t, s)
 	ctx := t.Context()

@@ -17,11 +17,11 @@ import (
 	"github.com/idemgate/idemgate/keystore/storetest"
 )
 
-// ownRedis is a redis-server of the test's own on the test server's port
-// + 50 + n (redistest.Own), with a store client.
+// ownRedis is a redis-server of the test's own (redistest.Own), with a
+// store client.
 type ownRedis struct{ *redistest.Own }
 
-func startOwnRedis(t *testing.T, n int) *ownRedis { return &ownRedis{redistest.StartOwn(t, 50+n)} }
+func startOwnRedis(t *testing.T) *ownRedis { return &ownRedis{redistest.StartOwn(t)} }
 
 func (r *ownRedis) client(t *testing.T, timeout time.Duration) redis.UniversalClient {
 	t.Helper()
@@ -44,7 +44,7 @@ func claimOpts(fp string, id keystore.ClaimID) keystore.ReserveOptions {
 // watcher counts the reset.
 func TestFlushAllDuringClaim(t *testing.T) {
 	t.Parallel()
-	own := startOwnRedis(t, 0)
+	own := startOwnRedis(t)
 	c := own.client(t, testTimeout)
 	s := newStore(t, c, redistest.Prefix(t))
 	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
@@ -101,7 +101,7 @@ func TestFlushAllDuringClaim(t *testing.T) {
 // answering, the key is free and a retry's claim wins.
 func TestLostClaimReplyReleased(t *testing.T) {
 	t.Parallel()
-	own := startOwnRedis(t, 1)
+	own := startOwnRedis(t)
 	c := own.client(t, 300*time.Millisecond)
 	s := newStore(t, c, redistest.Prefix(t))
 	ctx := t.Context()
@@ -181,7 +181,7 @@ func TestLostClaimReplyReleased(t *testing.T) {
 // and writes a new epoch; an answer in hand is still stored.
 func TestRestartWithoutPersistenceDetected(t *testing.T) {
 	t.Parallel()
-	own := startOwnRedis(t, 2)
+	own := startOwnRedis(t)
 	c := own.client(t, testTimeout)
 	s := newStore(t, c, redistest.Prefix(t))
 	ctx := t.Context()
