@@ -22,6 +22,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/problem"
 	"github.com/idemgate/idemgate/keystore"
+	"golang.org/x/net/http/httpguts"
 )
 
 // Store is what the admin API needs of the idempotency store: reading one
@@ -623,7 +624,7 @@ func (h *Handler) answerOfChecked(req completion, drop map[string]bool) (resp *k
 	}
 	hdr := make(http.Header, len(req.Headers))
 	for name, vals := range req.Headers {
-		if !validToken(name) {
+		if !httpguts.ValidHeaderFieldName(name) {
 			return nil, nil, fmt.Sprintf("header name %q is not valid", name)
 		}
 		cname := textproto.CanonicalMIMEHeaderKey(name)
@@ -868,21 +869,6 @@ func (h *Handler) log(r *http.Request, action string, status int, key, reason st
 		base = append(base, slog.String("reason", reason))
 	}
 	h.o.Logger.LogAttrs(context.Background(), level, "admin request", append(base, attrs...)...)
-}
-
-// validToken reports whether s is an RFC 9110 token (a header name).
-func validToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0 {
-			continue
-		}
-		return false
-	}
-	return true
 }
 
 // cookieSendable reports whether a client can send the cookie name=v in a

@@ -19,6 +19,7 @@ import (
 	"github.com/idemgate/idemgate/internal/identity"
 	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"github.com/idemgate/idemgate/internal/problem"
+	"golang.org/x/net/http/httpguts"
 )
 
 // Sentinel errors wrapped by the [*FieldError] values that
@@ -421,7 +422,7 @@ func (c *Config) validateIdentity(p *problems) {
 	}
 	for i, name := range in.Cookies {
 		key := fmt.Sprintf("%s.cookies[%d]", ik, i)
-		if !validToken(name) {
+		if !httpguts.ValidHeaderFieldName(name) {
 			p.add(key, ErrInvalid, "%q is not a valid cookie name", name)
 		}
 		if j.Enabled() && name == j.Cookie {
@@ -450,7 +451,7 @@ func (c *Config) validateIdentity(p *problems) {
 	if j.Header != "" {
 		checkHeader(p, jk+".header", j.Header)
 	}
-	if j.Cookie != "" && !validToken(j.Cookie) {
+	if j.Cookie != "" && !httpguts.ValidHeaderFieldName(j.Cookie) {
 		p.add(jk+".cookie", ErrInvalid, "%q is not a valid cookie name", j.Cookie)
 	}
 	if len(j.Claims) == 0 {
@@ -553,11 +554,13 @@ var safeMethods = map[string]bool{"GET": true, "HEAD": true, "OPTIONS": true, "T
 
 // validateExtraMethods checks extra_methods: upper-case tokens (routes'
 // methods must be), each listed once, none already registered.
+// A method is an RFC 9110 token, the syntax of a header name, which is what
+// httpguts.ValidHeaderFieldName checks.
 func (c *Config) validateExtraMethods(p *problems) {
 	for i, m := range c.ExtraMethods {
 		key := fmt.Sprintf("extra_methods[%d]", i)
 		switch {
-		case !validToken(m) || strings.ToUpper(m) != m:
+		case !httpguts.ValidHeaderFieldName(m) || strings.ToUpper(m) != m:
 			p.add(key, ErrInvalid, "%q: want an upper-case method token (RFC 9110), like \"PURGE\"", m)
 		case slices.Contains(RegisteredMethods, m):
 			p.add(key, ErrInvalid, "%q is a registered method, which routes may name without it", m)
@@ -587,7 +590,7 @@ func (c *Config) validateRoutes(p *problems) {
 		switch {
 		case r.Method == "":
 			p.add(key+".method", ErrRequired, "is required, like \"POST\"")
-		case !validToken(r.Method) || strings.ToUpper(r.Method) != r.Method:
+		case !httpguts.ValidHeaderFieldName(r.Method) || strings.ToUpper(r.Method) != r.Method:
 			p.add(key+".method", ErrInvalid, "%q: want an upper-case method token, like \"POST\"", r.Method)
 		case !slices.Contains(RegisteredMethods, r.Method) && !slices.Contains(c.ExtraMethods, r.Method):
 			msg := "%q is not a registered HTTP method, so the route would never match and its requests would pass unprotected"
@@ -923,7 +926,7 @@ func checkMode(p *problems, key, mode string, inherit bool) {
 }
 
 func checkHeader(p *problems, key, name string) {
-	if !validToken(name) {
+	if !httpguts.ValidHeaderFieldName(name) {
 		p.add(key, ErrInvalid, "%q is not a valid header name", name)
 	}
 }
@@ -989,23 +992,6 @@ func checkHTTPURL(s string, httpsOnly bool) error {
 		return errors.New("a fragment is not allowed")
 	}
 	return nil
-}
-
-// validToken reports whether s is an RFC 9110 token (header names, methods).
-func validToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' {
-			continue
-		}
-		if !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
-			return false
-		}
-	}
-	return true
 }
 
 // validHost reports whether h is a lower-case DNS name (labels of letters,

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	itestutil "github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/memstore"
 )
@@ -43,12 +44,12 @@ func slowBody(t *testing.T, tp *testProxy, key string, length int, hdr ...string
 // waitHeld waits until the proxy's budget holds want bytes in total.
 func waitHeld(t *testing.T, tp *testProxy, want int64) {
 	t.Helper()
-	for i := 0; i < 500 && tp.p.budget.Used() != want; i++ {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if got := tp.p.budget.Used(); got != want {
-		t.Fatalf("budget holds %d bytes; want %d", got, want)
-	}
+	itestutil.Eventually(t, 5*time.Second, fmt.Sprintf("the budget to hold %d bytes", want), func() error {
+		if got := tp.p.budget.Used(); got != want {
+			return fmt.Errorf("it holds %d", got)
+		}
+		return nil
+	})
 }
 
 // A body that does not arrive within request_body_timeout gets 408
@@ -363,12 +364,7 @@ func TestShutdownStopsRetriesAtDeadline(t *testing.T) {
 	if res.StatusCode != 201 {
 		t.Fatalf("keyed write = %d; want 201 (the answer goes out; storing it is retried)", res.StatusCode)
 	}
-	for i := 0; i < 200 && st.calls.Load() < 2; i++ {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if st.calls.Load() < 2 {
-		t.Fatal("no background retry started")
-	}
+	itestutil.Eventually(t, 2*time.Second, "a background retry", func() bool { return st.calls.Load() >= 2 })
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -379,12 +375,12 @@ func TestShutdownStopsRetriesAtDeadline(t *testing.T) {
 	if !strings.Contains(logs.String(), `"unstored_answers":1`) {
 		t.Errorf("log lacks the count of unstored answers:\n%s", logs.String())
 	}
-	for i := 0; i < 100 && p.renewals.tasks.Load() > 0; i++ {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := p.renewals.tasks.Load(); n != 0 {
-		t.Errorf("%d background retries still running after the deadline", n)
-	}
+	itestutil.Eventually(t, time.Second, "the background retries to end after the deadline", func() error {
+		if n := p.renewals.tasks.Load(); n != 0 {
+			return fmt.Errorf("%d still running", n)
+		}
+		return nil
+	})
 	calls := st.calls.Load()
 	time.Sleep(300 * time.Millisecond)
 	if st.calls.Load() != calls {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	itestutil "github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore/memstore"
 )
 
@@ -72,7 +73,7 @@ func TestClaimOutcomes(t *testing.T) {
 	// In progress: the first request holds the key.
 	done := make(chan result)
 	go func() { done <- tp.do(t, "PUT", "/ucp/v1/carts/hold", "h", `{}`) }()
-	waitFor(t, func() bool { return up.executions("PUT", "/ucp/v1/carts/hold", "h") == 1 })
+	itestutil.Eventually(t, 10*time.Second, "the held PUT to reach the upstream", func() bool { return up.executions("PUT", "/ucp/v1/carts/hold", "h") == 1 })
 	r := tp.do(t, "PUT", "/ucp/v1/carts/hold", "h", `{}`)
 	if r.status != 409 || problemCode(t, r) != "idempotency_in_progress" || r.header.Get("Retry-After") != "2" {
 		t.Errorf("duplicate while running = %v (Retry-After %q); want 409 idempotency_in_progress, Retry-After 2", r, r.header.Get("Retry-After"))
@@ -432,17 +433,6 @@ func TestConcurrentDuplicates(t *testing.T) {
 				break
 			}
 		}
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	itestutil "github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore/memstore"
 	"github.com/idemgate/idemgate/session"
 )
@@ -116,9 +117,11 @@ func TestLateAnswerKept(t *testing.T) {
 	}
 	up.open()
 	var retry result
-	eventually(t, func() string { return "the late answer was not replayed: " + retry.String() }, func() bool {
-		retry = tp.do(t, "POST", "/pay", "k1", `{"amount":1}`)
-		return retry.status == http.StatusCreated
+	itestutil.Eventually(t, 10*time.Second, "the late answer replayed", func() error {
+		if retry = tp.do(t, "POST", "/pay", "k1", `{"amount":1}`); retry.status != http.StatusCreated {
+			return fmt.Errorf("retry = %v", retry)
+		}
+		return nil
 	})
 	if retry.header.Get("Idempotent-Replayed") != "true" || string(retry.body) != `{"execution":1}` {
 		t.Errorf("retry = %v %v; want the late answer replayed", retry, retry.header)
@@ -127,14 +130,16 @@ func TestLateAnswerKept(t *testing.T) {
 		t.Errorf("executions = %d; want 1", n)
 	}
 	var line map[string]any
-	eventually(t, func() string { return "no access-log line of the first request:\n" + tp.logs.String() }, func() bool {
-		line = accessLine(tp.logs.String(), first.header.Get("X-Request-Id"))
-		return line != nil
+	itestutil.Eventually(t, 10*time.Second, "the first request's access-log line", func() error {
+		if line = accessLine(tp.logs.String(), first.header.Get("X-Request-Id")); line == nil {
+			return fmt.Errorf("the log:\n%s", tp.logs.String())
+		}
+		return nil
 	})
 	if line[logOutcome] != OutcomeLate || line[logStatus] != float64(504) {
 		t.Errorf("first request's log line = %v; want outcome late, status 504", line)
 	}
-	eventually(t, func() string { return "the kept call is still counted" }, func() bool {
+	itestutil.Eventually(t, 10*time.Second, "the kept call counted as late, no longer as kept", func() bool {
 		return testutil.ToFloat64(m.lateKept) == 0 && testutil.ToFloat64(m.requests.WithLabelValues("pay", OutcomeLate, "504")) == 1
 	})
 }
@@ -151,7 +156,7 @@ func TestLateAnswerZeroCancels(t *testing.T) {
 		t.Fatalf("first = %v; want 504", r)
 	}
 	up.arrival(t, "k1")
-	eventually(t, func() string { return "the call was not cancelled" }, func() bool { return up.cancelled.Load() == 1 })
+	itestutil.Eventually(t, 10*time.Second, "the call cancelled", func() bool { return up.cancelled.Load() == 1 })
 }
 
 // TestLateAnswerKeepsSessionTurn: a kept call holds its session's turn
@@ -218,12 +223,12 @@ func TestLateAnswerMax(t *testing.T) {
 		t.Fatalf("second = %v; want 504 upstream_timeout", r)
 	}
 	up.arrival(t, "k2")
-	eventually(t, func() string { return "the call over late_answer_max was not cancelled" }, func() bool { return up.cancelled.Load() == 1 })
+	itestutil.Eventually(t, 10*time.Second, "the call over late_answer_max cancelled", func() bool { return up.cancelled.Load() == 1 })
 	if n := testutil.ToFloat64(m.lateDrop.WithLabelValues("pay")); n != 1 {
 		t.Errorf("idemgate_late_calls_cancelled_total = %v; want 1", n)
 	}
 	up.open()
-	eventually(t, func() string { return "k1's late answer was not replayed" }, func() bool {
+	itestutil.Eventually(t, 10*time.Second, "k1's late answer replayed", func() bool {
 		return tp.do(t, "POST", "/pay", "k1", `{}`).status == http.StatusCreated
 	})
 	// k2's outcome is unknown: its claim holds until its lease ends.
@@ -305,7 +310,7 @@ func TestLateAnswerHoldsBody(t *testing.T) {
 		t.Fatalf("first 503 overloaded at write %d; want it once about 8 KiB of bodies are kept", overloaded)
 	}
 	up.open()
-	eventually(t, func() string { return "writes still refused after the late answers" }, func() bool {
+	itestutil.Eventually(t, 10*time.Second, "writes accepted after the late answers", func() bool {
 		return send("after").status == http.StatusCreated
 	})
 }

@@ -174,7 +174,7 @@ func TestMetrics(t *testing.T) {
 	<-arrived
 	waiter := make(chan result, 1)
 	go func() { waiter <- mp.do(t, "GET", "/carts/c1", "", "") }()
-	waitFor(t, func() bool { return testutil.ToFloat64(m.queueDepth) == 1 })
+	itestutil.Eventually(t, 10*time.Second, "one request in the session queue", func() bool { return testutil.ToFloat64(m.queueDepth) == 1 })
 	expect("session busy", mp.do(t, "GET", "/carts/c1", "", ""), 503)
 	if n := testutil.ToFloat64(m.inFlight); n != 4 {
 		t.Errorf("in flight = %v; want 4", n)
@@ -185,15 +185,15 @@ func TestMetrics(t *testing.T) {
 	expect("session", <-sess, 201)
 	expect("session waiter", <-waiter, 201)
 	m.Session().Fallback() // needs a shared lock that is down; counted by the queue
-	waitFor(t, func() bool {
+	itestutil.Eventually(t, 10*time.Second, "a rejected late completion counted", func() bool {
 		return itestutil.Gathered(t, mp.reg, "idemgate_idempotency_late_completions_rejected_total") == 1
 	})
-	waitFor(t, func() bool { return testutil.ToFloat64(m.inFlight) == 0 })
+	itestutil.Eventually(t, 10*time.Second, "no request in flight", func() bool { return testutil.ToFloat64(m.inFlight) == 0 })
 
 	// The store fails: closed.
 	mp.store.Close()
 	expect("store closed", mp.do(t, "POST", "/ucp/v1/carts", "k9", `{}`), 503)
-	waitFor(t, func() bool { return testutil.ToFloat64(m.inFlight) == 0 }) // counted
+	itestutil.Eventually(t, 10*time.Second, "no request in flight", func() bool { return testutil.ToFloat64(m.inFlight) == 0 }) // counted
 
 	req := func(route, outcome, code string) float64 {
 		return testutil.ToFloat64(m.requests.WithLabelValues(route, outcome, code))

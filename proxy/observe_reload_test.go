@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	itestutil "github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/memstore"
 )
@@ -54,7 +55,7 @@ func TestReload(t *testing.T) {
 		t.Errorf("held request = %v; want 201", r)
 	}
 	// The held request finished on the old routing: its answer is recorded.
-	waitFor(t, func() bool {
+	itestutil.Eventually(t, 10*time.Second, "k1 recorded as completed on route pay", func() bool {
 		rec, err := tp.store.Get(t.Context(), tp.p.ScopeKey("", nil, "k1"))
 		return err == nil && rec.State == keystore.StateCompleted && rec.Route == "pay"
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	itestutil "github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore"
 )
 
@@ -41,15 +42,7 @@ func TestObserveMode(t *testing.T) {
 		o.Idempotency.MaxBodyBytes = 64
 	})
 	m := mp.m
-	count := func(outcome string) float64 {
-		return testutil.ToFloat64(m.requests.WithLabelValues("create_cart", outcome, "201"))
-	}
-	// countIs waits (bounded) for a count to reach want: a request is
-	// counted when its handler returns, which may be just after its client
-	// has read the answer.
-	countIs := func(outcome string, want float64) bool {
-		return eventuallyEq(func() float64 { return count(outcome) }, want)
-	}
+	countIs := func(outcome string, want float64) { waitCount(t, m, "create_cart", outcome, want) }
 	const path = "/ucp/v1/carts"
 
 	first := mp.do(t, "POST", path, "k1", `{"a":1}`)
@@ -66,20 +59,20 @@ func TestObserveMode(t *testing.T) {
 	if n := up.executions("POST", path, "k1"); n != 3 {
 		t.Errorf("k1 ran %d times; want 3 (observe mode forwards duplicates)", n)
 	}
-	if got := count(OutcomeWouldReplay); !countIs(OutcomeWouldReplay, 2) {
-		t.Errorf("would_replay = %v; want 2", got)
-	}
+	countIs(OutcomeWouldReplay, 2)
 	// A key reused with another body runs too.
-	if r := mp.do(t, "POST", path, "k1", `{"a":2}`); r.status != 201 || !countIs(OutcomeWouldKeyReused, 1) {
-		t.Errorf("reuse = %v, would_key_reused %v; want 201, 1", r, count(OutcomeWouldKeyReused))
+	if r := mp.do(t, "POST", path, "k1", `{"a":2}`); r.status != 201 {
+		t.Errorf("reuse = %v; want 201", r)
 	}
+	countIs(OutcomeWouldKeyReused, 1)
 	// A duplicate of a request still running runs alongside it.
 	held := make(chan result, 1)
 	go func() { held <- mp.do(t, "POST", path, "k2", `{}`, "X-Hold", "1") }()
 	<-arrived
-	if r := mp.do(t, "POST", path, "k2", `{}`); r.status != 201 || !countIs(OutcomeWouldInProgress, 1) {
-		t.Errorf("duplicate in progress = %v, would_in_progress %v; want 201, 1", r, count(OutcomeWouldInProgress))
+	if r := mp.do(t, "POST", path, "k2", `{}`); r.status != 201 {
+		t.Errorf("duplicate in progress = %v; want 201", r)
 	}
+	countIs(OutcomeWouldInProgress, 1)
 	close(release)
 	if r := <-held; r.status != 201 {
 		t.Errorf("held = %v", r)
@@ -109,18 +102,15 @@ func TestObserveMode(t *testing.T) {
 	if res.StatusCode != 201 || !strings.Contains(string(b), fmt.Sprintf("%q", big+big)) {
 		t.Errorf("chunked body over the limit = %d %.80s; want 201 with the whole body", res.StatusCode, b)
 	}
-	if got := count(OutcomeWouldReject); !countIs(OutcomeWouldReject, 3) {
-		t.Errorf("would_reject = %v; want 3", got)
+	countIs(OutcomeWouldReject, 3)
+	if r := mp.do(t, "POST", "/strict", "", `{}`); r.status != 201 {
+		t.Errorf("require_key without a key = %v; want 201", r)
 	}
-	if r := mp.do(t, "POST", "/strict", "", `{}`); r.status != 201 ||
-		!eventuallyEq(func() float64 {
-			return testutil.ToFloat64(m.requests.WithLabelValues("strict", OutcomeWouldReject, "201"))
-		}, 1) {
-		t.Errorf("require_key without a key = %v; want 201, would_reject", r)
+	waitCount(t, m, "strict", OutcomeWouldReject, 1)
+	if r := mp.do(t, "POST", path, "", `{}`); r.status != 201 {
+		t.Errorf("no key = %v; want 201", r)
 	}
-	if r := mp.do(t, "POST", path, "", `{}`); r.status != 201 || !countIs(OutcomeUnprotected, 1) {
-		t.Errorf("no key = %v; want 201 unprotected", r)
-	}
+	countIs(OutcomeUnprotected, 1)
 	if !strings.Contains(mp.logs.String(), `"outcome":"would_replay"`) {
 		t.Errorf("the access log has no would_replay outcome")
 	}
@@ -156,20 +146,21 @@ func TestObserveStoreDown(t *testing.T) {
 	mp := newMeteredProxy(t, up.URL, []Route{{Name: "w", Method: "POST", Path: "/w", Idempotent: true, Observe: true}}, nil)
 	mp.store.Close()
 	r := mp.do(t, "POST", "/w", "k", `{}`)
-	if r.status != 201 || !eventuallyEq(func() float64 {
-		return testutil.ToFloat64(mp.m.requests.WithLabelValues("w", OutcomeWouldUnavailable, "201"))
-	}, 1) {
-		t.Errorf("store down = %v; want 201, would_unavailable", r)
+	if r.status != 201 {
+		t.Errorf("store down = %v; want 201", r)
 	}
+	waitCount(t, mp.m, "w", OutcomeWouldUnavailable, 1)
 }
 
-// eventuallyEq waits (at most 5 s) for f to return want: a request is
-// counted when its handler returns, which may be just after its client read
-// the answer.
-func eventuallyEq(f func() float64, want float64) bool {
-	deadline := time.Now().Add(5 * time.Second)
-	for f() != want && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	return f() == want
+// waitCount waits (at most 5 s) for the count of route's requests with
+// outcome and status 201 to reach want: a request is counted when its
+// handler returns, which may be just after its client read the answer.
+func waitCount(t *testing.T, m *Metrics, route, outcome string, want float64) {
+	t.Helper()
+	itestutil.Eventually(t, 5*time.Second, fmt.Sprintf("%v %s requests of route %s", want, outcome, route), func() error {
+		if got := testutil.ToFloat64(m.requests.WithLabelValues(route, outcome, "201")); got != want {
+			return fmt.Errorf("counted %v", got)
+		}
+		return nil
+	})
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"github.com/idemgate/idemgate/internal/redistest"
+	itestutil "github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/memstore"
 	"github.com/idemgate/idemgate/keystore/redisstore"
@@ -171,16 +172,13 @@ func newSessionProxy(t *testing.T, up string, qopts session.Options, mod func(*O
 	})
 }
 
-// eventually polls cond every 5 ms until it holds or 10 s have passed.
-func eventually(t *testing.T, what func() string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10s: %s", what())
-		}
-		<-time.After(5 * time.Millisecond)
+// wantWaiting reports, as an error, the number of requests waiting for a
+// session turn unless it is n.
+func wantWaiting(m *sessionCounters, n int64) error {
+	if got := m.waiting.Load(); got != n {
+		return fmt.Errorf("waiting = %d", got)
 	}
+	return nil
 }
 
 // sessionClient is an HTTP client with room for many connections.
@@ -278,8 +276,7 @@ func TestSessionOverflow(t *testing.T) {
 	up.waitArrived(t, "k1")
 	for i := 2; i <= 5; i++ {
 		answers = append(answers, async(c, "PUT", u, fmt.Sprintf("k%d", i)))
-		eventually(t, func() string { return fmt.Sprintf("waiting = %d; want %d", m.waiting.Load(), i-1) },
-			func() bool { return m.waiting.Load() == int64(i-1) })
+		itestutil.Eventually(t, 10*time.Second, fmt.Sprintf("%d waiting", i-1), func() error { return wantWaiting(m, int64(i-1)) })
 	}
 
 	r := recv(t, async(c, "PUT", u, "k6"), "6th")
@@ -287,8 +284,7 @@ func TestSessionOverflow(t *testing.T) {
 		t.Fatalf("6th = %v, Retry-After %q; want 503 session_busy, Retry-After 1", r, r.header.Get("Retry-After"))
 	}
 	// The key is released as the stage returns, just after the answer.
-	eventually(t, func() string { return "the 6th key was not released (it never ran)" },
-		func() bool { return released(t, tp, "k6") })
+	itestutil.Eventually(t, 10*time.Second, "the 6th key released (it never ran)", func() bool { return released(t, tp, "k6") })
 	r = recv(t, async(c, "PUT", u, "k3"), "duplicate of a waiter")
 	if r.status != 409 || problemCode(t, r) != "idempotency_in_progress" || r.header.Get("Retry-After") != "2" {
 		t.Errorf("duplicate of waiting k3 = %v; want 409 idempotency_in_progress, Retry-After 2", r)
@@ -348,8 +344,7 @@ func TestSessionQueueTimeout(t *testing.T) {
 			t.Errorf("attempt %d answered after %v; want at least the queue timeout %v", attempt, d, timeout)
 		}
 		t.Logf("attempt %d: 503 after %v (queue_timeout %v)", attempt, d, timeout)
-		eventually(t, func() string { return "k2 was not released" },
-			func() bool { return released(t, tp, "k2") })
+		itestutil.Eventually(t, 10*time.Second, "k2 released", func() bool { return released(t, tp, "k2") })
 	}
 	up.open()
 	if r := recv(t, first, "k1"); r.status != 201 {
@@ -383,21 +378,20 @@ func TestSessionClientHangUp(t *testing.T) {
 		_, err := send(ctx, c, "PUT", u, "k2")
 		gone <- err
 	}()
-	eventually(t, func() string { return fmt.Sprintf("waiting = %d; want 1", m.waiting.Load()) },
-		func() bool { return m.waiting.Load() == 1 })
+	itestutil.Eventually(t, 10*time.Second, "1 waiting", func() error { return wantWaiting(m, 1) })
 	cancel()
 	if err := <-gone; !errors.Is(err, context.Canceled) {
 		t.Fatalf("hung-up request = %v; want context.Canceled", err)
 	}
-	eventually(t, func() string {
-		return fmt.Sprintf("waiting = %d, canceled = %d, k2 released %v; want 0, 1, true", m.waiting.Load(), m.canceled.Load(), released(t, tp, "k2"))
-	}, func() bool {
-		return m.waiting.Load() == 0 && m.canceled.Load() == 1 && released(t, tp, "k2")
+	itestutil.Eventually(t, 10*time.Second, "none waiting, one canceled, k2 released", func() error {
+		if w, c, r := m.waiting.Load(), m.canceled.Load(), released(t, tp, "k2"); w != 0 || c != 1 || !r {
+			return fmt.Errorf("waiting = %d, canceled = %d, k2 released %v", w, c, r)
+		}
+		return nil
 	})
 	// The line has room again.
 	third := async(c, "PUT", u, "k3")
-	eventually(t, func() string { return fmt.Sprintf("waiting = %d; want 1", m.waiting.Load()) },
-		func() bool { return m.waiting.Load() == 1 })
+	itestutil.Eventually(t, 10*time.Second, "1 waiting", func() error { return wantWaiting(m, 1) })
 	up.open()
 	for _, x := range []struct {
 		key string
@@ -413,13 +407,14 @@ func TestSessionClientHangUp(t *testing.T) {
 	if r := recv(t, async(c, "PUT", u, "k2"), "k2 again"); r.status != 201 {
 		t.Errorf("k2 again = %v; want 201 (its key was released)", r)
 	}
-	eventually(t, func() string { return "no 499 session_busy line in the access log:\n" + tp.logs.String() }, func() bool {
-		for _, line := range strings.Split(tp.logs.String(), "\n") {
+	itestutil.Eventually(t, 10*time.Second, "a 499 session_busy line in the access log", func() error {
+		logs := tp.logs.String()
+		for _, line := range strings.Split(logs, "\n") {
 			if strings.Contains(line, `"status":499`) && strings.Contains(line, `"outcome":"session_busy"`) {
-				return true
+				return nil
 			}
 		}
-		return false
+		return fmt.Errorf("the log:\n%s", logs)
 	})
 }
 
@@ -442,8 +437,7 @@ func TestSessionScopes(t *testing.T) {
 	up.waitArrived(t, "hdr-held")
 
 	get := async(c, "GET", tp.URL+"/carts/A", "")
-	eventually(t, func() string { return fmt.Sprintf("waiting = %d; want 1 (the GET)", m.waiting.Load()) },
-		func() bool { return m.waiting.Load() == 1 })
+	itestutil.Eventually(t, 10*time.Second, "1 waiting: the GET", func() error { return wantWaiting(m, 1) })
 
 	for _, tt := range []struct {
 		name, method, path, key string
@@ -467,12 +461,10 @@ func TestSessionScopes(t *testing.T) {
 	}
 	// The same header session waits.
 	hdrWait := async(c, "POST", tp.URL+"/checkout", "hdr-wait", "X-Cart-Id", "A")
-	eventually(t, func() string { return fmt.Sprintf("waiting = %d; want 2", m.waiting.Load()) },
-		func() bool { return m.waiting.Load() == 2 })
+	itestutil.Eventually(t, 10*time.Second, "2 waiting", func() error { return wantWaiting(m, 2) })
 	// Another spelling of the same cart is the same session: it waits.
 	spelled := async(c, "PUT", tp.URL+"/CARTS//%41/", "spelled")
-	eventually(t, func() string { return fmt.Sprintf("waiting = %d; want 3", m.waiting.Load()) },
-		func() bool { return m.waiting.Load() == 3 })
+	itestutil.Eventually(t, 10*time.Second, "3 waiting", func() error { return wantWaiting(m, 3) })
 	up.open()
 	for name, ch := range map[string]<-chan result{"held": held, "get": get, "hdr-held": hdrHeld, "hdr-wait": hdrWait, "spelled": spelled} {
 		if r := recv(t, ch, name); r.status != 201 {

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	itestutil "github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/memstore"
 )
@@ -113,7 +115,7 @@ func TestHoldBroken(t *testing.T) {
 	}
 	up.arrival(t, "k2")
 	up.open()
-	eventually(t, func() string { return "k2's late answer was not recorded" }, func() bool {
+	itestutil.Eventually(t, 10*time.Second, "k2's late answer recorded", func() bool {
 		return tp.do(t, "POST", "/pay", "k2", `{}`).status == http.StatusCreated
 	})
 }
@@ -131,9 +133,11 @@ func TestHoldLateTimeout(t *testing.T) {
 		}
 		up.arrival(t, "k1")
 		var r result
-		eventually(t, func() string { return "not unknown: " + r.String() }, func() bool {
-			r = tp.do(t, "POST", "/pay", "k1", `{}`)
-			return r.status != http.StatusConflict || problemCode(t, r) != "idempotency_in_progress"
+		itestutil.Eventually(t, 10*time.Second, "the late wait to end", func() error {
+			if r = tp.do(t, "POST", "/pay", "k1", `{}`); r.status == http.StatusConflict && problemCode(t, r) == "idempotency_in_progress" {
+				return fmt.Errorf("still in progress: %v", r)
+			}
+			return nil
 		})
 		wantUnknown(t, "retry after the late wait", r)
 		if n := testutil.ToFloat64(m.unknowns.WithLabelValues("pay", "late_timeout")); n != 1 {
@@ -171,9 +175,11 @@ func TestHoldLapsed(t *testing.T) {
 	}
 	up.open()
 	var r result
-	eventually(t, func() string { return "the holder's late answer did not resolve it: " + r.String() }, func() bool {
-		r = tp.do(t, "POST", "/pay", "k1", `{}`)
-		return r.status == http.StatusCreated
+	itestutil.Eventually(t, 10*time.Second, "the holder's late answer to resolve it", func() error {
+		if r = tp.do(t, "POST", "/pay", "k1", `{}`); r.status != http.StatusCreated {
+			return fmt.Errorf("retry = %v", r)
+		}
+		return nil
 	})
 	if n := up.executions("POST", "/pay", "k1"); n != 1 {
 		t.Errorf("executions = %d; want 1", n)
@@ -249,7 +255,7 @@ func TestHoldWaiter(t *testing.T) {
 		waiter <- readResult(t, res)
 	}()
 	sk := tp.p.scope(httptestRequest(), "k1")
-	eventually(t, func() string { return "the duplicate did not wait" }, func() bool {
+	itestutil.Eventually(t, 10*time.Second, "the duplicate waiting", func() bool {
 		tp.p.waiters.mu.Lock()
 		defer tp.p.waiters.mu.Unlock()
 		return tp.p.waiters.n[sk] == 1

@@ -63,7 +63,7 @@ func TestUpstreamTimeoutKeepsKey(t *testing.T) {
 	}
 	// The takeover reached the upstream (which may see it after the proxy
 	// gave up on a loaded machine).
-	waitFor(t, func() bool { return up.executions("POST", "/slow", "k") == 2 })
+	testutil.Eventually(t, 10*time.Second, "a second execution of k", func() bool { return up.executions("POST", "/slow", "k") == 2 })
 }
 
 func TestUpstreamBrokenKeepsKey(t *testing.T) {
@@ -130,7 +130,7 @@ func TestTakeoverFencesLateCompletion(t *testing.T) {
 	tp := newTestProxy(t, up.URL, nil)
 	first := make(chan result)
 	go func() { first <- tp.do(t, "POST", "/ucp/v1/carts", "k", `{}`) }()
-	waitFor(t, func() bool { return calls.Load() == 1 })
+	testutil.Eventually(t, 10*time.Second, "the first call to reach the upstream", func() bool { return calls.Load() == 1 })
 	tp.clock.Advance(121 * time.Second) // the holder's lease ends
 	second := tp.do(t, "POST", "/ucp/v1/carts", "k", `{}`)
 	if second.status != 200 || string(second.body) != "execution 2" {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	itestutil "github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore/memstore"
 )
 
@@ -38,16 +39,6 @@ func slowUpstream(t *testing.T, d time.Duration, status func(n int) int) *upstre
 
 func created(int) int { return http.StatusCreated }
 
-// pollUntil polls cond (a real server's state) for up to 5s.
-func pollUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
 // The proof of issue 16: 50 keys × 20 duplicates sent while the originals
 // run for 300 ms; every duplicate gets its original's byte-identical answer
 // with Idempotent-Replayed, none gets 409, and the upstream runs 50 times.
@@ -60,7 +51,7 @@ func TestWaitDuplicatesGetTheOriginalsAnswer(t *testing.T) {
 	for k := range keys {
 		wg.Go(func() { originals[k] = tp.do(t, "POST", "/ucp/v1/carts", fmt.Sprint("key-", k), `{"a":1}`) })
 	}
-	pollUntil(t, "50 originals to reach the upstream", func() bool { return up.total.Load() == keys })
+	itestutil.Eventually(t, 5*time.Second, "50 originals to reach the upstream", func() bool { return up.total.Load() == keys })
 	got := make([][]result, keys)
 	for k := range keys {
 		got[k] = make([]result, dups)
@@ -97,7 +88,7 @@ func TestWaitPastWaitTimeoutIs409(t *testing.T) {
 	tp := waitProxy(t, up.URL, 4, 100*time.Millisecond)
 	done := make(chan result)
 	go func() { done <- tp.do(t, "POST", "/ucp/v1/carts", "k", `{}`) }()
-	pollUntil(t, "the original", func() bool { return up.total.Load() == 1 })
+	itestutil.Eventually(t, 5*time.Second, "the original", func() bool { return up.total.Load() == 1 })
 	start := time.Now()
 	r := tp.do(t, "POST", "/ucp/v1/carts", "k", `{}`)
 	if problemCode(t, r) != "idempotency_in_progress" || r.header.Get("Retry-After") != "2" {
@@ -124,7 +115,7 @@ func TestWaitReleasedOriginalLetsOneWaiterRun(t *testing.T) {
 	var wg sync.WaitGroup
 	var orig result
 	wg.Go(func() { orig = tp.do(t, "POST", "/ucp/v1/carts", "k", `{}`) })
-	pollUntil(t, "the original", func() bool { return up.total.Load() == 1 })
+	itestutil.Eventually(t, 5*time.Second, "the original", func() bool { return up.total.Load() == 1 })
 	const n = 8
 	got := make([]result, n)
 	for i := range n {
@@ -158,7 +149,7 @@ func TestWaitQueueDepthAndHangUp(t *testing.T) {
 	orig := make(chan result, 1)
 	go func() { orig <- tp.do(t, "POST", "/ucp/v1/carts", "k", `{}`) }()
 	defer func() { <-orig }()
-	pollUntil(t, "the original", func() bool { return up.total.Load() == 1 })
+	itestutil.Eventually(t, 5*time.Second, "the original", func() bool { return up.total.Load() == 1 })
 	ctx, cancel := context.WithCancel(context.Background())
 	var left atomic.Bool
 	for range 2 {
@@ -178,13 +169,13 @@ func TestWaitQueueDepthAndHangUp(t *testing.T) {
 		defer tp.p.waiters.mu.Unlock()
 		return sum(tp.p.waiters.n)
 	}
-	pollUntil(t, "2 waiters", func() bool { return waiting() == 2 })
+	itestutil.Eventually(t, 5*time.Second, "2 waiters", func() bool { return waiting() == 2 })
 	start := time.Now()
 	if r := tp.do(t, "POST", "/ucp/v1/carts", "k", `{}`); problemCode(t, r) != "idempotency_in_progress" || time.Since(start) > 200*time.Millisecond {
 		t.Errorf("third duplicate = %v after %v; want 409 at once", r, time.Since(start))
 	}
 	cancel()
-	pollUntil(t, "the waiters to leave", func() bool { return waiting() == 0 })
+	itestutil.Eventually(t, 5*time.Second, "the waiters to leave", func() bool { return waiting() == 0 })
 	if tp.p.notices.(interface{ Watched() int }).Watched() != 0 {
 		t.Error("a watch outlived its waiter")
 	}
@@ -209,7 +200,7 @@ func TestWaitTooLargeOriginal(t *testing.T) {
 	orig := make(chan result, 1)
 	go func() { orig <- tp.do(t, "POST", "/ucp/v1/carts", "k", `{}`) }()
 	defer func() { <-orig }()
-	pollUntil(t, "the original", func() bool { return up.total.Load() == 1 })
+	itestutil.Eventually(t, 5*time.Second, "the original", func() bool { return up.total.Load() == 1 })
 	if r := tp.do(t, "POST", "/ucp/v1/carts", "k", `{}`); problemCode(t, r) != "idempotency_response_too_large" {
 		t.Errorf("waiter = %v, want 409 idempotency_response_too_large", r)
 	}
@@ -243,12 +234,12 @@ func TestMaxWaiters(t *testing.T) {
 			var wg sync.WaitGroup
 			var orig result
 			wg.Go(func() { orig = tp.do(t, "POST", "/ucp/v1/carts", "k", `{}`) })
-			pollUntil(t, "the original", func() bool { return up.total.Load() == 1 })
+			itestutil.Eventually(t, 5*time.Second, "the original", func() bool { return up.total.Load() == 1 })
 			got := make([]result, n)
 			for i := range n {
 				wg.Go(func() { got[i] = tp.do(t, "POST", "/ucp/v1/carts", "k", `{}`) })
 			}
-			pollUntil(t, fmt.Sprint(n, " waiters"), func() bool { return waiting() == n })
+			itestutil.Eventually(t, 5*time.Second, fmt.Sprint(n, " waiters"), func() bool { return waiting() == n })
 			if n == 64 {
 				// The original is held until the 65th has its answer: it
 				// can only be the 409 of a full line.

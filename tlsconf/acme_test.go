@@ -11,14 +11,13 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/certmagic"
 
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore/redisstore"
 	"github.com/idemgate/idemgate/tlsconf"
 	"github.com/idemgate/idemgate/tlsconf/redisstorage"
@@ -91,20 +90,11 @@ func listenLoopback(t *testing.T) net.Listener {
 func waitCert(t *testing.T, addr, name string, roots *x509.CertPool) *x509.Certificate {
 	t.Helper()
 	var leaf *x509.Certificate
-	var last error
-	deadline := time.Now().Add(60 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		leaf, last = handshake(addr, name, roots)
-		if last == nil {
-			return leaf
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no valid certificate for %s within 60s; last handshake: %v", name, last)
-		}
-		<-tick.C
-	}
+	testutil.Eventually(t, 60*time.Second, "a valid certificate for "+name, func() (err error) {
+		leaf, err = handshake(addr, name, roots)
+		return err
+	})
+	return leaf
 }
 
 // TestACMEManaged: a managed domain is obtained from Pebble at Start and
@@ -266,52 +256,15 @@ func TestACMEOptions(t *testing.T) {
 	}
 }
 
-// gate is a TCP forwarder to a real server that refuses connections
-// (accepts and closes them) until opened: a Redis that is not up yet.
-type gate struct {
-	ln     net.Listener
-	target string
-	open   atomic.Bool
-}
-
-func newGate(t *testing.T, target string) *gate {
-	t.Helper()
-	g := &gate{ln: listenLoopback(t), target: target}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { g.ln.Close(); wg.Wait() })
-	wg.Go(func() {
-		for {
-			c, err := g.ln.Accept()
-			if err != nil {
-				return
-			}
-			if !g.open.Load() {
-				c.Close()
-				continue
-			}
-			wg.Go(func() {
-				defer c.Close()
-				up, err := net.Dial("tcp", g.target)
-				if err != nil {
-					return
-				}
-				defer up.Close()
-				go func() { io.Copy(up, c); up.Close() }()
-				io.Copy(c, up)
-			})
-		}
-	})
-	return g
-}
-
 // TestACMEWaitsForStorage: with the Redis storage unreachable at start
 // (Redis comes up after idemgate), certificate management waits and then
 // obtains the certificate, rather than giving up on the name.
 func TestACMEWaitsForStorage(t *testing.T) {
 	t.Parallel()
 	addr := redistest.Addr(t)
-	g := newGate(t, addr)
-	client, err := redisstore.NewClient(redisstore.ClientOptions{Addrs: []string{g.ln.Addr().String()}, Timeout: time.Second})
+	g := testutil.NewGate(t, addr)
+	g.Shut() // Redis is not up yet: connections are refused
+	client, err := redisstore.NewClient(redisstore.ClientOptions{Addrs: []string{g.Addr()}, Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,13 +283,13 @@ func TestACMEWaitsForStorage(t *testing.T) {
 		Storage: st,
 		Logger:  logs.logger(),
 	}, nil)
-	waitFor(t, 10*time.Second, "a warning that the storage is unavailable", func() bool {
+	testutil.Eventually(t, 10*time.Second, "a warning that the storage is unavailable", func() bool {
 		return logs.count("certificate storage unavailable") > 0
 	})
 	if n := pb.Orders(); n != 0 {
 		t.Fatalf("%d orders while the storage was down; want 0", n)
 	}
-	g.open.Store(true)
+	g.Open()
 	waitCert(t, site.httpsAddr, "late.idemgate.test", pb.IssuerRoots)
 	if n := pb.Finalized(); n != 1 {
 		t.Errorf("Pebble issued %d certificates; want 1", n)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/tlsconf"
 	"github.com/idemgate/idemgate/tlsconf/tlstest"
 )
@@ -177,7 +178,7 @@ func TestFilesPollOnly(t *testing.T) {
 	}
 	c2, k2 := ca.Leaf(t, 2, time.Now().Add(time.Hour))
 	writePair(c2, k2)
-	waitFor(t, 10*time.Second, "poll picks up the new pair", func() bool {
+	testutil.Eventually(t, 10*time.Second, "poll picks up the new pair", func() bool {
 		select {
 		case err := <-reloads:
 			return err == nil

@@ -80,17 +80,3 @@ func (l *logBuffer) count(s string) int {
 func (l *logBuffer) logger() *slog.Logger {
 	return slog.New(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
-
-// waitFor polls cond every few milliseconds until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		<-tick.C
-	}
-}

@@ -43,6 +43,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// GOMEMLIMIT: 90 % of the container's memory limit when unset
 	// (DESIGN.md, Bounds); logged either way.
 	memlimit.Set(log)
+	app.SetRedisLogger(log)
 	cfg, err := loadConfig(*path)
 	if err != nil {
 		// As JSON lines, one per problem, among the other log lines.

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgate/idemgate/admin"
 	"github.com/idemgate/idemgate/admin/console"
@@ -25,7 +24,6 @@ import (
 	"github.com/idemgate/idemgate/internal/identity"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/metered"
-	"github.com/idemgate/idemgate/keystore/redisstore"
 	"github.com/idemgate/idemgate/limiter"
 	"github.com/idemgate/idemgate/proxy"
 	"github.com/idemgate/idemgate/session"
@@ -56,10 +54,6 @@ type Options struct {
 // AdminTokenEnv names the environment variable main reads the admin API's
 // token from.
 const AdminTokenEnv = "IDEMGATE_ADMIN_TOKEN"
-
-// redisLogEvery is the least time between two log lines of one go-redis
-// message (a failed dial is logged for every attempt while Redis is down).
-const redisLogEvery = 10 * time.Second
 
 // App is one idemgate: its store, limiters, session queue, proxy, admin API
 // and listeners. Build it with [New], run it with [App.Serve].
@@ -109,10 +103,6 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 			a.closers.close()
 		}
 	}()
-	// go-redis logs (pool and dial trouble) go into the JSON log.
-	// While Redis is down go-redis logs each failed dial (several a
-	// second): one line per message every redisLogEvery, with a count.
-	redis.SetLogger(&redisstore.Logger{L: a.log.With("component", "redis"), Every: redisLogEvery})
 	st, err := newStore(cfg, a.log, &a.closers)
 	if err != nil {
 		return nil, err

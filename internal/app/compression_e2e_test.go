@@ -8,10 +8,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testutil"
 )
 
 // corpusAnswer is a real-looking Stripe charge (3.6 KB of JSON) from the
@@ -96,7 +98,7 @@ func TestCompressionReplayAndReload(t *testing.T) {
 		t.Errorf("compression none: the store grew by %d bytes for a %d-byte body; want at least the body", grew, len(body))
 	}
 	km.update(t, yaml("zstd"))
-	waitUntil(t, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
+	testutil.Eventually(t, 10*time.Second, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
 	packed, grew := write("after")
 	if 2*grew > int64(len(body)) {
 		t.Errorf("compression zstd: the store grew by %d bytes for a %d-byte body; want at most half", grew, len(body))

@@ -7,8 +7,10 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemgate/idemgate/admin"
+	"github.com/idemgate/idemgate/internal/testutil"
 )
 
 // TestConsoleOnAdminListener: /ui/ is served on the admin listener when a
@@ -65,13 +67,13 @@ func TestConsoleConfigRevision(t *testing.T) {
 	}
 	km.update(t, reloadYAML(up.URL, ordersRoute, ""))
 	oa.waitRoutes(t, "pay", "orders")
-	waitUntil(t, "revision 2", func() bool { return oa.configStatus().Revision == 2 })
+	testutil.Eventually(t, 10*time.Second, "revision 2", func() bool { return oa.configStatus().Revision == 2 })
 	st := oa.configStatus()
 	if st.LastResult != "applied" || len(st.Digest) != 12 {
 		t.Errorf("after a reload: %+v; want applied with a digest", st)
 	}
 	km.update(t, reloadYAML(up.URL, ordersRoute, "")+"  - {name: pay, method: POST, path: /dup, idempotent: true}\n")
-	waitUntil(t, "a refused reload", func() bool { return oa.configStatus().LastResult == "refused" })
+	testutil.Eventually(t, 10*time.Second, "a refused reload", func() bool { return oa.configStatus().LastResult == "refused" })
 	if st := oa.configStatus(); st.Revision != 2 || len(st.LastProblems) == 0 {
 		t.Errorf("after a refused reload: %+v; want revision 2 and the problems", st)
 	}

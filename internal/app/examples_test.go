@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/config"
+	"github.com/idemgate/idemgate/internal/testutil"
 )
 
 // exampleApp starts idemgate on examples/name in front of up and returns
@@ -301,11 +302,7 @@ func TestExamplePrynt(t *testing.T) {
 			res.Body.Close()
 		}
 	}()
-	for deadline := time.Now().Add(5 * time.Second); execs.Load() == before+2; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the slow mutation never arrived")
-		}
-	}
+	testutil.Eventually(t, 5*time.Second, "the slow mutation to arrive", func() bool { return execs.Load() != before+2 })
 	a := gql("slow", m)
 	close(release)
 	<-done

@@ -383,7 +383,7 @@ func TestIdentityJWKSURLLateStart(t *testing.T) {
 	bob := bearer(token(t, rsa1, claimsAt("bob", t0)))
 
 	wantIdentityUnavailable(t, "IdP down", order(t, base, "o-1", alice...))
-	waitUntil(t, "three failed fetches", func() bool { return failed.Load() >= 3 })
+	testutil.Eventually(t, 10*time.Second, "three failed fetches", func() bool { return failed.Load() >= 3 })
 	wantIdentityUnavailable(t, "IdP still down", order(t, base, "o-1", alice...))
 	// A limit by identity counts an unverifiable identity per address:
 	// Bob's valid token from the same address buys no fresh budget.
@@ -400,7 +400,7 @@ func TestIdentityJWKSURLLateStart(t *testing.T) {
 
 	up.Store(true)
 	var r httpAnswer
-	waitUntil(t, "the write to go through after the IdP came up", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the write to go through after the IdP came up", func() bool {
 		r = order(t, base, "o-1", alice...)
 		return r.status != 503
 	})
@@ -462,7 +462,7 @@ func TestIdentityJWKSURLSlow(t *testing.T) {
 	}
 	free()
 	var r httpAnswer
-	waitUntil(t, "the write to go through after the IdP answered", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the write to go through after the IdP answered", func() bool {
 		r = order(t, base, "s-1", alice...)
 		return r.status != 503
 	})
@@ -597,9 +597,9 @@ func TestIdentityReload(t *testing.T) {
 	if r := order(t, oa.base, "r-1", "Cookie", "sid=alice"); r.status != 400 {
 		t.Fatalf("a cookie before the reload = %v; want 400 (the identity is X-Api-Key)", r)
 	}
-	waitUntil(t, "watcher started", func() bool { oa.reload.mu.Lock(); defer oa.reload.mu.Unlock(); return oa.reload.started })
+	testutil.Eventually(t, 10*time.Second, "watcher started", func() bool { oa.reload.mu.Lock(); defer oa.reload.mu.Unlock(); return oa.reload.started })
 	writeAtomic(t, path, []byte(orderYAML(up.URL, `    cookies: ["sid"]`)))
-	waitUntil(t, "cookie identity", func() bool { return order(t, oa.base, "r-2", "Cookie", "sid=alice").status == 201 })
+	testutil.Eventually(t, 10*time.Second, "cookie identity", func() bool { return order(t, oa.base, "r-2", "Cookie", "sid=alice").status == 201 })
 	if r := order(t, oa.base, "r-3", "X-Api-Key", "k1"); r.status != 400 {
 		t.Errorf("the old identity header after the reload = %v; want 400", r)
 	}
@@ -608,5 +608,5 @@ func TestIdentityReload(t *testing.T) {
 	}
 	// Anonymous from now on.
 	writeAtomic(t, path, []byte(strings.Replace(orderYAML(up.URL, `    cookies: ["sid"]`), "idempotency:\n", "idempotency:\n  require_identity: false\n", 1)))
-	waitUntil(t, "require_identity false", func() bool { return order(t, oa.base, "r-4").status == 201 })
+	testutil.Eventually(t, 10*time.Second, "require_identity false", func() bool { return order(t, oa.base, "r-4").status == 201 })
 }

@@ -22,13 +22,7 @@ func TestLogBuffer(t *testing.T) {
 	b := NewLogBuffer(&out, 1<<16, 20*time.Millisecond)
 	b.Write([]byte("one\n"))
 	// Flushed by the interval, without Close.
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(out.String(), "one") {
-		if time.Now().After(deadline) {
-			t.Fatal("a buffered line was not flushed within 5s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(t, 5*time.Second, "the buffered line flushed", func() bool { return strings.Contains(out.String(), "one") })
 	b.Write([]byte("two\n"))
 	b.Close()
 	b.Close()

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/testutil"
 )
 
 func profileApp(t *testing.T, yaml string) string {
@@ -93,11 +95,7 @@ routes:
 	// wait it gets Stripe's idempotency_key_in_use, to be retried.
 	done := make(chan httpAnswer, 1)
 	go func() { done <- charge("slow", "acct_A", "amount=1", "X-Hang", "1") }()
-	for deadline := time.Now().Add(5 * time.Second); up.count("/v1/charges", "slow") == 0; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the original never reached the upstream")
-		}
-	}
+	testutil.Eventually(t, 5*time.Second, "the original to reach the upstream", func() bool { return up.count("/v1/charges", "slow") > 0 })
 	start := time.Now()
 	dup := charge("slow", "acct_A", "amount=1")
 	if e := stripeErr(t, dup); dup.status != 409 || e.Error.Type != "idempotency_error" || e.Error.Code != "idempotency_key_in_use" ||
@@ -163,11 +161,7 @@ routes:
 	// §2.7: a request while the original is still outstanding → 409.
 	done := make(chan httpAnswer, 1)
 	go func() { done <- post(`"slow"`, `{}`, "X-Hang", "1") }()
-	for deadline := time.Now().Add(5 * time.Second); up.count("/orders", `"slow"`) == 0; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the original never reached the upstream")
-		}
-	}
+	testutil.Eventually(t, 5*time.Second, "the original to reach the upstream", func() bool { return up.count("/orders", `"slow"`) > 0 })
 	if r := post(`"slow"`, `{}`); r.status != 409 || problem(r) != "A request is outstanding for this Idempotency-Key" {
 		t.Errorf("§2.7 concurrent request = %v; want 409 A request is outstanding for this Idempotency-Key", r)
 	}

@@ -6,10 +6,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testutil"
 )
 
 // Two replicas sharing one Redis while store.redis.record_format changes
@@ -136,7 +138,7 @@ func TestReloadRecordFormat(t *testing.T) {
 		t.Fatalf("record_format: hash wrote a %s", got)
 	}
 	km.update(t, yaml("compact"))
-	waitUntil(t, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
+	testutil.Eventually(t, 10*time.Second, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
 	if got := write("after"); got != "string" {
 		t.Errorf("after the reload to compact, a %s was written; want a string", got)
 	}

@@ -604,100 +604,13 @@ func TestRedisE2EOutage(t *testing.T) {
 	}
 }
 
-// tcpGate forwards loopback TCP connections to a real Redis and can be
-// shut (listener and every connection closed) and reopened on the same
-// address: Redis stopping and starting, as idemgate sees it.
-type tcpGate struct {
-	target string
-	addr   string
-	mu     sync.Mutex
-	ln     net.Listener
-	conns  map[net.Conn]struct{}
-	wg     sync.WaitGroup
-}
-
-func (g *tcpGate) open() error {
-	ln, err := net.Listen("tcp", g.addr)
-	if err != nil {
-		return err
-	}
-	g.mu.Lock()
-	g.ln = ln
-	g.addr = ln.Addr().String()
-	if g.conns == nil {
-		g.conns = map[net.Conn]struct{}{}
-	}
-	g.mu.Unlock()
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			g.wg.Add(1)
-			go func() {
-				defer g.wg.Done()
-				g.pipe(c)
-			}()
-		}
-	}()
-	return nil
-}
-
-func (g *tcpGate) pipe(c net.Conn) {
-	r, err := net.DialTimeout("tcp", g.target, 2*time.Second)
-	if err != nil {
-		c.Close()
-		return
-	}
-	g.mu.Lock()
-	if g.ln == nil { // shut meanwhile
-		g.mu.Unlock()
-		c.Close()
-		r.Close()
-		return
-	}
-	g.conns[c], g.conns[r] = struct{}{}, struct{}{}
-	g.mu.Unlock()
-	done := make(chan struct{}, 2)
-	go func() { io.Copy(r, c); done <- struct{}{} }()
-	go func() { io.Copy(c, r); done <- struct{}{} }()
-	<-done
-	c.Close()
-	r.Close()
-	<-done
-	g.mu.Lock()
-	delete(g.conns, c)
-	delete(g.conns, r)
-	g.mu.Unlock()
-}
-
-// shut closes the listener and every forwarded connection.
-func (g *tcpGate) shut() {
-	g.mu.Lock()
-	if g.ln != nil {
-		g.ln.Close()
-		g.ln = nil
-	}
-	for c := range g.conns {
-		c.Close()
-	}
-	g.mu.Unlock()
-}
-
 // TestRedisE2EOutageRecovery: Redis goes away mid-run → keyed writes get
 // 503 idempotency_unavailable within the timeout and unkeyed ones pass;
 // it comes back → keyed writes work again on both replicas, no restart.
 func TestRedisE2EOutageRecovery(t *testing.T) {
 	t.Parallel()
 	addr := redistest.Addr(t)
-	g := &tcpGate{target: addr, addr: "127.0.0.1:0"}
-	if err := g.open(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.shut(); g.wg.Wait() })
+	g := testutil.NewGate(t, addr)
 	var execs execCounter
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, _ := execs.add(r.Header.Get("Idempotency-Key"))
@@ -706,7 +619,7 @@ func TestRedisE2EOutageRecovery(t *testing.T) {
 		fmt.Fprintf(w, `{"exec":%d}`, n)
 	}))
 	defer up.Close()
-	yaml := e2eYAML(up.URL, g.addr, e2ePrefix(t), "")
+	yaml := e2eYAML(up.URL, g.Addr(), e2ePrefix(t), "")
 	bases := []string{startReplica(t, e2eConfig(t, yaml)), startReplica(t, e2eConfig(t, yaml))}
 	c := e2eClient(t)
 
@@ -719,7 +632,7 @@ func TestRedisE2EOutageRecovery(t *testing.T) {
 			t.Fatalf("replica %d: replay with Redis up = %v; want a replay", 1-i, r)
 		}
 	}
-	g.shut()
+	g.Shut()
 	for i, base := range bases {
 		start := time.Now()
 		a := post(c, base, fmt.Sprint("during-", i), `{}`)
@@ -734,9 +647,7 @@ func TestRedisE2EOutageRecovery(t *testing.T) {
 			t.Errorf("replica %d: unkeyed write with Redis down = %v; want 201", i, u)
 		}
 	}
-	if err := g.open(); err != nil {
-		t.Fatal(err)
-	}
+	g.Open()
 	for i, base := range bases {
 		var a e2eAnswer
 		start := time.Now()

@@ -95,21 +95,9 @@ func (oa *opsApp) routeNames() []string {
 	return names
 }
 
-// waitUntil polls cond (bounded).
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func (oa *opsApp) waitRoutes(t *testing.T, want ...string) {
 	t.Helper()
-	waitUntil(t, fmt.Sprintf("routes %v (have %v)", want, oa.routeNames()), func() bool { return slices.Equal(oa.routeNames(), want) })
+	testutil.Eventually(t, 10*time.Second, fmt.Sprintf("routes %v (have %v)", want, oa.routeNames()), func() bool { return slices.Equal(oa.routeNames(), want) })
 }
 
 func (oa *opsApp) reloads(t *testing.T, result string) float64 {
@@ -183,7 +171,7 @@ func TestReloadReplaceInPlaceInvalid(t *testing.T) {
 	if err := os.WriteFile(path, []byte(inPlace), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "observe mode", func() bool { return len(oa.proxy.Stages().Routes) == 2 && oa.proxy.Stages().Routes[0].Observe })
+	testutil.Eventually(t, 10*time.Second, "observe mode", func() bool { return len(oa.proxy.Stages().Routes) == 2 && oa.proxy.Stages().Routes[0].Observe })
 	pay("p1")
 	pay("p1")
 	if n := up.count("/pay", "p1"); n != 2 {
@@ -211,7 +199,7 @@ func TestReloadReplaceInPlaceInvalid(t *testing.T) {
 		if err := os.Rename(tmp, path); err != nil {
 			t.Fatal(err)
 		}
-		waitUntil(t, fmt.Sprintf("refusal %d", i+1), func() bool { return oa.reloads(t, "failure") > before })
+		testutil.Eventually(t, 10*time.Second, fmt.Sprintf("refusal %d", i+1), func() bool { return oa.reloads(t, "failure") > before })
 		if !strings.Contains(oa.logs.String(), bad.problem) {
 			t.Errorf("refusal %d does not name %q", i+1, bad.problem)
 		}
@@ -237,7 +225,7 @@ func TestReloadReplaceInPlaceInvalid(t *testing.T) {
 		t.Fatal(err)
 	}
 	oa.waitRoutes(t, "pay")
-	waitUntil(t, "restart required", func() bool {
+	testutil.Eventually(t, 10*time.Second, "restart required", func() bool {
 		return testutil.Gathered(t, oa.reg, "idemgate_config_restart_required") == 1
 	})
 	logs := oa.logs.String()
@@ -306,7 +294,7 @@ func TestReloadUnderTraffic(t *testing.T) {
 		case 1:
 			km.update(t, bad)
 			refusals++
-			waitUntil(t, "refusal", func() bool { return oa.reloads(t, "failure") == float64(refusals) })
+			testutil.Eventually(t, 10*time.Second, "refusal", func() bool { return oa.reloads(t, "failure") == float64(refusals) })
 		case 2:
 			km.update(t, v1)
 			oa.waitRoutes(t, "pay")
@@ -346,11 +334,11 @@ func TestReloadSIGHUP(t *testing.T) {
 	}
 	oa := startOpsApp(t, v1, path, nil)
 	// Wait until the watcher made its first read (nothing to apply).
-	waitUntil(t, "watcher started", func() bool { oa.reload.mu.Lock(); defer oa.reload.mu.Unlock(); return oa.reload.started })
+	testutil.Eventually(t, 10*time.Second, "watcher started", func() bool { oa.reload.mu.Lock(); defer oa.reload.mu.Unlock(); return oa.reload.started })
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "SIGHUP read", func() bool { return oa.reloads(t, "success") == 1 })
+	testutil.Eventually(t, 10*time.Second, "SIGHUP read", func() bool { return oa.reloads(t, "success") == 1 })
 	if !strings.Contains(oa.logs.String(), "SIGHUP") || !strings.Contains(oa.logs.String(), "nothing to apply") {
 		t.Errorf("SIGHUP not logged:\n%s", oa.logs.String())
 	}
@@ -442,7 +430,7 @@ routes:
 	}
 
 	km.update(t, yaml(", drop_headers: [X-B], in_progress: wait, wait_timeout: 3s, release_statuses: [500], retention: 30h, reuse_status: 422, replay_header: X-Replayed, max_body_bytes: 64"))
-	waitUntil(t, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
+	testutil.Eventually(t, 10*time.Second, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
 	if h, st := replayAndReuse(); h != ",true" || st != http.StatusUnprocessableEntity {
 		t.Errorf("after the reload: replay headers %q, reuse %d; want \",true\", 422", h, st)
 	}
@@ -476,7 +464,7 @@ func TestReloadRequestBodyTimeout(t *testing.T) {
 		t.Fatalf("stages' request_body_timeout at start = %v; want 1m", got)
 	}
 	km.update(t, reloadYAML(up.URL, "", "request_body_timeout: 300ms"))
-	waitUntil(t, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
+	testutil.Eventually(t, 10*time.Second, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
 	if got := oa.proxy.Stages().RequestBodyTimeout; got != 300*time.Millisecond {
 		t.Errorf("stages' request_body_timeout after the reload = %v; want 300ms", got)
 	}
@@ -500,7 +488,7 @@ routes:
 	}
 	oa, km := startWatched(t, yaml("Idempotency-Key"))
 	km.update(t, yaml("X-Idem"))
-	waitUntil(t, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
+	testutil.Eventually(t, 10*time.Second, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
 	c := e2eClient(t)
 	for range 2 {
 		if a := doHTTP(t, c, "POST", oa.base+"/pay", `{}`, "X-Idem", "h1"); a.status != http.StatusCreated {
@@ -538,7 +526,7 @@ routes:
 		t.Fatalf("the new file is invalid on its own: %v", err)
 	}
 	km.update(t, cfg("15m", "10m"))
-	waitUntil(t, "the refusal", func() bool { return oa.reloads(t, "failure") == 1 })
+	testutil.Eventually(t, 10*time.Second, "the refusal", func() bool { return oa.reloads(t, "failure") == 1 })
 	if got := oa.proxy.Stages().Routes[0].Timeout; got != 30*time.Second {
 		t.Errorf("route timeout after the refused reload = %v; want 30s (the running config)", got)
 	}
@@ -550,7 +538,7 @@ routes:
 	}
 	// A file that is valid with the running max_lease applies the rest.
 	km.update(t, cfg("15m", "4m"))
-	waitUntil(t, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
+	testutil.Eventually(t, 10*time.Second, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
 	if got := oa.proxy.Stages().Routes[0].Timeout; got != 4*time.Minute {
 		t.Errorf("route timeout = %v; want 4m", got)
 	}
@@ -565,7 +553,7 @@ func TestReloadLogsEffectsOnRetries(t *testing.T) {
 	v1 := reloadYAML(up.URL, "", "")
 	oa, km := startWatched(t, v1)
 	km.update(t, strings.Replace(v1, "idempotent: true}", "idempotent: true, fingerprint_ignore: [/sent_at]}", 1))
-	waitUntil(t, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
+	testutil.Eventually(t, 10*time.Second, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
 	logs := oa.logs.String()
 	if !strings.Contains(logs, `"msg":"config reload affects retries of writes made before it"`) ||
 		!strings.Contains(logs, "route pay: fingerprint_ignore can change its requests' fingerprints") {
@@ -582,7 +570,7 @@ func TestReloadUpstream(t *testing.T) {
 	oa, km := startWatched(t, v1)
 	c := e2eClient(t)
 	km.update(t, reloadYAML(up2.URL, "", ""))
-	waitUntil(t, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
+	testutil.Eventually(t, 10*time.Second, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
 	if a := doHTTP(t, c, "POST", oa.base+"/pay", `{}`, "Idempotency-Key", "u1"); a.status != 201 {
 		t.Fatalf("POST /pay = %v", a)
 	}

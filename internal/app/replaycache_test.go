@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testutil"
 )
 
 // TestReplayCacheE2E: two replicas on one real Redis, each with its replay
@@ -40,7 +42,7 @@ routes:
 	// (it may have missed messages before): wait for that first purge, so
 	// that it cannot drop what the test caches below.
 	for _, r := range []*opsApp{a, b} {
-		waitUntil(t, "the replay cache's first purge (its subscription)", func() bool { return r.built.cache.Stats().Purges > 0 })
+		testutil.Eventually(t, 10*time.Second, "the replay cache's first purge (its subscription)", func() bool { return r.built.cache.Stats().Purges > 0 })
 	}
 	c := e2eClient(t)
 	const key = "cached-1"
@@ -111,7 +113,7 @@ routes:
 	if rel := doHTTP(t, c, "POST", a.adminBase+"/admin/claims/"+hexKey+"/release", `{"reason":"INC-3: no charge"}`, auth...); rel.status != 200 {
 		t.Fatalf("release on A = %v (key %v)", rel, kb)
 	}
-	waitUntil(t, "B's cache to drop the key A released", func() bool { return b.built.cache.Stats().Entries == 0 })
+	testutil.Eventually(t, 10*time.Second, "B's cache to drop the key A released", func() bool { return b.built.cache.Stats().Entries == 0 })
 	if ans := pay(b.base); ans.status != 201 || ans.header.Get("Idempotent-Replayed") != "" || up.count("/pay", key) != 3 {
 		t.Fatalf("B after the release = %v (replayed %q), executions %d; want 201 from a third execution",
 			ans, ans.header.Get("Idempotent-Replayed"), up.count("/pay", key))
@@ -136,7 +138,7 @@ routes:
 	if err := rdb.Del(t.Context(), markers...).Err(); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "B's cache to empty after the epoch marker vanished", func() bool { return b.built.cache.Stats().Entries == 0 })
+	testutil.Eventually(t, 10*time.Second, "B's cache to empty after the epoch marker vanished", func() bool { return b.built.cache.Stats().Entries == 0 })
 }
 
 // TestReplayCacheOff: store.redis.replay_cache.max_entries 0 builds no

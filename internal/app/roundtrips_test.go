@@ -122,7 +122,7 @@ func (m *redisMonitor) commands() []string {
 // cache costs nothing, and a duplicate of a running request one claim
 // attempt.
 func TestRedisRoundTripsPerRequest(t *testing.T) {
-	own := redistest.StartOwn(t, 90)
+	own := redistest.StartOwn(t)
 	hold := make(chan struct{})
 	reached := make(chan struct{}, 1)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

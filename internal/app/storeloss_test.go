@@ -20,10 +20,6 @@ import (
 	"github.com/idemgate/idemgate/internal/testutil"
 )
 
-// startOwnRedis is a redis-server of the test's own on the test server's
-// port + 80 + n (redistest.Own).
-func startOwnRedis(t *testing.T, n int) *redistest.Own { return redistest.StartOwn(t, 80+n) }
-
 // gatedUpstream counts executions per key and holds each request until the
 // test opens its gate (or 20 s pass).
 type gatedUpstream struct {
@@ -124,13 +120,13 @@ func (oa *opsApp) late(t *testing.T) float64 {
 // reset is counted, logged and reported in /healthz.
 func TestStoreLossFlushAllE2E(t *testing.T) {
 	t.Parallel()
-	own := startOwnRedis(t, 0)
+	own := redistest.StartOwn(t)
 	up := newGatedUpstream(t)
 	oa := storeLossApp(t, up.URL, own.Addr, "1s")
 	if got := testutil.Gathered(t, oa.reg, "idemgate_store_resets_total"); got != 0 {
 		t.Fatalf("idemgate_store_resets_total at start = %v; want 0", got)
 	}
-	waitUntil(t, "the first epoch check", func() bool { return healthResets(t, oa).Checked != nil })
+	testutil.Eventually(t, 10*time.Second, "the first epoch check", func() bool { return healthResets(t, oa).Checked != nil })
 	c := e2eClient(t)
 	first := make(chan e2eAnswer, 1)
 	go func() { first <- post(c, oa.base, "flushed", `{"n":1}`) }()
@@ -158,7 +154,7 @@ func TestStoreLossFlushAllE2E(t *testing.T) {
 	if !strings.Contains(oa.logs.String(), "vanished from the store; its answer was stored again") {
 		t.Errorf("no log line about the recreated record:\n%s", oa.logs)
 	}
-	waitUntil(t, "the reset to be counted", func() bool { return testutil.Gathered(t, oa.reg, "idemgate_store_resets_total") == 1 })
+	testutil.Eventually(t, 10*time.Second, "the reset to be counted", func() bool { return testutil.Gathered(t, oa.reg, "idemgate_store_resets_total") == 1 })
 	if h := healthResets(t, oa); h.Count != 1 || h.Last == nil {
 		t.Errorf("/healthz resets = %+v; want count 1 with a time", h)
 	}
@@ -173,7 +169,7 @@ func TestStoreLossFlushAllE2E(t *testing.T) {
 // retry runs instead of getting 409 in progress for a whole lease.
 func TestStoreLossPausedClaimE2E(t *testing.T) {
 	t.Parallel()
-	own := startOwnRedis(t, 1)
+	own := redistest.StartOwn(t)
 	up := newGatedUpstream(t)
 	up.open()
 	oa := storeLossApp(t, up.URL, own.Addr, "300ms")
@@ -324,7 +320,7 @@ func retryUnavailable(t *testing.T, c *http.Client, base, key string) e2eAnswer 
 // over), and the retry of the write replays.
 func TestStoreLossLostCompletionReplyE2E(t *testing.T) {
 	t.Parallel()
-	own := startOwnRedis(t, 2)
+	own := redistest.StartOwn(t)
 	mute := newReplyMute(t, own.Addr)
 	up := newGatedUpstream(t)
 	oa := storeLossApp(t, up.URL, mute.addr, "300ms")
@@ -346,7 +342,7 @@ func TestStoreLossLostCompletionReplyE2E(t *testing.T) {
 	}
 	time.Sleep(time.Second) // the completion's retries time out meanwhile
 	mute.muted.Store(false)
-	waitUntil(t, "the answer to be stored", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the answer to be stored", func() bool {
 		return strings.Contains(oa.logs.String(), "answer stored after a retry")
 	})
 	// The connections the mute left timed out are being replaced: on a
@@ -372,18 +368,18 @@ func TestStoreLossLostCompletionReplyE2E(t *testing.T) {
 // logs an error and reports it in /healthz.
 func TestStoreLossRestartE2E(t *testing.T) {
 	t.Parallel()
-	own := startOwnRedis(t, 3)
+	own := redistest.StartOwn(t)
 	up := newGatedUpstream(t)
 	up.open()
 	oa := storeLossApp(t, up.URL, own.Addr, "500ms")
-	waitUntil(t, "the first epoch check", func() bool { return healthResets(t, oa).Checked != nil })
+	testutil.Eventually(t, 10*time.Second, "the first epoch check", func() bool { return healthResets(t, oa).Checked != nil })
 	if h := healthResets(t, oa); h.Count != 0 || h.Last != nil {
 		t.Fatalf("/healthz resets at start = %+v; want none", h)
 	}
 	own.Kill()
 	own.Start()
 	restarted := time.Now()
-	waitUntil(t, "the restart to be counted", func() bool { return testutil.Gathered(t, oa.reg, "idemgate_store_resets_total") == 1 })
+	testutil.Eventually(t, 10*time.Second, "the restart to be counted", func() bool { return testutil.Gathered(t, oa.reg, "idemgate_store_resets_total") == 1 })
 	t.Logf("reset counted %v after the restart", time.Since(restarted).Round(time.Millisecond))
 	h := healthResets(t, oa)
 	if h.Count != 1 || h.Last == nil || h.Last.Before(restarted.Add(-time.Second)) {
@@ -403,7 +399,7 @@ func TestStoreLossRestartE2E(t *testing.T) {
 // dropped, counted and logged.
 func TestStoreLossReleaseDroppedAtShutdown(t *testing.T) {
 	t.Parallel()
-	own := startOwnRedis(t, 4)
+	own := redistest.StartOwn(t)
 	up := newGatedUpstream(t)
 	up.open()
 	cfg, err := parseConfig([]byte(`

@@ -23,6 +23,7 @@ import (
 
 	"github.com/idemgate/idemgate/config"
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/tlsconf/tlstest"
 )
 
@@ -100,19 +101,12 @@ func httpsGet(t *testing.T, addr, serverName, path string, roots *x509.CertPool)
 // that verifies against roots.
 func waitServed(t *testing.T, addr, name string, roots *x509.CertPool) *x509.Certificate {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		leaf, err := tlstest.Handshake(addr, name, roots)
-		if err == nil {
-			return leaf
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: no valid certificate for %s within 60s: %v", addr, name, err)
-		}
-		<-tick.C
-	}
+	var leaf *x509.Certificate
+	testutil.Eventually(t, 60*time.Second, addr+": a valid certificate for "+name, func() (err error) {
+		leaf, err = tlstest.Handshake(addr, name, roots)
+		return err
+	})
+	return leaf
 }
 
 // TestTLSFiles: tls.mode files serves the proxy over TLS (HTTP/2), the
@@ -152,22 +146,13 @@ tls:
 
 	c2, k2 := ca.Leaf(t, 2, time.Now().Add(time.Hour))
 	sec.Write(t, map[string][]byte{"tls.crt": c2, "tls.key": k2})
-	deadline := time.Now().Add(15 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	testutil.Eventually(t, 15*time.Second, "the rotated certificate", func() bool {
 		leaf, err := tlstest.Handshake(app.https, "localhost", ca.Pool)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if leaf.SerialNumber.Int64() == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the rotated certificate was not served within 15s")
-		}
-		<-tick.C
-	}
+		return leaf.SerialNumber.Int64() == 2
+	})
 }
 
 // TestTLSFilesRefusedAtStart: no valid pair, no start; the error names

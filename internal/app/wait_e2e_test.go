@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testutil"
 )
 
 // TestRedisE2EWaitAcrossReplicas is issue 16's wait proof on two replicas
@@ -45,14 +46,7 @@ sessions: {queue_depth: 20}
 	for k := range keys {
 		wg.Go(func() { originals[k] = post(c, a, fmt.Sprint("key-", k), `{"x":1}`) })
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if _, total := execs.snapshot(); total == keys {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the originals did not all reach the upstream")
-		}
-	}
+	testutil.Eventually(t, 5*time.Second, "the originals to reach the upstream", func() bool { _, total := execs.snapshot(); return total == keys })
 	got := make([][]e2eAnswer, keys)
 	for k := range keys {
 		got[k] = make([]e2eAnswer, dups)

@@ -12,13 +12,13 @@ import (
 	"github.com/idemgate/idemgate/limiter"
 )
 
-// EagerBytes is the largest buffer [Budget.ReadBody] allocates (and charges)
+// eagerBytes is the largest buffer [Budget.ReadBody] allocates (and charges)
 // before the bytes that fill it have arrived: a body whose Content-Length is
-// at most EagerBytes is read into one buffer of exactly that size, one
-// allocation. A larger or chunked body starts with EagerBytes and doubles as
+// at most eagerBytes is read into one buffer of exactly that size, one
+// allocation. A larger or chunked body starts with eagerBytes and doubles as
 // bytes arrive (up to the Content-Length, or the limit), each growth charged
 // before it is made.
-const EagerBytes = 16 << 10
+const eagerBytes = 16 << 10
 
 // ReadOptions says how [Budget.ReadBody] reads one body. The zero value
 // reads with no limit but the budget, and no deadline.
@@ -125,13 +125,13 @@ func (b *Body) Release() {
 // request as it came. Those bytes are no longer charged. Enforce mode
 // answers the error and forwards nothing.
 //
-// Memory is charged as bytes arrive (see [EagerBytes]), never from the
+// Memory is charged as bytes arrive (see eagerBytes), never from the
 // Content-Length. A Content-Length over opt.Limit fails at once, reading
 // nothing. On error, nothing stays charged and r.Body is left as it was
 // (partly read). The error wraps [ErrTooLarge], [ErrOverloaded],
 // [ErrTimeout] or [ErrInvalid].
 //
-// A body of known length up to EagerBytes costs two allocations: its
+// A body of known length up to eagerBytes costs two allocations: its
 // buffer and the Body.
 func (b *Budget) ReadBody(k limiter.Key, r *http.Request, opt *ReadOptions) (*Body, error) {
 	body := &Body{budget: b, key: k}
@@ -193,7 +193,7 @@ func (b *Body) read(src io.Reader, length int64, opt *ReadOptions) error {
 			o.Now = time.Now
 		}
 	}
-	size := int64(EagerBytes)
+	size := int64(eagerBytes)
 	if length > 0 {
 		size = min(size, length)
 	}

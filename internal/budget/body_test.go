@@ -116,7 +116,7 @@ func TestReadBody(t *testing.T) {
 }
 
 // TestReadBodyChargesAsBytesArrive: a 1 MiB body announced by its
-// Content-Length never holds more than max(EagerBytes, 2 × arrived bytes)
+// Content-Length never holds more than max(eagerBytes, 2 × arrived bytes)
 // while it is read.
 func TestReadBodyChargesAsBytesArrive(t *testing.T) {
 	t.Parallel()
@@ -126,7 +126,7 @@ func TestReadBodyChargesAsBytesArrive(t *testing.T) {
 		data := bytes.Repeat([]byte("[0,"), 1<<20/3)
 		var worst int64
 		src := &chunkReader{src: data, n: 1000, onRead: func(arrived int) {
-			if over := b.UsedBy(k) - max(EagerBytes, 2*int64(arrived)); over > worst {
+			if over := b.UsedBy(k) - max(eagerBytes, 2*int64(arrived)); over > worst {
 				worst = over
 			}
 		}}
@@ -138,7 +138,7 @@ func TestReadBodyChargesAsBytesArrive(t *testing.T) {
 			t.Fatal(err)
 		}
 		if worst > 0 {
-			t.Errorf("length %d: held up to %d bytes more than max(EagerBytes, 2×arrived)", length, worst)
+			t.Errorf("length %d: held up to %d bytes more than max(eagerBytes, 2×arrived)", length, worst)
 		}
 		if length > 0 && body.Held() != length {
 			t.Errorf("known length: held %d at the end; want exactly %d", body.Held(), length)

@@ -31,7 +31,7 @@ const decoderBytes = 64 << 10
 // [ErrInvalid]; a refused charge returns [ErrOverloaded]. On error the
 // decoded buffers stay charged until Release.
 //
-// At most [MaxCodings] codings are undone: a value listing more (other than
+// At most maxCodings codings are undone: a value listing more (other than
 // "identity") returns [ErrTooManyCodings], which wraps [ErrInvalid], before
 // anything is decoded, so a bomb of nested layers costs nothing (DESIGN.md,
 // Hardening).
@@ -39,7 +39,7 @@ func (b *Body) Decode(enc string, limit int64) ([]byte, error) {
 	if limit <= 0 {
 		limit = 1<<63 - 1
 	}
-	if n := countCodings(enc); n > MaxCodings {
+	if n := countCodings(enc); n > maxCodings {
 		return nil, fmt.Errorf("%w: %d content codings", ErrTooManyCodings, n)
 	}
 	cur := b.buf
@@ -70,14 +70,14 @@ func (b *Body) Decode(enc string, limit int64) ([]byte, error) {
 	return cur, nil
 }
 
-// MaxCodings is the most content codings [Body.Decode] undoes: two
+// maxCodings is the most content codings [Body.Decode] undoes: two
 // (gzip, gzip) covers a client that compresses what a library already
 // compressed; no client nests more.
-const MaxCodings = 2
+const maxCodings = 2
 
-// ErrTooManyCodings: a Content-Encoding lists more than [MaxCodings]
+// ErrTooManyCodings: a Content-Encoding lists more than maxCodings
 // codings. It wraps [ErrInvalid] (400 request_body_invalid).
-var ErrTooManyCodings = fmt.Errorf("%w: more than %d content codings", ErrInvalid, MaxCodings)
+var ErrTooManyCodings = fmt.Errorf("%w: more than %d content codings", ErrInvalid, maxCodings)
 
 // countCodings counts the codings of enc that are not "identity" (or
 // empty list elements). It allocates nothing.
@@ -126,7 +126,7 @@ func (b *Body) decode(coding string, src []byte, limit int64) ([]byte, error) {
 	// Decoded data has no announced length: start small, as a chunked
 	// body does, so a lying small bomb cannot make a big first buffer.
 	out := &Body{budget: b.budget, key: b.key}
-	err := out.fill(dec, EagerBytes, -1, limit, &ReadOptions{})
+	err := out.fill(dec, eagerBytes, -1, limit, &ReadOptions{})
 	b.held += out.held
 	if err != nil {
 		if errors.Is(err, ErrTooLarge) || errors.Is(err, ErrOverloaded) {

@@ -5,9 +5,9 @@
 // of a process, with a cap per client address block
 // (max_buffered_bytes_per_client, default a quarter of the budget). It is
 // charged for memory as it is actually held, never from a Content-Length up
-// front: [Budget.ReadBody] starts with a small buffer (at most [EagerBytes])
+// front: [Budget.ReadBody] starts with a small buffer (at most eagerBytes)
 // and charges each growth of it before allocating, so a client that
-// announces 1 MiB and sends one byte holds at most EagerBytes of the budget,
+// announces 1 MiB and sends one byte holds at most eagerBytes of the budget,
 // and only until request_body_timeout.
 //
 // Buffers derived from a body (its gzip-decoded form from [Body.Decode], a

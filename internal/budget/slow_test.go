@@ -49,7 +49,7 @@ func slowServer(t *testing.T, b *Budget, timeout time.Duration) *httptest.Server
 // TestSlowBodiesDoNotStarve is issue 15's attack over a real loopback
 // server: 16 connections announce 1 MiB (8 by Content-Length, 8 as a chunked
 // body) and send one byte. Under a 4 MiB budget with a 1 MiB share per
-// client, that used to reserve 16 MiB up front; now they hold EagerBytes
+// client, that used to reserve 16 MiB up front; now they hold eagerBytes
 // each, every other client's body is read meanwhile, and the slow ones get
 // 408 once request_body_timeout has passed.
 func TestSlowBodiesDoNotStarve(t *testing.T) {
@@ -82,9 +82,9 @@ func TestSlowBodiesDoNotStarve(t *testing.T) {
 		conns[i] = c
 	}
 	// Wait until every slow body is inside the budget (bounded polling).
-	for deadline := time.Now().Add(5 * time.Second); b.UsedBy(slowKey) != slow*EagerBytes; {
+	for deadline := time.Now().Add(5 * time.Second); b.UsedBy(slowKey) != slow*eagerBytes; {
 		if time.Now().After(deadline) {
-			t.Fatalf("slow bodies hold %d; want %d", b.UsedBy(slowKey), slow*EagerBytes)
+			t.Fatalf("slow bodies hold %d; want %d", b.UsedBy(slowKey), slow*eagerBytes)
 		}
 		time.Sleep(time.Millisecond) // polling a condition, not timing the test
 	}
@@ -150,7 +150,7 @@ func TestSlowBodiesDoNotStarve(t *testing.T) {
 // overloaded; another client is still served.
 func TestPerClientShare(t *testing.T) {
 	t.Parallel()
-	b := New(4*EagerBytes, 2*EagerBytes)
+	b := New(4*eagerBytes, 2*eagerBytes)
 	srv := slowServer(t, b, 5*time.Second)
 	hog := key("203.0.113.2")
 	var conns []net.Conn
@@ -163,9 +163,9 @@ func TestPerClientShare(t *testing.T) {
 		io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nX-Test-Client: 203.0.113.2\r\nContent-Length: 100000\r\n\r\na")
 		conns = append(conns, c)
 	}
-	for deadline := time.Now().Add(5 * time.Second); b.UsedBy(hog) != 2*EagerBytes; {
+	for deadline := time.Now().Add(5 * time.Second); b.UsedBy(hog) != 2*eagerBytes; {
 		if time.Now().After(deadline) {
-			t.Fatalf("hog holds %d; want %d", b.UsedBy(hog), 2*EagerBytes)
+			t.Fatalf("hog holds %d; want %d", b.UsedBy(hog), 2*eagerBytes)
 		}
 		time.Sleep(time.Millisecond)
 	}

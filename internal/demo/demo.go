@@ -26,7 +26,7 @@
 // and 503 when [Options.MaxCarts] carts exist.
 //
 // A write may carry ?delay=<duration> (time.ParseDuration syntax, at most
-// [MaxDelay]; longer values are cut to it) to simulate a slow upstream: the
+// maxDelay; longer values are cut to it) to simulate a slow upstream: the
 // server waits that long before it runs the write, so a retry sent meanwhile
 // through idemgate gets 409 idempotency_in_progress. If the request's context
 // ends while it waits, the write does not run and is not counted.
@@ -45,14 +45,14 @@ import (
 	"time"
 )
 
-// MaxDelay is the longest wait a ?delay= query can ask for; longer delays are
+// maxDelay is the longest wait a ?delay= query can ask for; longer delays are
 // cut to it.
-const MaxDelay = 5 * time.Second
+const maxDelay = 5 * time.Second
 
 // Defaults used for zero [Options] fields.
 const (
-	DefaultMaxBodyBytes = 1 << 20
-	DefaultMaxCarts     = 10000
+	defaultMaxBodyBytes = 1 << 20
+	defaultMaxCarts     = 10000
 )
 
 // Options configures a [Server]. The zero value is ready to use.
@@ -63,13 +63,13 @@ type Options struct {
 	Now func() time.Time
 
 	// MaxBodyBytes caps a request body; a larger one is refused with 413.
-	// Zero or less means DefaultMaxBodyBytes (1 MiB).
+	// Zero or less means defaultMaxBodyBytes (1 MiB).
 	MaxBodyBytes int64
 
 	// MaxCarts caps how many carts the server holds (carts are never
 	// deleted, and each holds at most one order), so that a demo left
 	// running cannot grow without bound; creating one more gets 503.
-	// Zero or less means DefaultMaxCarts.
+	// Zero or less means defaultMaxCarts.
 	MaxCarts int
 }
 
@@ -148,10 +148,10 @@ func New(opts Options) *Server {
 		s.now = time.Now
 	}
 	if s.maxBodyBytes <= 0 {
-		s.maxBodyBytes = DefaultMaxBodyBytes
+		s.maxBodyBytes = defaultMaxBodyBytes
 	}
 	if s.maxCarts <= 0 {
-		s.maxCarts = DefaultMaxCarts
+		s.maxCarts = defaultMaxCarts
 	}
 
 	s.mux.HandleFunc(patCreateCart, s.createCart)
@@ -446,7 +446,7 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request) bool {
 			`delay must be a non-negative duration such as "200ms"`)
 		return false
 	}
-	d = min(d, MaxDelay)
+	d = min(d, maxDelay)
 	if d == 0 {
 		return true
 	}

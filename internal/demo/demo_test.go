@@ -450,7 +450,7 @@ func TestDelay(t *testing.T) {
 	}{
 		{"create", "POST", "/ucp/v1/carts?delay=200ms", `{}`, 0, 201, 200 * time.Millisecond, 1},
 		{"zero", "POST", "/ucp/v1/carts?delay=0s", `{}`, 0, 201, 0, 1},
-		{"capped", "POST", "/ucp/v1/carts?delay=1h", `{}`, 0, 201, MaxDelay, 1},
+		{"capped", "POST", "/ucp/v1/carts?delay=1h", `{}`, 0, 201, maxDelay, 1},
 		{"put", "PUT", "/ucp/v1/carts/cart_1?delay=1s", `{"items":[2]}`, 0, 200, time.Second, 1},
 		{"complete", "POST", "/ucp/v1/checkout-sessions/cart_1/complete?delay=1.5s", ``, 0, 201, 1500 * time.Millisecond, 1},
 		{"get ignores delay", "GET", "/ucp/v1/carts/cart_1?delay=1s", ``, 0, 200, 0, 0},

@@ -171,14 +171,14 @@ func TestJWKSURL(t *testing.T) {
 	// the endpoint is back drops a removed key.
 	clk.Advance(time.Hour)
 	r.Resolve(bearerReq(tokA)) // starts a background refresh
-	waitFor(t, func() bool { return r.Stats().KeySetErrors == 2 })
+	testutil.Eventually(t, 5*time.Second, "a second key set error", func() bool { return r.Stats().KeySetErrors == 2 })
 	check("down after refresh interval", sign(t, rsaA, true, fmt.Sprintf(`{"iss":"i","sub":"dave",%s}`, long)), identity.Present, 5)
 	srv.down.Store(false)
 	srv.set(jwks(t, rsaB))
 	clk.Advance(time.Minute)
 	r.Resolve(bearerReq(tokB))
-	waitFor(t, func() bool { return srv.gets.Load() == 6 && r.Stats().KeySetLoads == 4 })
-	waitFor(t, func() bool { return r.Resolve(bearerReq(tokA)).Status == identity.Invalid })
+	testutil.Eventually(t, 5*time.Second, "6 fetches and 4 key set loads", func() bool { return srv.gets.Load() == 6 && r.Stats().KeySetLoads == 4 })
+	testutil.Eventually(t, 5*time.Second, "key A removed", func() bool { return r.Resolve(bearerReq(tokA)).Status == identity.Invalid })
 	check("refreshed: A removed, B kept", tokB, identity.Present, 6)
 }
 
@@ -263,7 +263,7 @@ func TestJWKSURLLateStart(t *testing.T) {
 		}
 	}
 	unavailable("refused")
-	waitFor(t, func() bool { return r.Stats().KeySetErrors >= 3 })
+	testutil.Eventually(t, 5*time.Second, "three key set errors", func() bool { return r.Stats().KeySetErrors >= 3 })
 	unavailable("refused, retried")
 	if srv.gets.Load() != 0 {
 		t.Fatalf("the server was asked before it was reachable")
@@ -271,11 +271,11 @@ func TestJWKSURLLateStart(t *testing.T) {
 
 	srv.down.Store(true)
 	target.Store(&strings.Split(srv.URL, "//")[1])
-	waitFor(t, func() bool { return srv.gets.Load() >= 2 })
+	testutil.Eventually(t, 5*time.Second, "two fetches answered 503", func() bool { return srv.gets.Load() >= 2 })
 	unavailable("answering 503")
 
 	srv.down.Store(false)
-	waitFor(t, func() bool { return r.Resolve(bearerReq(good)).Status == identity.Present })
+	testutil.Eventually(t, 5*time.Second, "the key set loaded after the server came up", func() bool { return r.Resolve(bearerReq(good)).Status == identity.Present })
 	if n := attempts.Load(); n < 4 {
 		t.Errorf("%d backoff waits; want one per failed attempt (at least 4)", n)
 	}
@@ -367,7 +367,7 @@ func TestJWKSURLSlowAtStart(t *testing.T) {
 		t.Errorf("%d unavailable, %d fetches; want %d, 1 (one fetch, shared)", unavailable.Load(), gets.Load(), n)
 	}
 	release()
-	waitFor(t, func() bool { return r.Resolve(bearerReq(good)).Status == identity.Present })
+	testutil.Eventually(t, 5*time.Second, "the key set loaded", func() bool { return r.Resolve(bearerReq(good)).Status == identity.Present })
 	if gets.Load() != 1 {
 		t.Errorf("%d fetches; want 1", gets.Load())
 	}
@@ -429,20 +429,7 @@ func TestJWKSURLSlowRefresh(t *testing.T) {
 		t.Errorf("%d fetches; want 2 (the first, one refresh)", gets.Load())
 	}
 	release()
-	waitFor(t, func() bool { return r.Resolve(bearerReq(tokEd)).Status == identity.Present })
-}
-
-// waitFor polls cond until it holds, for at most 5 seconds: background
-// fetches run on real goroutines and a real loopback server.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Eventually(t, 5*time.Second, "the Ed25519 key loaded", func() bool { return r.Resolve(bearerReq(tokEd)).Status == identity.Present })
 }
 
 // TestLogsHoldNoSecrets: key set loads and failures are logged, and no

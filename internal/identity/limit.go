@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/idemgate/idemgate/limiter"
+	"golang.org/x/net/http/httpguts"
 )
 
 // By is what a route limit counts requests by (DESIGN.md, "Identity": the
@@ -45,7 +46,7 @@ func ParseBy(s string) (By, error) {
 	if !ok {
 		return By{}, fmt.Errorf("%q: want client_ip, identity or header:NAME", s)
 	}
-	if !validToken(name) {
+	if !httpguts.ValidHeaderFieldName(name) {
 		return By{}, fmt.Errorf("%q: %q is not a header name", s, name)
 	}
 	return By{kind: byHeader, header: textproto.CanonicalMIMEHeaderKey(name)}, nil
@@ -115,19 +116,4 @@ func (b By) KeyFor(hdr http.Header, id Result, addr limiter.Key) (k LimitKey, pe
 	var h hasher
 	h.add("limit/address", string(a[:]))
 	return h.sum(), true
-}
-
-// validToken reports whether s is an RFC 9110 token (a header name).
-func validToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0 {
-			continue
-		}
-		return false
-	}
-	return true
 }

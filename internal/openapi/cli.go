@@ -15,8 +15,8 @@ import (
 // ErrUsage is returned after a usage message was printed to stderr.
 var ErrUsage = errors.New("usage")
 
-// ImportUsage is the usage of `idemgate routes import`.
-const ImportUsage = `usage: idemgate routes import SPEC [--base-path P] [--out FILE | --merge CONFIG [--dry-run]] [--strict]
+// importUsage is the usage of `idemgate routes import`.
+const importUsage = `usage: idemgate routes import SPEC [--base-path P] [--out FILE | --merge CONFIG [--dry-run]] [--strict]
   SPEC is an OpenAPI 3.0/3.1 or Swagger 2.0 document (YAML or JSON, local file).
   Prints a routes: section: one route per POST, PUT, PATCH and DELETE operation,
   named by operationId; GET and HEAD only where x-idempotency.session or
@@ -28,11 +28,11 @@ const ImportUsage = `usage: idemgate routes import SPEC [--base-path P] [--out F
 // "routes".
 func RunRoutes(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
-		fmt.Fprint(stdout, ImportUsage)
+		fmt.Fprint(stdout, importUsage)
 		return nil
 	}
 	if len(args) == 0 || args[0] != "import" {
-		fmt.Fprint(stderr, ImportUsage)
+		fmt.Fprint(stderr, importUsage)
 		return ErrUsage
 	}
 	return RunImport(args[1:], stdout, stderr)
@@ -44,7 +44,7 @@ func RunRoutes(args []string, stdout, stderr io.Writer) error {
 // problems, and [ErrUsage] after printing the usage. -h prints the usage to
 // stdout and returns nil.
 func RunImport(args []string, stdout, stderr io.Writer) error {
-	fs := cliflags.New("routes import", ImportUsage)
+	fs := cliflags.New("routes import", importUsage)
 	basePath := fs.String("base-path", "", "base path for every route, replacing the document's servers/basePath (\"/\" for none)")
 	out := fs.String("out", "", "write the routes to FILE instead of stdout")
 	mergeInto := fs.String("merge", "", "update CONFIG's routes in place")
@@ -67,16 +67,16 @@ func RunImport(args []string, stdout, stderr io.Writer) error {
 	}
 	switch {
 	case len(specs) != 1:
-		fmt.Fprintf(stderr, "idemgate routes import: want one SPEC; got %d\n%s", len(specs), ImportUsage)
+		fmt.Fprintf(stderr, "idemgate routes import: want one SPEC; got %d\n%s", len(specs), importUsage)
 		return ErrUsage
 	case *out != "" && *mergeInto != "":
-		fmt.Fprintf(stderr, "idemgate routes import: --out and --merge exclude each other\n%s", ImportUsage)
+		fmt.Fprintf(stderr, "idemgate routes import: --out and --merge exclude each other\n%s", importUsage)
 		return ErrUsage
 	case *dryRun && *mergeInto == "":
-		fmt.Fprintf(stderr, "idemgate routes import: --dry-run needs --merge CONFIG\n%s", ImportUsage)
+		fmt.Fprintf(stderr, "idemgate routes import: --dry-run needs --merge CONFIG\n%s", importUsage)
 		return ErrUsage
 	case *basePath != "" && !strings.HasPrefix(*basePath, "/"):
-		fmt.Fprintf(stderr, "idemgate routes import: --base-path %q must start with \"/\"\n%s", *basePath, ImportUsage)
+		fmt.Fprintf(stderr, "idemgate routes import: --base-path %q must start with \"/\"\n%s", *basePath, importUsage)
 		return ErrUsage
 	}
 	spec, err := LoadSpec(specs[0])

@@ -31,28 +31,28 @@ const (
 
 // Values of config's path_case for [ParseCase].
 const (
-	CaseInsensitiveName = "insensitive"
-	CaseSensitiveName   = "sensitive"
+	caseInsensitiveName = "insensitive"
+	caseSensitiveName   = "sensitive"
 )
 
 // ParseCase parses a path_case value: "insensitive" (or "", the default) or
 // "sensitive".
 func ParseCase(s string) (Case, error) {
 	switch s {
-	case "", CaseInsensitiveName:
+	case "", caseInsensitiveName:
 		return CaseInsensitive, nil
-	case CaseSensitiveName:
+	case caseSensitiveName:
 		return CaseSensitive, nil
 	}
-	return 0, fmt.Errorf("path case %q: want %q or %q", s, CaseInsensitiveName, CaseSensitiveName)
+	return 0, fmt.Errorf("path case %q: want %q or %q", s, caseInsensitiveName, caseSensitiveName)
 }
 
 // String returns the path_case name of c.
 func (c Case) String() string {
 	if c == CaseSensitive {
-		return CaseSensitiveName
+		return caseSensitiveName
 	}
-	return CaseInsensitiveName
+	return caseInsensitiveName
 }
 
 // Options configure a [Table] built with [NewTableOptions].

@@ -116,7 +116,7 @@ func TestRequestID(t *testing.T) {
 		if (got == v) != kept {
 			t.Errorf("RequestID(%q) = %q; kept %v, want %v", v, got, got == v, kept)
 		}
-		if got == "" || len(got) > MaxRequestIDLen {
+		if got == "" || len(got) > maxRequestIDLen {
 			t.Errorf("RequestID(%q) = %q", v, got)
 		}
 	}

@@ -10,8 +10,8 @@ import (
 // RequestIDHeader carries a request's ID, from the client and back to it.
 const RequestIDHeader = "X-Request-Id"
 
-// MaxRequestIDLen is the longest client request ID [RequestID] keeps.
-const MaxRequestIDLen = 200
+// maxRequestIDLen is the longest client request ID [RequestID] keeps.
+const maxRequestIDLen = 200
 
 // RequestID returns the client's X-Request-Id value v when it is 1–200
 // visible ASCII characters ('!' to '~'), else a new process-unique one
@@ -19,7 +19,7 @@ const MaxRequestIDLen = 200
 // angle brackets: every body that carries it escapes it (problem+json by
 // quoting, errors templates for their content type).
 func RequestID(v string) string {
-	if len(v) > 0 && len(v) <= MaxRequestIDLen {
+	if len(v) > 0 && len(v) <= maxRequestIDLen {
 		ok := true
 		for i := 0; i < len(v); i++ {
 			if c := v[i]; c < '!' || c > '~' {

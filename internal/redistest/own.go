@@ -1,7 +1,10 @@
 package redistest
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"os/exec"
 	"strconv"
@@ -14,52 +17,86 @@ import (
 )
 
 // Own is a redis-server of a test's own, without persistence, run as a
-// child process on its own port (the standalone test server's port +
-// offset), so that a test may flush, pause or kill it without touching the
-// servers other tests share. Only this process is ever signalled, by PID.
+// child process on a free loopback port, so that a test may flush, pause or
+// kill it without touching the servers other tests share. Only this process
+// is ever signalled, by PID.
 type Own struct {
 	Addr string
 	t    testing.TB
 	dir  string
-	mu   sync.Mutex // protects cmd
+	mu   sync.Mutex // protects cmd and exited
 	cmd  *exec.Cmd
+	// exited is closed when cmd has been reaped.
+	exited chan struct{}
 }
 
-// StartOwn starts an Own server on the standalone port + offset, or skips
-// t (fails it under IDEMGATE_REQUIRE_REDIS=1) without the test servers. It
-// is killed when t ends.
-func StartOwn(t testing.TB, offset int) *Own {
+// ownTries bounds how often StartOwn picks another port when the free one
+// it picked was taken before redis-server bound it.
+const ownTries = 5
+
+// errTaken is start's error when another process has the port.
+var errTaken = errors.New("port taken")
+
+// StartOwn starts an Own server on a free loopback port, or skips t (fails
+// it under IDEMGATE_REQUIRE_REDIS=1) without the test servers. It is killed
+// when t ends.
+func StartOwn(t testing.TB) *Own {
 	t.Helper()
-	_, port, err := net.SplitHostPort(Addr(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &Own{t: t, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(p+offset)), dir: t.TempDir()}
-	r.Start()
+	Addr(t) // skips or fails without the test servers (and redis-server)
+	r := &Own{t: t, dir: t.TempDir()}
 	t.Cleanup(r.Kill)
-	return r
+	for try := 1; ; try++ {
+		r.Addr = freeAddr(t)
+		err := r.start()
+		if err == nil {
+			return r
+		}
+		if !errors.Is(err, errTaken) || try == ownTries {
+			t.Fatalf("own redis-server: %v", err)
+		}
+	}
 }
 
-// Start runs redis-server (again, after Kill) and waits, bounded, until it
-// answers.
+// freeAddr returns a loopback address that was free a moment ago: listened
+// on at port 0, then closed.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// Start runs redis-server again, after Kill, on the same address, and
+// waits, bounded, until it answers.
 func (r *Own) Start() {
 	r.t.Helper()
+	if err := r.start(); err != nil {
+		r.t.Fatalf("own redis-server: %v", err)
+	}
+}
+
+// start runs redis-server on r.Addr and waits, bounded, until it answers.
+// It returns an error wrapping errTaken when another process has the port.
+func (r *Own) start() error {
 	_, port, _ := net.SplitHostPort(r.Addr)
 	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--daemonize", "no", "--dir", r.dir, "--loglevel", "warning")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
 	// Its own process group, so that Kill also ends the children it forks
 	// (an AOF rewrite after CONFIG SET appendonly yes), which would go on
 	// writing into the test's directory while it is removed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		r.t.Fatalf("starting redis-server: %v", err)
+		return fmt.Errorf("starting redis-server: %w", err)
 	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
 	r.mu.Lock()
-	r.cmd = cmd
+	r.cmd, r.exited = cmd, exited
 	r.mu.Unlock()
 	c := r.Client()
 	defer c.Close()
@@ -71,14 +108,22 @@ func (r *Own) Start() {
 			// port (by a test binary that was killed) would take our
 			// signals' place, and ours has exited on the taken port.
 			if pid := info["Server"]["process_id"]; pid != strconv.Itoa(cmd.Process.Pid) {
-				cmd.Process.Kill()
-				cmd.Wait()
-				r.t.Fatalf("own redis-server: %s is taken by another redis-server (pid %s), not ours (pid %d)", r.Addr, pid, cmd.Process.Pid)
+				r.Kill()
+				return fmt.Errorf("%s: %w by another redis-server (pid %s)", r.Addr, errTaken, pid)
 			}
-			return
+			return nil
+		}
+		select {
+		case <-exited:
+			// Most likely it could not bind: the port was taken between
+			// freeAddr and now.
+			r.Kill()
+			return fmt.Errorf("%s: redis-server exited (%w?): %s", r.Addr, errTaken, bytes.TrimSpace(out.Bytes()))
+		default:
 		}
 		if time.Now().After(deadline) {
-			r.t.Fatalf("own redis-server on %s did not answer: %v", r.Addr, err)
+			r.Kill()
+			return fmt.Errorf("%s did not answer: %v", r.Addr, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -100,7 +145,7 @@ func (r *Own) Signal(sig syscall.Signal) {
 }
 
 // Kill stops the server and the children it forked (SIGKILL to its process
-// group: no chance to save anything) and reaps it.
+// group: no chance to save anything) and waits until it is reaped.
 func (r *Own) Kill() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -110,6 +155,6 @@ func (r *Own) Kill() {
 	r.cmd.Process.Signal(syscall.SIGCONT)
 	syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL) // the group: the server and its children
 	r.cmd.Process.Kill()
-	r.cmd.Wait()
-	r.cmd = nil
+	<-r.exited
+	r.cmd, r.exited = nil, nil
 }

@@ -16,11 +16,11 @@ import (
 
 // The environment variables scripts/redis-test.sh sets.
 const (
-	AddrEnv           = "IDEMGATE_TEST_REDIS_ADDR"
-	ClusterAddrsEnv   = "IDEMGATE_TEST_REDIS_CLUSTER_ADDRS"
-	SentinelAddrsEnv  = "IDEMGATE_TEST_REDIS_SENTINEL_ADDRS"
-	SentinelMasterEnv = "IDEMGATE_TEST_REDIS_SENTINEL_MASTER"
-	RequireEnv        = "IDEMGATE_REQUIRE_REDIS"
+	addrEnv           = "IDEMGATE_TEST_REDIS_ADDR"
+	clusterAddrsEnv   = "IDEMGATE_TEST_REDIS_CLUSTER_ADDRS"
+	sentinelAddrsEnv  = "IDEMGATE_TEST_REDIS_SENTINEL_ADDRS"
+	sentinelMasterEnv = "IDEMGATE_TEST_REDIS_SENTINEL_MASTER"
+	requireEnv        = "IDEMGATE_REQUIRE_REDIS"
 )
 
 // Topology is one of the Redis set-ups the tests run against.
@@ -64,12 +64,12 @@ func (tp Topology) Find(t testing.TB) Setup {
 	t.Helper()
 	switch tp {
 	case Standalone:
-		return Setup{Addrs: []string{lookup(t, AddrEnv)}}
+		return Setup{Addrs: []string{lookup(t, addrEnv)}}
 	case Cluster:
-		return Setup{Addrs: strings.Split(lookup(t, ClusterAddrsEnv), ","), Cluster: true}
+		return Setup{Addrs: strings.Split(lookup(t, clusterAddrsEnv), ","), Cluster: true}
 	case Sentinel:
-		addrs := strings.Split(lookup(t, SentinelAddrsEnv), ",")
-		return Setup{Addrs: addrs, MasterName: lookup(t, SentinelMasterEnv)}
+		addrs := strings.Split(lookup(t, sentinelAddrsEnv), ",")
+		return Setup{Addrs: addrs, MasterName: lookup(t, sentinelMasterEnv)}
 	}
 	t.Fatalf("redistest: unknown topology %d", tp)
 	return Setup{}
@@ -108,8 +108,8 @@ func lookup(t testing.TB, env string) string {
 		return v
 	}
 	msg := env + " is not set: start Redis with `scripts/redis-test.sh start DIR` and export `scripts/redis-test.sh env DIR`"
-	if os.Getenv(RequireEnv) == "1" {
-		t.Fatalf("%s=1 but %s", RequireEnv, msg)
+	if os.Getenv(requireEnv) == "1" {
+		t.Fatalf("%s=1 but %s", requireEnv, msg)
 	}
 	t.Skip(msg)
 	return ""

@@ -24,8 +24,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// InstrumentationName names idemgate's tracer.
-const InstrumentationName = "github.com/idemgate/idemgate"
+// instrumentationName names idemgate's tracer.
+const instrumentationName = "github.com/idemgate/idemgate"
 
 // The variables that turn tracing off although tracing.enabled is true.
 const (
@@ -89,7 +89,7 @@ func New(ctx context.Context, version string) (*Provider, error) {
 }
 
 // Tracer returns idemgate's tracer.
-func (p *Provider) Tracer() trace.Tracer { return p.sdk.Tracer(InstrumentationName) }
+func (p *Provider) Tracer() trace.Tracer { return p.sdk.Tracer(instrumentationName) }
 
 // ForceFlush exports the spans that ended and are still queued.
 func (p *Provider) ForceFlush(ctx context.Context) error { return p.sdk.ForceFlush(ctx) }

@@ -15,7 +15,7 @@ import (
 )
 
 func TestCheck(t *testing.T) {
-	r := startOwnRedis(t, 10)
+	r := startOwnRedis(t)
 	admin := r.client(t, time.Second)
 	ctx := context.Background()
 	if err := admin.Do(ctx, "ACL", "SETUSER", "noconfig", "on", ">pw", "~*", "&*", "+@all", "-config").Err(); err != nil {

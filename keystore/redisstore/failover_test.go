@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/sealed"
 	"github.com/idemgate/idemgate/keystore/storetest"
@@ -57,7 +58,7 @@ func TestSentinelFailover(t *testing.T) {
 
 	// After an earlier failover (a previous run) the old master rejoins as a
 	// replica only after up to 10 s: wait for a replica in sync.
-	waitFor(t, 20*time.Second, "a replica in sync", func() error {
+	testutil.Eventually(t, 20*time.Second, "a replica in sync", func() error {
 		info, err := c.Info(ctx, "replication").Result()
 		if err == nil && !strings.Contains(info, "state=online") {
 			err = errors.New("no replica online")
@@ -81,7 +82,7 @@ func TestSentinelFailover(t *testing.T) {
 
 	// The sentinels may not yet deem a replica that rejoined after an earlier
 	// failover promotable (NOGOODSLAVE): retry until one is.
-	waitFor(t, 20*time.Second, "SENTINEL FAILOVER accepted", func() error {
+	testutil.Eventually(t, 20*time.Second, "SENTINEL FAILOVER accepted", func() error {
 		return sentinel.Failover(ctx, o.MasterName).Err()
 	})
 	start := time.Now()
@@ -123,7 +124,7 @@ func TestSentinelFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "every sentinel names the new master, the old one is a replica", func() error {
+	testutil.Eventually(t, 20*time.Second, "every sentinel names the new master, the old one is a replica", func() error {
 		for _, addr := range o.Addrs {
 			sc := redis.NewSentinelClient(&redis.Options{Addr: addr, DialTimeout: time.Second, ReadTimeout: time.Second})
 			got, err := sc.GetMasterAddrByName(ctx, o.MasterName).Result()
@@ -146,19 +147,4 @@ func TestSentinelFailover(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-// waitFor polls cond every 50ms until it returns nil, failing the test
-// with its last error after d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() error) {
-	t.Helper()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.Now().Add(d)
-	for err := cond(); err != nil; err = cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s after %v: %v", what, d, err)
-		}
-		<-tick.C
-	}
 }

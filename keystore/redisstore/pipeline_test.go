@@ -98,7 +98,7 @@ func TestPipelinedCallsKeepTheirReplies(t *testing.T) {
 // shorter gives up at that deadline.
 func TestPipelinedCallsBoundedWhenRedisHangs(t *testing.T) {
 	t.Parallel()
-	own := startOwnRedis(t, 21)
+	own := startOwnRedis(t)
 	const timeout = 300 * time.Millisecond
 	s := newStore(t, own.client(t, timeout), redistest.Prefix(t))
 	if _, err := s.Reserve(t.Context(), storetest.NewTestKey(t), reserveOpts("warm")); err != nil {
@@ -158,7 +158,7 @@ func TestPipelinedCallsBoundedWhenRedisHangs(t *testing.T) {
 // sent). A queued call that gives up before its pipeline goes is not sent.
 func TestAbandonedCallsKeepTheirArguments(t *testing.T) {
 	t.Parallel()
-	own := startOwnRedis(t, 22)
+	own := startOwnRedis(t)
 	s := newStore(t, own.client(t, 5*time.Second), redistest.Prefix(t))
 	ctx := t.Context()
 	if _, err := s.Reserve(ctx, storetest.NewTestKey(t), reserveOpts("warm")); err != nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/replaycache"
 	"github.com/idemgate/idemgate/keystore/storetest"
@@ -19,19 +20,8 @@ func newCached(t testing.TB, s *Store) *replaycache.Store {
 		Now:         func() time.Time { return time.Now().Add(time.Duration(s.offset.Load()) * time.Millisecond) },
 	})
 	t.Cleanup(func() { c.Close() })
-	waitUntil(t, "the cache's subscription", func() bool { return c.Stats().Purges > 0 })
+	testutil.Eventually(t, 5*time.Second, "the cache's subscription", func() bool { return c.Stats().Purges > 0 })
 	return c
-}
-
-func waitUntil(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // The conformance suite holds with the replay cache in front of Redis.
@@ -93,7 +83,7 @@ func TestReplayCacheInvalidationAcrossInstances(t *testing.T) {
 		if got := a.Stats().Entries; got != 0 {
 			t.Errorf("a's entries right after its repair = %d; want 0", got)
 		}
-		waitUntil(t, "b to drop the repaired key", func() bool { return b.Stats().Entries == 0 })
+		testutil.Eventually(t, 5*time.Second, "b to drop the repaired key", func() bool { return b.Stats().Entries == 0 })
 		for _, c := range []*replaycache.Store{a, b} {
 			if got := replayBody(t, c, k); got != "repaired" {
 				t.Errorf("replay after the repair = %q; want %q", got, "repaired")
@@ -116,7 +106,7 @@ func TestReplayCacheInvalidationAcrossInstances(t *testing.T) {
 		if err := b.Invalidate(ctx, k); err != nil {
 			t.Fatal(err)
 		}
-		waitUntil(t, "a to drop the invalidated key", func() bool { return a.Stats().Entries == 0 })
+		testutil.Eventually(t, 5*time.Second, "a to drop the invalidated key", func() bool { return a.Stats().Entries == 0 })
 	})
 }
 
@@ -135,7 +125,7 @@ func replayBody(t *testing.T, c keystore.Store, k keystore.Key) string {
 // shared one it would kill other packages' subscriptions too.
 func TestReplayCachePurgedOnResubscribe(t *testing.T) {
 	t.Parallel()
-	client := startOwnRedis(t, 20).client(t, testTimeout)
+	client := startOwnRedis(t).client(t, testTimeout)
 	s := newStore(t, client, redistest.Prefix(t))
 	c := newCached(t, s)
 	ctx := t.Context()
@@ -158,7 +148,7 @@ func TestReplayCachePurgedOnResubscribe(t *testing.T) {
 	if killed, err := client.ClientKillByFilter(ctx, "TYPE", "pubsub").Result(); err != nil || killed != 1 {
 		t.Fatalf("CLIENT KILL TYPE pubsub = %d, %v; want the cache's one connection", killed, err)
 	}
-	waitUntil(t, "the cache to resubscribe and purge", func() bool { return c.Stats().Purges > purges })
+	testutil.Eventually(t, 5*time.Second, "the cache to resubscribe and purge", func() bool { return c.Stats().Purges > purges })
 	if c.Stats().Entries != 0 {
 		t.Errorf("entries after resubscribing = %d; want 0", c.Stats().Entries)
 	}

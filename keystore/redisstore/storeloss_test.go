@@ -12,15 +12,16 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/storetest"
 )
 
-// ownRedis is a redis-server of the test's own on the test server's port
-// + 50 + n (redistest.Own), with a store client.
+// ownRedis is a redis-server of the test's own (redistest.Own), with a
+// store client.
 type ownRedis struct{ *redistest.Own }
 
-func startOwnRedis(t *testing.T, n int) *ownRedis { return &ownRedis{redistest.StartOwn(t, 50+n)} }
+func startOwnRedis(t *testing.T) *ownRedis { return &ownRedis{redistest.StartOwn(t)} }
 
 func (r *ownRedis) client(t *testing.T, timeout time.Duration) redis.UniversalClient {
 	t.Helper()
@@ -43,7 +44,7 @@ func claimOpts(fp string, id keystore.ClaimID) keystore.ReserveOptions {
 // watcher counts the reset.
 func TestFlushAllDuringClaim(t *testing.T) {
 	t.Parallel()
-	own := startOwnRedis(t, 0)
+	own := startOwnRedis(t)
 	c := own.client(t, testTimeout)
 	s := newStore(t, c, redistest.Prefix(t))
 	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
@@ -100,7 +101,7 @@ func TestFlushAllDuringClaim(t *testing.T) {
 // answering, the key is free and a retry's claim wins.
 func TestLostClaimReplyReleased(t *testing.T) {
 	t.Parallel()
-	own := startOwnRedis(t, 1)
+	own := startOwnRedis(t)
 	c := own.client(t, 300*time.Millisecond)
 	s := newStore(t, c, redistest.Prefix(t))
 	ctx := t.Context()
@@ -160,7 +161,7 @@ func TestLostClaimReplyReleased(t *testing.T) {
 	}
 	// A timed-out attempt may have done the release when Redis resumed; the
 	// Releaser then learns it on its next attempt.
-	waitFor(t, time.Second, "the Releaser to finish", func() error {
+	testutil.Eventually(t, time.Second, "the Releaser to finish", func() error {
 		if st := r.Stats(); st.Pending != 0 || st.Released != 1 {
 			return fmt.Errorf("releaser %+v; want 1 released", st)
 		}
@@ -180,14 +181,14 @@ func TestLostClaimReplyReleased(t *testing.T) {
 // and writes a new epoch; an answer in hand is still stored.
 func TestRestartWithoutPersistenceDetected(t *testing.T) {
 	t.Parallel()
-	own := startOwnRedis(t, 2)
+	own := startOwnRedis(t)
 	c := own.client(t, testTimeout)
 	s := newStore(t, c, redistest.Prefix(t))
 	ctx := t.Context()
 	resets := make(chan Reset, 4)
 	w := s.WatchEpoch(EpochOptions{OnReset: func(r Reset) { resets <- r }})
 	defer w.Close()
-	waitFor(t, 5*time.Second, "a first epoch check", func() error {
+	testutil.Eventually(t, 5*time.Second, "a first epoch check", func() error {
 		if st := w.EpochStatus(); st.Checked.IsZero() {
 			return errors.New("not checked yet")
 		}

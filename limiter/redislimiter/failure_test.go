@@ -3,7 +3,6 @@ package redislimiter_test
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -170,26 +169,20 @@ func TestRedisHangs(t *testing.T) {
 func TestRedisRecovers(t *testing.T) {
 	t.Parallel()
 	addr := redistest.Addr(t)
-	g := &gate{target: addr, addr: "127.0.0.1:0"}
-	if err := g.open(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(g.shut)
+	g := testutil.NewGate(t, addr)
 	var logs logBuffer
 	clk := newClock()
-	b := newBackend(t, clientFor(t, g.addr, testTimeout), clk, redislimiter.Options{Logger: logs.logger(), RetryInterval: time.Second})
+	b := newBackend(t, clientFor(t, g.Addr(), testTimeout), clk, redislimiter.Options{Logger: logs.logger(), RetryInterval: time.Second})
 	l := newEdge(t, b, limiter.EdgeOptions{Rate: 1, Burst: 1})
 	a := key("192.0.2.1")
 	if got := burst(l, clk, a, 2); got != 2 {
 		t.Fatalf("burst of 2: %d passed; want 2", got)
 	}
-	g.shut()
+	g.Shut()
 	if d := l.AllowContext(ctx, a, clk.now()); d != (limiter.Decision{OK: true}) {
 		t.Errorf("while Redis is away = %+v; want a bare pass", d)
 	}
-	if err := g.open(); err != nil {
-		t.Fatal(err)
-	}
+	g.Open()
 	if d := l.AllowContext(ctx, a, clk.now()); d != (limiter.Decision{OK: true}) {
 		t.Errorf("back, within the retry interval = %+v; want a bare pass (not asked)", d)
 	}
@@ -205,73 +198,4 @@ func TestRedisRecovers(t *testing.T) {
 	if w, i := logs.lines(t, "WARN"), logs.lines(t, "INFO"); len(w) != 1 || len(i) != 1 {
 		t.Errorf("logged %d warnings and %d infos; want 1 of each (down, back)", len(w), len(i))
 	}
-}
-
-// gate forwards loopback TCP connections to a real Redis and can be shut
-// (listener and every connection closed) and reopened on the same address.
-type gate struct {
-	target string
-	addr   string
-	mu     sync.Mutex // protects ln, conns
-	ln     net.Listener
-	conns  map[net.Conn]struct{}
-	wg     sync.WaitGroup
-}
-
-func (g *gate) open() error {
-	ln, err := net.Listen("tcp", g.addr)
-	if err != nil {
-		return err
-	}
-	g.mu.Lock()
-	g.ln, g.addr = ln, ln.Addr().String()
-	if g.conns == nil {
-		g.conns = map[net.Conn]struct{}{}
-	}
-	g.mu.Unlock()
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", g.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			g.mu.Lock()
-			g.conns[c], g.conns[up] = struct{}{}, struct{}{}
-			g.mu.Unlock()
-			g.wg.Add(2)
-			go g.pipe(c, up)
-			go g.pipe(up, c)
-		}
-	}()
-	return nil
-}
-
-func (g *gate) pipe(dst, src net.Conn) {
-	defer g.wg.Done()
-	io.Copy(dst, src)
-	dst.Close()
-	src.Close()
-}
-
-// shut closes the listener and every connection, and waits for the
-// goroutines. It is idempotent.
-func (g *gate) shut() {
-	g.mu.Lock()
-	if g.ln != nil {
-		g.ln.Close()
-		g.ln = nil
-	}
-	for c := range g.conns {
-		c.Close()
-		delete(g.conns, c)
-	}
-	g.mu.Unlock()
-	g.wg.Wait()
 }

@@ -73,18 +73,6 @@ func newLocker(t testing.TB, addrs []string, opts Options) *Locker {
 	return l
 }
 
-// eventually polls cond every 10 ms until it holds or d has passed.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", d, what)
-		}
-		<-time.After(10 * time.Millisecond)
-	}
-}
-
 // TestMutualExclusion: 2 replicas (own client, own Locker, own Queue),
 // 20 sessions, 50 goroutines per session split over the replicas: never
 // two holders of one session at once, and each new holder's fencing token
@@ -181,7 +169,7 @@ func TestReleaseWakesWaiter(t *testing.T) {
 	// Let b's subscription settle: its first poll is ≥ 2.5 s away, so the
 	// first attempt after subscribing must come from a message.
 	c := newClient(t, addrs)
-	eventually(t, 5*time.Second, "b's subscription is not active", func() bool {
+	testutil.Eventually(t, 5*time.Second, "b's subscription is not active", func() bool {
 		n, err := c.PubSubNumSub(t.Context(), b.channel).Result()
 		return err == nil && n[b.channel] >= 2
 	})
@@ -407,7 +395,12 @@ func TestHolderWaitingCountsAsWaiting(t *testing.T) {
 			mu.Unlock()
 			turn.Release()
 		})
-		eventually(t, 5*time.Second, fmt.Sprintf("waiting = %d; want %d", waiting.Load(), i), func() bool { return waiting.Load() == int64(i) })
+		testutil.Eventually(t, 5*time.Second, fmt.Sprintf("%d waiting", i), func() error {
+			if n := waiting.Load(); n != int64(i) {
+				return fmt.Errorf("waiting = %d", n)
+			}
+			return nil
+		})
 	}
 	// The head (waiting for the lock) and one in line: the line is full.
 	if _, err := q.Acquire(t.Context(), k); !errors.Is(err, session.ErrQueueFull) {
@@ -457,7 +450,7 @@ func TestTimeoutWhileWaitingForLock(t *testing.T) {
 	}
 	c := newClient(t, addrs)
 	next := l.keys(k).next
-	eventually(t, 5*time.Second, "the timed-out waiter's next-turn claim is still there", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the timed-out waiter's next-turn claim is still there", func() bool {
 		n, err := c.Exists(t.Context(), next).Result()
 		return err == nil && n == 0
 	})

@@ -72,20 +72,6 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// waitFor polls cond every few milliseconds until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		<-tick.C
-	}
-}
-
 // TestLockLapsesWhenHolderDies: a holder whose process dies (here: its
 // client closes without Unlock, so nothing refreshes the lock) loses the
 // lock after LockTTL, and another replica takes it.

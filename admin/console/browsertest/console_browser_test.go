@@ -23,6 +23,7 @@ import (
 
 	"github.com/idemgate/idemgate/config"
 	"github.com/idemgate/idemgate/internal/app"
+	"github.com/idemgate/idemgate/internal/testutil"
 )
 
 const adminToken = "browser-test-admin-token-0123456789"
@@ -175,7 +176,7 @@ routes:
 		}
 	})
 	g := &idemgate{public: "http://" + lns.Public.Addr().String(), admin: "http://" + lns.Admin.Addr().String()}
-	g.waitFor(t, "ready", func() bool {
+	testutil.Eventually(t, 20*time.Second, "ready", func() bool {
 		resp, err := http.Get(g.admin + "/readyz")
 		if err != nil {
 			return false
@@ -184,17 +185,6 @@ routes:
 		return resp.StatusCode == http.StatusOK
 	})
 	return g
-}
-
-// waitFor polls cond every 50 ms for at most 20 s.
-func (g *idemgate) waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
 }
 
 // order sends a keyed POST /orders in the session cart-<key> and returns
@@ -399,14 +389,14 @@ func TestConsoleInBrowser(t *testing.T) {
 			originals <- err
 		}()
 	}
-	g.waitFor(t, "two claims in flight", func() bool { return len(g.claims(t)) == 2 })
+	testutil.Eventually(t, 20*time.Second, "two claims in flight", func() bool { return len(g.claims(t)) == 2 })
 
 	// An unknown outcome: on the hold route, the upstream broke the
 	// connection after reading the request.
 	if status, _, body, err := g.post(context.Background(), "/payments", "pay-1"); err != nil || status != http.StatusBadGateway {
 		t.Fatalf("POST /payments = %d %s, %v; want 502 (the connection broke)", status, body, err)
 	}
-	g.waitFor(t, "one unknown record", func() bool { return len(g.list(t, "/admin/unknown", "unknown")) == 1 })
+	testutil.Eventually(t, 20*time.Second, "one unknown record", func() bool { return len(g.list(t, "/admin/unknown", "unknown")) == 1 })
 	if status, _, body, _ := g.post(context.Background(), "/payments", "pay-1"); status != http.StatusConflict || !strings.Contains(body, "idempotency_outcome_unknown") {
 		t.Fatalf("retry before the operator = %d %s; want 409 idempotency_outcome_unknown", status, body)
 	}
@@ -426,7 +416,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// The claims (and their session turns) are at least a second old, past
 	// sessions.queue_timeout (1s): the turns are shown stuck.
-	g.waitFor(t, "claims a second old", func() bool {
+	testutil.Eventually(t, 20*time.Second, "claims a second old", func() bool {
 		cs := g.list(t, "/admin/claims", "claims")
 		return len(cs) == 2 && cs[0].AgeSeconds >= 1.1 && cs[1].AgeSeconds >= 1.1
 	})
