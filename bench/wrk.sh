@@ -32,30 +32,11 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 
 if [[ ${1:-} == table ]]; then
+	# Medians over rounds (min–max) per file and scenario, and the median of the
+	# per-round ratios to the bare proxy of the same file (bench-wrk's bareproxy, or
+	# bench/'s "bare GET|POST"): the nth run of a scenario pairs with the nth bare run.
 	shift
-	# Medians over rounds (min–max), ratios of medians against the bare proxy of the
-	# same harness and configuration: bareproxy for bench-wrk, "bare GET|POST" for bench/.
-	jq -rs '
-	  def med: sort | .[(length / 2 | floor)];
-	  def f(x): if x == null then "" else (x * 100 | round / 100 | tostring) end;
-	  map(select(.kind == null and (.calibration // false) == false) |
-	    if .harness == "bench" then
-	      {h: "bench/", cfg: ("identity=" + (.identity | tostring) + " alone=" + (.alone | tostring)), name: .scenario,
-	       base: (if (.scenario | test("GET")) then "bare GET" else "bare POST" end), rps, cpu: .cpu_us_per_req, load: .loadavg}
-	    else
-	      {h: "bench-wrk", cfg: .target, name: (.target + " " + .scenario), scen: .scenario, target: .target,
-	       rps, cpu: .proxy_cpu_us_per_req, load: .loadavg}
-	    end)
-	  | group_by(.h) | map(
-	      . as $all
-	      | ($all | group_by(.name) | map({key: .[0].name, value: {rps: (map(.rps) | med), cpu: (map(.cpu // 0) | med)}}) | from_entries) as $m
-	      | $all | group_by(.name) | map(
-	          .[0] as $r
-	          | (if $r.h == "bench/" then $r.base else ("bareproxy " + $r.scen) end) as $b
-	          | (map(.rps) | sort) as $rs | (map(.cpu // 0) | sort) as $cs
-	          | "| \($r.h) | \($r.name) | \(length) | \($rs | med | round) | \($rs[0] | round)–\($rs[-1] | round) | \(f(if $m[$b] then ($rs | med) / $m[$b].rps else null end)) | \($cs | med | round) | \($cs[0] | round)–\($cs[-1] | round) | \(f(if $m[$b] and $m[$b].cpu > 0 then ($cs | med) / $m[$b].cpu else null end)) | \(map(.load | split(" ")[0]) | join(" ")) |"
-	        ) | .[]
-	    ) | ("| harness | run | n | req/s | min–max | × bare | CPU µs/req | min–max | CPU × bare | load (1 min) per round |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"), .[]' "$@"
+	jq -rn -f "$repo/bench/wrk-table.jq" "$@"
 	exit 0
 fi
 
