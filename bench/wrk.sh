@@ -90,6 +90,7 @@ cleanup() {
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM # so that EXIT's cleanup runs when stopped
 
 redis="{redis}"
 ourredis=127.0.0.1:$((BASE_PORT + 30))
