@@ -86,8 +86,10 @@ fi
 pids=()
 cleanup() {
 	local p
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do
+		kill "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM # so that EXIT's cleanup runs when stopped
@@ -127,4 +129,9 @@ esac
 cd "$work"
 IDEMGATE_CMD=$cmd IDEMGATE_LABEL=$label TARGETS=${TARGETS:-"bareproxy idemgate"} SCENARIOS=${SCENARIOS:-"get post"} \
 	ROUNDS=${ROUNDS:-5} DURATION=${DURATION:-5} WARMUP=${WARMUP:-1} CALIBRATE=${CALIBRATE:-0} REDIS_BENCH=${REDIS_BENCH:-0} \
-	./run.sh
+	./run.sh &
+# In the background, waited for: a signal to this script then stops run.sh (which stops
+# what it started) at once, instead of after the run.
+runner=$!
+pids=("$runner" "${pids[@]}")
+wait "$runner"
