@@ -186,7 +186,7 @@ func (m *Metrics) initRoute(name string, idempotent, limited bool, reuseStatus i
 	}
 	m.upstreamN.WithLabelValues(name, UpstreamCodeError)
 	for _, pr := range []proxyProblem{problemUpstreamDown, problemUpstreamTimeout} {
-		m.requests.WithLabelValues(name, pr.outcome, strconv.Itoa(pr.Status))
+		m.requests.WithLabelValues(name, pr.outcome, statusLabel(pr.Status))
 	}
 	if limited {
 		m.requests.WithLabelValues(name, OutcomeRateLimited, "429")
@@ -195,10 +195,10 @@ func (m *Metrics) initRoute(name string, idempotent, limited bool, reuseStatus i
 		return
 	}
 	for _, pr := range []proxyProblem{problemKeyInvalid, problemRequestTooLarge, problemInProgress, problemResponseTooLarge, problemUnavailable} {
-		m.requests.WithLabelValues(name, pr.outcome, strconv.Itoa(pr.Status))
+		m.requests.WithLabelValues(name, pr.outcome, statusLabel(pr.Status))
 	}
 	if reuseStatus != 0 {
-		m.requests.WithLabelValues(name, OutcomeKeyReused, strconv.Itoa(reuseStatus))
+		m.requests.WithLabelValues(name, OutcomeKeyReused, statusLabel(reuseStatus))
 	}
 }
 
@@ -273,7 +273,7 @@ func (m *Metrics) observeRequest(r *http.Request, ex *exchange, status int, outc
 	if ex.route != nil {
 		route = ex.route.Name
 	}
-	m.requests.WithLabelValues(route, outcome, strconv.Itoa(status)).Inc()
+	m.requests.WithLabelValues(route, outcome, statusLabel(status)).Inc()
 	m.duration.WithLabelValues(route, resultOf(outcome, ex.code, status)).Observe(d.Seconds())
 	if outcome == OutcomeRateLimited {
 		limiter := LimiterRoute
@@ -339,10 +339,28 @@ func (t *meteredTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	t.m.upstream.WithLabelValues(route).Observe(time.Since(start).Seconds())
 	code := UpstreamCodeError
 	if err == nil {
-		code = strconv.Itoa(res.StatusCode)
+		code = statusLabel(res.StatusCode)
 	}
 	t.m.upstreamN.WithLabelValues(route, code).Inc()
 	return res, err
+}
+
+// statusLabels are the metric labels of the statuses 0–599, made once:
+// strconv.Itoa allocates for every number from 100 up, and every request
+// labels one or two statuses (issue 31: allocation on the hot path).
+var statusLabels = func() (l [600]string) {
+	for i := range l {
+		l[i] = strconv.Itoa(i)
+	}
+	return l
+}()
+
+// statusLabel is strconv.Itoa(code), without allocating for 0–599.
+func statusLabel(code int) string {
+	if code >= 0 && code < len(statusLabels) {
+		return statusLabels[code]
+	}
+	return strconv.Itoa(code)
 }
 
 // CloseIdleConnections lets ReverseProxy's owner close the wrapped

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -427,4 +428,15 @@ func counted(t *testing.T, c prometheus.Collector) int {
 		}
 	}
 	return n
+}
+
+func TestStatusLabel(t *testing.T) {
+	for _, code := range []int{-1, 0, 7, 99, 100, 201, 499, 599, 600, 1000} {
+		if got, want := statusLabel(code), strconv.Itoa(code); got != want {
+			t.Errorf("statusLabel(%d) = %q, want %q", code, got, want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = statusLabel(201) }); n != 0 {
+		t.Errorf("statusLabel(201) allocates %v times, want 0", n)
+	}
 }

@@ -82,6 +82,9 @@ var (
 	ports       = flag.Int("ports", 18081, "the first of the 17 loopback ports the servers listen on")
 	sequential  = flag.Bool("sequential", false, "one connection, one request after another (issue 31: the latency a sequential client feels): the closed-loop runs with -c 1, reported as p50/p99 with their spread and the additions over the bare proxy; no fixed-rate runs")
 	cacheN      = flag.Int("replay-cache", 100000, "store.redis.replay_cache.max_entries of the Redis-store idemgate (0: no replay cache)")
+	identity    = flag.Bool("identity", false, "idemgate requires an identity (require_identity: true, the default as deployed) and loadgen sends Authorization: Bearer bench-client, as ../shared/bench-wrk does; default off (anonymous clients)")
+	alone       = flag.Bool("alone", false, "each run with the other servers stopped (SIGSTOP, SIGCONT after): only the measured server and the upstream on the servers' core, as ../shared/bench-wrk runs one target at a time")
+	jsonlPath   = flag.String("jsonl", "", "append each run as one JSON line to this file (for combining rounds of several invocations)")
 	prefillN    = flag.Int("prefill", 0, "records to store before the rounds: a second memory-store idemgate, measured beside the empty one in the same rounds, and the Redis-store idemgate are each sent that many keyed first writes (issue 17: 1000000)")
 )
 
@@ -156,6 +159,7 @@ func drive() int {
 			log.Fatalf("start %s: %v", name, err)
 		}
 		procs = append(procs, cmd)
+		allProcs = procs
 	}
 	start(filepath.Join(*bin, "upstream"), "-listen", upAddr)
 	start(filepath.Join(*bin, "bareproxy"), "-listen", bareAddr, "-upstream", "http://"+upAddr)
@@ -331,6 +335,7 @@ func prefill(url string, n int) error {
 				req, _ := http.NewRequest("POST", url, strings.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("Idempotency-Key", prefix+strconv.FormatInt(i, 36))
+				identify(req)
 				res, err := client.Do(req)
 				if err == nil {
 					io.Copy(io.Discard, res.Body)
@@ -426,6 +431,7 @@ func runOne(s scenario, prefix string, fixedRate float64) (run, error) {
 		req, _ := http.NewRequest(s.method, s.url, strings.NewReader(s.body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Idempotency-Key", prefix)
+		identify(req)
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return run{}, err
@@ -441,6 +447,12 @@ func runOne(s scenario, prefix string, fixedRate float64) (run, error) {
 		"-warmup", "1s", "-key", keyMode(s.key), "-key-prefix", prefix, "-expect", fmt.Sprint(s.expect), "-ids", fmt.Sprint(max(s.ids, 1))}
 	if s.body != "" {
 		args = append(args, "-body", s.body)
+	}
+	if *identity {
+		args = append(args, "-H", "Authorization: "+bearer)
+	}
+	if *alone {
+		defer pauseOthers(proc)()
 	}
 	if fixedRate > 0 {
 		args = append(args, "-rate", fmt.Sprint(fixedRate), "-c", "256")
@@ -482,6 +494,39 @@ func runOne(s scenario, prefix string, fixedRate float64) (run, error) {
 		return r, fmt.Errorf("the upstream executed %d requests for %d answers; want every one", delta, r.Requests)
 	}
 	return r, nil
+}
+
+// bearer is the credential -identity sends, bench-wrk's.
+const bearer = "Bearer bench-client"
+
+// identify gives req the client's identity when -identity is set.
+func identify(req *http.Request) {
+	if *identity {
+		req.Header.Set("Authorization", bearer)
+	}
+}
+
+// allProcs is every server the driver started; the upstream is the first.
+var allProcs []*exec.Cmd
+
+// pauseOthers stops (SIGSTOP) every server but keep and the upstream, and
+// returns the function that continues them (-alone). nginx's workers are
+// its master's children and are not stopped: run -alone without nginx.
+func pauseOthers(keep *exec.Cmd) func() {
+	var paused []*exec.Cmd
+	for i, p := range allProcs {
+		if i == 0 || p == keep {
+			continue
+		}
+		if p.Process.Signal(syscall.SIGSTOP) == nil {
+			paused = append(paused, p)
+		}
+	}
+	return func() {
+		for _, p := range paused {
+			p.Process.Signal(syscall.SIGCONT)
+		}
+	}
 }
 
 // serving maps a scenario's host:port to the process that serves it.
@@ -589,10 +634,32 @@ func interleave(scenarios []scenario, n int, rate float64, failed *bool) map[str
 				continue
 			}
 			log.Printf("round %d, %-40s %9.0f req/s  p50 %.2f ms  p99 %.2f ms  CPU %.0f µs/req", round, s.name, r.RPS, r.P50, r.P99, r.CPUPerReq)
+			writeJSONL(s, r, rate)
 			results[s.name] = append(results[s.name], r)
 		}
 	}
 	return results
+}
+
+// writeJSONL appends r to -jsonl's file, one line: the run with its
+// scenario, settings and the machine's load average.
+func writeJSONL(s scenario, r run, rate float64) {
+	if *jsonlPath == "" {
+		return
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+	line, _ := json.Marshal(map[string]any{
+		"harness": "bench", "scenario": s.name, "rps": r.RPS, "requests": r.Requests, "p50_ms": r.P50, "p99_ms": r.P99,
+		"cpu_us_per_req": r.CPUPerReq, "redis_cpu_us_per_req": r.RedisCPUPerReq, "connections": *conns, "rate": rate,
+		"identity": *identity, "alone": *alone, "loadavg": strings.Join(strings.Fields(string(load))[:3], " "),
+		"time": time.Now().UTC().Format(time.RFC3339),
+	})
+	f, err := os.OpenFile(*jsonlPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	f.Write(append(line, '\n'))
 }
 
 // medianOf is the median of f over the runs of the scenario named name, 0
@@ -729,7 +796,7 @@ store:
     replay_cache:
       max_entries: %d
 idempotency:
-  require_identity: false   # loadgen's clients send no identity
+  require_identity: %t   # -identity: loadgen's clients send bench-wrk's bearer token
 routes:
   - name: create_cart
     method: POST
@@ -743,7 +810,7 @@ routes:
     path: /ucp/v1/sessions/{id}
     idempotent: true
     session: id
-`, listen, admin, upAddr, backend, *redis, time.Now().UnixNano(), *cacheN)
+`, listen, admin, upAddr, backend, *redis, time.Now().UnixNano(), *cacheN, *identity)
 	p := filepath.Join(dir, name)
 	if err := os.WriteFile(p, []byte(cfg), 0o644); err != nil {
 		log.Fatal(err)
