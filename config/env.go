@@ -32,6 +32,8 @@ var OtherEnv = []string{
 	EnvPrefix + "_CHROMIUM_DEBS",   // scripts/chromium.sh: where Debian's package is unpacked
 	EnvPrefix + "_ARTIFACTS",       // admin/console/browsertest: where screenshots go
 	EnvPrefix + "_REDIS_TEST_PORT", // scripts/redis-test.sh: the first port
+	EnvPrefix + "_REDIS_DEBS",      // scripts/redis-test.sh: where Debian's packages are unpacked
+	EnvPrefix + "_ANYONCE_VECTORS", // make test-ietf: the IETF draft's conformance vectors
 	EnvPrefix + "_TEST_REDIS_ADDR", // tests: the Redis servers
 	EnvPrefix + "_TEST_REDIS_CLUSTER_ADDRS",
 	EnvPrefix + "_TEST_REDIS_SENTINEL_ADDRS",

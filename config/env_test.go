@@ -1,6 +1,9 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"testing"
 )
@@ -80,6 +83,30 @@ func TestEditDistance(t *testing.T) {
 	}{{"", "", 0}, {"a", "", 1}, {"", "ab", 2}, {"kitten", "sitting", 3}, {"UPSTREM", "UPSTREAM", 1}, {"ab", "ba", 1}, {"POTS", "POST", 1}, {"ca", "abc", 3}} {
 		if got := editDistance(tt.a, tt.b); got != tt.d {
 			t.Errorf("editDistance(%q, %q) = %d; want %d", tt.a, tt.b, got, tt.d)
+		}
+	}
+}
+
+// TestOtherEnvNamesTheScripts: every IDEMGATE_* variable the Makefile and
+// scripts/ read is a config key's or on OtherEnv, so a test run with the
+// scripts' variables exported never warns "unknown environment variable"
+// (cmd/idemgate's TestDemo refuses any warning).
+func TestOtherEnvNamesTheScripts(t *testing.T) {
+	files, err := filepath.Glob("../scripts/*.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, "../Makefile", "../.ci/run")
+	name := regexp.MustCompile(EnvPrefix + `_[A-Z0-9_]*[A-Z0-9]`)
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range name.FindAllString(string(data), -1) {
+			if ws := UnknownEnv([]string{v + "=x"}, Default()); len(ws) > 0 {
+				t.Errorf("%s reads %s, which UnknownEnv warns about: add it to OtherEnv", f, v)
+			}
 		}
 	}
 }
