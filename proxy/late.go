@@ -178,9 +178,6 @@ type lateCalls struct {
 
 // keep admits lc as a kept call unless max are kept already.
 func (lcs *lateCalls) keep(lc *lateCall, max int) bool {
-	if max <= 0 {
-		max = DefaultLateAnswerMax
-	}
 	if lcs.n.Add(1) > int64(max) {
 		lcs.n.Add(-1)
 		return false
@@ -227,7 +224,7 @@ func (p *Proxy) serveKept(rp http.Handler, w http.ResponseWriter, r *http.Reques
 	ctx, lc.cancel = context.WithCancelCause(ctx)
 	call.late = lc
 	finish := ex.finish
-	call.capture = newCapture(p.opts.Idempotency.MaxResponseBytes, lc.locked(finish))
+	call.capture = newCapture(ex.snap.idem.MaxResponseBytes, lc.locked(finish))
 	ex.capture = call.capture
 	ex.swallow = true
 	out := r.WithContext(p.traceWrites(ctx, call))
@@ -289,7 +286,7 @@ func (p *Proxy) detach(w http.ResponseWriter, r *http.Request, ex *exchange, lc 
 	if lc.finished || lc.started {
 		return false
 	}
-	if !p.late.keep(lc, ex.stages.lateMax) {
+	if !p.late.keep(lc, ex.snap.idem.LateAnswerMax) {
 		p.metrics.lateDropped(ex.route.Name)
 		p.log.Warn("late_answer_max calls are kept already; a timed-out write was cancelled", logRequestID, ex.id, logRoute, ex.route.Name)
 		lc.cancel(context.DeadlineExceeded)
@@ -328,7 +325,7 @@ func (p *Proxy) extendKept() int {
 			cancel()
 			continue
 		}
-		_, err := p.opts.Store.Renew(ctx, lc.key, lc.token, left)
+		_, err := p.deps.Store.Renew(ctx, lc.key, lc.token, left)
 		cancel()
 		if err != nil {
 			p.log.Warn("extending the lease of a kept call at shutdown failed", "error", err)

@@ -67,12 +67,12 @@ func (ws *waiters) leave(key keystore.Key) {
 // context's error.
 func (p *Proxy) waitOriginal(r *http.Request, sk keystore.Key, reserve func() (keystore.Reservation, error)) (keystore.Reservation, error) {
 	ex := exchangeOf(r)
-	depth := ex.stages.maxWaiters
-	if depth < 0 || !p.waiters.enter(sk, depth) {
+	depth := ex.snap.idem.MaxWaiters
+	if depth <= 0 || !p.waiters.enter(sk, depth) {
 		return keystore.Reservation{}, keystore.ErrInFlight
 	}
 	defer p.waiters.leave(sk)
-	notices, stop := p.notices.Watch(sk)
+	notices, stop := p.deps.Notices.Watch(sk)
 	defer stop()
 	start := time.Now()
 	defer func() { ex.waited = time.Since(start) }()
@@ -117,7 +117,7 @@ func jitter(d time.Duration) time.Duration {
 func (p *Proxy) notify(sk keystore.Key) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	if err := p.notices.Publish(ctx, sk); err != nil {
+	if err := p.deps.Notices.Publish(ctx, sk); err != nil {
 		p.log.Warn("publishing a completion notice failed; waiters will poll", "error", err)
 	}
 }

@@ -66,7 +66,7 @@ func valueOf(m *dto.Metric) float64 {
 func (a *App) consoleRoutes() []console.Route {
 	byName := map[string]*console.Route{}
 	var out []console.Route
-	for _, r := range a.proxy.Stages().Routes {
+	for _, r := range a.proxy.Policy().Routes {
 		out = append(out, console.Route{Name: r.Name, Method: r.Method, Path: r.Path, Idempotent: r.Idempotent, Requests: map[string]float64{}})
 	}
 	out = append(out, console.Route{Requests: map[string]float64{}}) // no route matched
@@ -107,7 +107,7 @@ func (a *App) consoleHealth(ctx context.Context) console.Health {
 
 // consoleSessions is the session queue's state.
 func (a *App) consoleSessions() console.Sessions {
-	q := a.proxy.Stages().Sessions
+	q := a.proxy.Policy().Sessions
 	if q == nil {
 		return console.Sessions{}
 	}

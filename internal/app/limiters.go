@@ -3,7 +3,6 @@ package app
 import (
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/idemgate/idemgate/config"
@@ -25,20 +24,14 @@ const (
 	routeLimiterPrefix = "route:"
 )
 
-// limitSet is the running limiters, kept for the metrics (limitsCollector)
-// and the rejection counts. Every method is safe for concurrent use.
+// limitSet is the running limiters, kept for the metrics (limitsCollector).
+// Every method is safe for concurrent use.
 type limitSet struct {
-	edge     proxy.Limiter               // nil: no edge limit
-	routes   map[string]proxy.Limiter    // by route name
-	local    map[string]*limiter.Limiter // by limiter name; nil entries never
-	backend  *redislimiter.Backend       // nil with limiter.backend local
-	rejected map[rejectLabel]*atomic.Uint64
+	edge    proxy.Limiter               // nil: no edge limit
+	routes  map[string]proxy.Limiter    // by route name
+	local   map[string]*limiter.Limiter // by limiter name; nil entries never
+	backend *redislimiter.Backend       // nil with limiter.backend local
 }
-
-// rejectLabel is a rejection counter's labels, as proxy.Stages.OnReject
-// reports them: limiter proxy.LimiterEdge and route "", or
-// proxy.LimiterRoute and the route's name.
-type rejectLabel struct{ limiter, route string }
 
 // newLimiters makes the edge limiter and one limiter per route with a
 // rate_limit, per process or in Redis (limiter.backend), and pushes their
@@ -65,7 +58,7 @@ func newLimiters(cfg *config.Config, log *slog.Logger, cs *closeStack) (*limitSe
 			SweepInterval: sweepInterval,
 		}
 	}
-	set := &limitSet{routes: map[string]proxy.Limiter{}, local: map[string]*limiter.Limiter{}, rejected: map[rejectLabel]*atomic.Uint64{}}
+	set := &limitSet{routes: map[string]proxy.Limiter{}, local: map[string]*limiter.Limiter{}}
 	// The two backends make limiters the same way.
 	newEdge := func(o limiter.EdgeOptions) (proxy.Limiter, func() error, error) {
 		l, err := limiter.NewEdge(o)
@@ -118,7 +111,6 @@ func newLimiters(cfg *config.Config, log *slog.Logger, cs *closeStack) (*limitSe
 		}
 		cs.push(closeL)
 		set.edge = l
-		set.rejected[rejectLabel{proxy.LimiterEdge, ""}] = new(atomic.Uint64)
 	}
 	for i, r := range cfg.Routes {
 		if r.RateLimit == nil {
@@ -130,27 +122,8 @@ func newLimiters(cfg *config.Config, log *slog.Logger, cs *closeStack) (*limitSe
 		}
 		cs.push(closeL)
 		set.routes[r.Name] = l
-		set.rejected[rejectLabel{proxy.LimiterRoute, r.Name}] = new(atomic.Uint64)
 	}
 	return set, nil
-}
-
-// onReject counts a rejection (proxy.Stages.OnReject).
-func (s *limitSet) onReject(l, route string) {
-	if n := s.rejected[rejectLabel{l, route}]; n != nil {
-		n.Add(1)
-	}
-}
-
-// rejections returns how many requests each limiter refused, by limiter
-// (proxy.LimiterEdge or proxy.LimiterRoute) and route name ("" for the edge).
-// Every configured limiter has an entry, zero included.
-func (s *limitSet) rejections() map[rejectLabel]uint64 {
-	out := make(map[rejectLabel]uint64, len(s.rejected))
-	for l, n := range s.rejected {
-		out[l] = n.Load()
-	}
-	return out
 }
 
 // evictions returns, by limiter name, how many client states each local

@@ -89,7 +89,7 @@ func (m *kubeMount) update(t *testing.T, data string) {
 // routeNames returns the names of the routes the proxy serves now.
 func (oa *opsApp) routeNames() []string {
 	var names []string
-	for _, r := range oa.proxy.Stages().Routes {
+	for _, r := range oa.proxy.Policy().Routes {
 		names = append(names, r.Name)
 	}
 	return names
@@ -183,7 +183,7 @@ func TestReloadReplaceInPlaceInvalid(t *testing.T) {
 	if err := os.WriteFile(path, []byte(inPlace), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "observe mode", func() bool { return len(oa.proxy.Stages().Routes) == 2 && oa.proxy.Stages().Routes[0].Observe })
+	waitUntil(t, "observe mode", func() bool { return len(oa.proxy.Policy().Routes) == 2 && oa.proxy.Policy().Routes[0].Observe })
 	pay("p1")
 	pay("p1")
 	if n := up.count("/pay", "p1"); n != 2 {
@@ -455,10 +455,14 @@ routes:
 		t.Errorf("/pay answered 500 ran %d times; want 2 (release_statuses: [500] releases the key)", runs)
 	}
 	check("/own", true, ",b", 1) // its own release_statuses: none
-	for _, r := range oa.proxy.Stages().Routes {
-		want := map[string]string{"pay": "wait 3s 30h0m0s", "own": "reject 3s 30h0m0s"}[r.Name]
+	pol := oa.proxy.Policy()
+	if id := pol.Idempotency; fmt.Sprintf("%s %v %v", id.InProgress, id.WaitTimeout, id.Retention) != "wait 3s 30h0m0s" {
+		t.Errorf("policy: in_progress, wait_timeout, retention = %s %v %v; want wait 3s 30h0m0s", id.InProgress, id.WaitTimeout, id.Retention)
+	}
+	for _, r := range pol.Routes {
+		want := map[string]string{"pay": " 0s 0s", "own": "reject 0s 0s"}[r.Name] // own keys; the rest inherit the policy's
 		if got := fmt.Sprintf("%s %v %v", r.InProgress, r.WaitTimeout, r.Retention); got != want {
-			t.Errorf("route %s: in_progress, wait_timeout, retention = %s; want %s", r.Name, got, want)
+			t.Errorf("route %s: own in_progress, wait_timeout, retention = %s; want %s", r.Name, got, want)
 		}
 	}
 	if strings.Contains(oa.logs.String(), "need a restart") {
@@ -472,12 +476,12 @@ func TestReloadRequestBodyTimeout(t *testing.T) {
 	t.Parallel()
 	up := newCountingUpstream(t)
 	oa, km := startWatched(t, reloadYAML(up.URL, "", "request_body_timeout: 1m"))
-	if got := oa.proxy.Stages().RequestBodyTimeout; got != time.Minute {
+	if got := oa.proxy.Policy().RequestBodyTimeout; got != time.Minute {
 		t.Fatalf("stages' request_body_timeout at start = %v; want 1m", got)
 	}
 	km.update(t, reloadYAML(up.URL, "", "request_body_timeout: 300ms"))
 	waitUntil(t, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
-	if got := oa.proxy.Stages().RequestBodyTimeout; got != 300*time.Millisecond {
+	if got := oa.proxy.Policy().RequestBodyTimeout; got != 300*time.Millisecond {
 		t.Errorf("stages' request_body_timeout after the reload = %v; want 300ms", got)
 	}
 	if strings.Contains(oa.logs.String(), "need a restart") {
@@ -539,7 +543,7 @@ routes:
 	}
 	km.update(t, cfg("15m", "10m"))
 	waitUntil(t, "the refusal", func() bool { return oa.reloads(t, "failure") == 1 })
-	if got := oa.proxy.Stages().Routes[0].Timeout; got != 30*time.Second {
+	if got := oa.proxy.Policy().Routes[0].Timeout; got != 30*time.Second {
 		t.Errorf("route timeout after the refused reload = %v; want 30s (the running config)", got)
 	}
 	logs := oa.logs.String()
@@ -551,7 +555,7 @@ routes:
 	// A file that is valid with the running max_lease applies the rest.
 	km.update(t, cfg("15m", "4m"))
 	waitUntil(t, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
-	if got := oa.proxy.Stages().Routes[0].Timeout; got != 4*time.Minute {
+	if got := oa.proxy.Policy().Routes[0].Timeout; got != 4*time.Minute {
 		t.Errorf("route timeout = %v; want 4m", got)
 	}
 }
