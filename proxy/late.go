@@ -23,10 +23,6 @@ import (
 // access-log line (outcome late when the answer was recorded), when it
 // ends.
 
-// DefaultLateAnswerMax is the number of kept calls per process when
-// Stages.LateAnswerMax is 0 (late_answer_max's default).
-const DefaultLateAnswerMax = 1000
-
 // lateCall is the upstream call of a keyed write with a late wait. The
 // call runs on its own goroutine, which writes to the client through a
 // [latchWriter] until the handler detaches it.

@@ -22,11 +22,6 @@ import (
 // the same deadline). The claim stage answers whatever the last Reserve
 // said, so every transition is the claim stage's own rule.
 
-// DefaultMaxWaiters is the waiters per key per process when neither
-// Stages.MaxWaiters nor Idempotency.WaitQueueDepth is set
-// (idempotency.max_waiters).
-const DefaultMaxWaiters = 64
-
 // waitPoll is the mean interval of a waiter's poll, the fallback for lost
 // notices and for changes nobody announces (a lease that ended, an
 // operator's release). Each wait is jittered by ±50%.
