@@ -83,13 +83,17 @@ type App struct {
 	proxy    *proxy.Proxy
 	limits   atomic.Pointer[limitSet] // the running limiters, for the metrics
 	adminAPI atomic.Pointer[admin.Handler]
-	console  atomic.Pointer[console.Handler]
+	// adminToken is the admin API's token, for its rebuilds; reload.mu
+	// protects it.
+	adminToken string
+	console    atomic.Pointer[console.Handler]
 	// cfgStatus is the config's revision and last reload, for the console.
 	cfgStatus atomic.Pointer[console.ConfigStatus]
 	reload    reloadState
 
 	ready, draining atomic.Bool
 	public, admin   *http.Server
+	conns           []*limitListener // max_connections of each listener; reload.mu protects it
 	// afterDrain, when set (tests), runs after the public server drained
 	// and before the stores close.
 	afterDrain func()

@@ -15,17 +15,22 @@ import (
 
 // newConsole builds the operator console (/ui/) on the admin API api, with
 // token ("" disables it) and the app's live state as its sources.
-func (a *App) newConsole(api http.Handler, token string, log *slog.Logger) (*console.Handler, error) {
-	o := console.Options{Token: token, Admin: api, Logger: log}
-	if a.cfg.AdminHost != "" {
-		o.Hosts = []string{a.cfg.AdminHost}
-	}
+func (a *App) newConsole(api http.Handler, token, adminHost string, log *slog.Logger) (*console.Handler, error) {
+	o := console.Options{Token: token, Admin: api, Logger: log, Hosts: hostList(adminHost)}
 	o.Routes = a.consoleRoutes
 	o.Health = a.consoleHealth
 	o.Config = a.configStatus
 	o.Sessions = a.consoleSessions
 	o.Limits = a.consoleLimits
 	return console.New(o)
+}
+
+// hostList is admin_host as the console's Hosts.
+func hostList(adminHost string) []string {
+	if adminHost == "" {
+		return nil
+	}
+	return []string{adminHost}
 }
 
 // counters reads the app's counters of family name, by their labels.

@@ -41,6 +41,17 @@ func (rs *reloadState) close() error {
 	return errors.Join(rs.identity.close(), rs.queue.close(), rs.limiters.close())
 }
 
+// liveConfig returns the running config: the file's reloadable keys, the
+// start's others.
+func (a *App) liveConfig() *config.Config {
+	a.reload.mu.Lock()
+	defer a.reload.mu.Unlock()
+	if a.reload.live == nil {
+		return a.cfg
+	}
+	return a.reload.live
+}
+
 // startReload runs the reload loop in g until ctx ends: config.Watch on the
 // config file (events, a periodic poll) and SIGHUP, which forces a read.
 func (a *App) startReload(ctx context.Context, g *errgroup.Group) {
@@ -226,15 +237,24 @@ func (a *App) applyPolicy(applied *config.Config) error {
 	return nil
 }
 
-// applyLive sets the running parts that keep state to applied's values:
-// the store's record format and compression. The proxy's buffered-bytes
-// budget follows its policy (Proxy.Apply).
+// applyLive sets the running parts that keep state to applied's values
+// (their setters): the store's record format, compression and capacity,
+// the listeners' max_connections, and the admin API and console. The
+// proxy's buffered-bytes budget follows its policy (Proxy.Apply).
+// reload.mu is held.
 func (a *App) applyLive(applied *config.Config) {
 	if r := a.built.redis; r != nil {
 		// Checked by validation: the format is one of the two.
 		_ = r.SetRecordFormat(recordFormat(applied))
 	}
 	a.built.compressed.Set(compression(applied))
+	if m := a.built.mem; m != nil {
+		m.SetLimits(applied.Store.Memory.MaxEntries, applied.Store.Memory.MaxBytes)
+	}
+	for _, l := range a.conns {
+		l.SetLimit(applied.MaxConnections)
+	}
+	a.reloadAdmin(applied)
 }
 
 // limitsChanged reports whether the limit stages must be rebuilt: the edge

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/internal/testutil"
 )
 
@@ -232,7 +233,7 @@ func TestReloadReplaceInPlaceInvalid(t *testing.T) {
 	}
 
 	// Keys that need a restart: reported, ignored; the rest applies.
-	restart := reloadYAML(up.URL, "", "listen: \"127.0.0.1:1\"\nstore: {memory: {max_entries: 5}}")
+	restart := reloadYAML(up.URL, "", "listen: \"127.0.0.1:1\"\ntracing: {enabled: true}\nstore: {memory: {max_entries: 5}}")
 	if err := os.WriteFile(path, []byte(restart), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +242,7 @@ func TestReloadReplaceInPlaceInvalid(t *testing.T) {
 		return testutil.Gathered(t, oa.reg, "idemgate_config_restart_required") == 1
 	})
 	logs := oa.logs.String()
-	if !strings.Contains(logs, `"keys":["listen","store.memory.max_entries"]`) || !strings.Contains(logs, "need a restart") {
+	if !strings.Contains(logs, `"keys":["listen","tracing.enabled"]`) || !strings.Contains(logs, "need a restart") {
 		t.Errorf("the restart-only keys were not reported:\n%s", logs)
 	}
 	if got := testutil.Gathered(t, oa.reg, "idemgate_config_last_reload_successful"); got != 1 {
@@ -522,41 +523,40 @@ routes:
 
 // TestReloadRefusesAMixThatWouldNotValidate: a file valid on its own is
 // refused when, with the running values of the keys that need a restart,
-// it would not be: here a route timeout checked against the file's
-// max_lease would run under the running, shorter one, and outlive its
-// lease. The running config keeps serving; a restart applies the file.
+// it would not be: here a route limit in nanoseconds, which the file's
+// local limiter takes and the running Redis limiter cannot count. The
+// running config keeps serving; a restart applies the file.
 func TestReloadRefusesAMixThatWouldNotValidate(t *testing.T) {
 	t.Parallel()
 	up := newCountingUpstream(t)
-	cfg := func(maxLease, timeout string) string {
-		return `upstream: {url: "` + up.URL + `", timeout: 20m}
+	redis := `redis: {addrs: ["` + redistest.Addr(t) + `"], key_prefix: "` + redistest.Prefix(t) + `"}`
+	cfg := func(backend, per string) string {
+		return `upstream: {url: "` + up.URL + `"}
 edge_limit: {rate: 0}
-idempotency: {require_identity: false, max_lease: ` + maxLease + `, late_answer_wait: 0s}
+store: {` + redis + `}
+limiter: {backend: ` + backend + `}
+idempotency: {require_identity: false}
 routes:
-  - {name: pay, method: POST, path: /pay, idempotent: true, timeout: ` + timeout + `}
+  - {name: pay, method: POST, path: /pay, rate_limit: {requests: 5, per: ` + per + `}}
 `
 	}
-	v1 := cfg("5m", "30s")
-	oa, km := startWatched(t, v1)
-	if _, err := parseConfig([]byte(cfg("15m", "10m"))); err != nil {
+	oa, km := startWatched(t, cfg("redis", "1s"))
+	if _, err := parseConfig([]byte(cfg("local", "1500ns"))); err != nil {
 		t.Fatalf("the new file is invalid on its own: %v", err)
 	}
-	km.update(t, cfg("15m", "10m"))
+	km.update(t, cfg("local", "1500ns"))
 	waitUntil(t, "the refusal", func() bool { return oa.reloads(t, "failure") == 1 })
-	if got := oa.proxy.Policy().Routes[0].Timeout; got != 30*time.Second {
-		t.Errorf("route timeout after the refused reload = %v; want 30s (the running config)", got)
-	}
 	logs := oa.logs.String()
-	for _, want := range []string{"not with the running values of the keys that need a restart (idempotency.max_lease)", "routes[0].timeout"} {
+	for _, want := range []string{"not with the running values of the keys that need a restart (limiter.backend)", "routes[0].rate_limit.per"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("the refusal does not say %q:\n%s", want, logs)
 		}
 	}
-	// A file that is valid with the running max_lease applies the rest.
-	km.update(t, cfg("15m", "4m"))
+	// A file that is valid with the running backend applies the rest.
+	km.update(t, cfg("local", "2s"))
 	waitUntil(t, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
-	if got := oa.proxy.Policy().Routes[0].Timeout; got != 4*time.Minute {
-		t.Errorf("route timeout = %v; want 4m", got)
+	if got := oa.liveConfig().Routes[0].RateLimit.Per; got != 2*time.Second {
+		t.Errorf("route limit per = %v; want 2s", got)
 	}
 }
 
