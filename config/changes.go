@@ -2,6 +2,7 @@ package config
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -42,35 +43,78 @@ func diffStruct(a, b reflect.Value, prefix string, out *[]string) {
 	}
 }
 
+// restartOnly is the one list of the keys that need a restart (DESIGN.md,
+// Config): the listeners, tls.mode, the store backend and its Redis
+// connection (a live prefix or db change would hide every record), the
+// limiter backend and the tracing exporter; then the few keys below with
+// the reason each cannot be applied live yet. Every other key reloads
+// live: a new key reloads by default, and TestEveryKeyReloads
+// (internal/app) proves that each one reaches the running process.
+// docs/config.md names the same list.
+var restartOnly = []string{
+	"listen",
+	"admin_listen",
+	"tls.http_listen",
+	"tls.mode",
+	"store.backend",
+	"store.redis.*", // but store.redis.timeout and store.redis.record_format
+	"limiter.backend",
+	"tracing.enabled",
+	// net/http reads http.Server.MaxHeaderBytes unsynchronized on every
+	// request, and HTTP/2 advertises its header list size once per server.
+	"max_header_bytes",
+	// The variable must be in the process's environment, which is fixed at
+	// start: a reload could only name a variable the process already had.
+	"idempotency.encryption_key_env",
+	// The certificate source (files or certmagic's ACME config) is built
+	// once at start; swapping it live is not done yet.
+	"tls.*",
+}
+
+// reloadableRedis are the store.redis keys that reload live: the record
+// format new records are written in, and (by the list above: go-redis
+// fixes a client's timeouts when it is made) not yet the timeout.
+var reloadableRedis = []string{"store.redis.record_format"}
+
 // RestartOnly reports whether a changed key (as [ChangedKeys] names it)
-// needs a restart: the listeners, TLS, the store, the client address rule,
-// the idempotency settings that decide record keys, leases and sizes, and
-// the limiters' backend. Routes, mode, errors, the upstream, edge_limit,
-// the other limiter keys, sessions, the identity (its sources and
-// require_identity) and the idempotency settings a route may override
-// with its own (retention, in_progress, wait_timeout, late_answer_wait,
-// release_statuses and drop_headers, applied to the routes that inherit
-// them), late_answer_max and extra_methods are reloaded.
+// needs a restart: whether it is on the short list of DESIGN.md's Config.
 func RestartOnly(key string) bool {
-	switch {
-	case key == "routes", key == "extra_methods", key == "mode", key == "errors", strings.HasPrefix(key, "errors."),
-		key == "idempotency.require_identity", key == "idempotency.identity_headers",
-		strings.HasPrefix(key, "idempotency.identity."),
-		strings.HasPrefix(key, "upstream."),
-		key == "idempotency.retention", key == "idempotency.in_progress", key == "idempotency.wait_timeout",
-		key == "idempotency.late_answer_wait", key == "idempotency.late_answer_max", key == "idempotency.unknown_outcome",
-		key == "idempotency.release_statuses", key == "idempotency.drop_headers",
-		key == "idempotency.reuse_status", key == "idempotency.replay_header",
-		key == "idempotency.max_body_bytes", key == "request_body_timeout", key == "idempotency.header",
-		key == "idempotency.key_syntax", key == "idempotency.max_waiters", key == "request_id_header",
-		key == "profile", key == "idempotency.allow_shared_accounts",
-		strings.HasPrefix(key, "edge_limit."),
-		strings.HasPrefix(key, "sessions."),
-		key == "store.redis.record_format", key == "store.compression",
-		strings.HasPrefix(key, "limiter.") && key != "limiter.backend":
-		return false
+	for _, k := range restartOnly {
+		if prefix, ok := strings.CutSuffix(k, "*"); ok {
+			if strings.HasPrefix(key, prefix) && !slices.Contains(reloadableRedis, key) {
+				return true
+			}
+		} else if k == key {
+			return true
+		}
 	}
-	return true
+	return false
+}
+
+// Keys returns every key of [Config] as [ChangedKeys] names them: each leaf
+// of its sections, in the order of the fields (a list or a map is one key).
+func Keys() []string {
+	var out []string
+	var walk func(t reflect.Type, prefix string)
+	walk = func(t reflect.Type, prefix string) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
+			if name == "" || name == "-" {
+				continue
+			}
+			if prefix != "" {
+				name = prefix + "." + name
+			}
+			if f.Type.Kind() == reflect.Struct {
+				walk(f.Type, name)
+				continue
+			}
+			out = append(out, name)
+		}
+	}
+	walk(reflect.TypeFor[Config](), "")
+	return out
 }
 
 // WithKeys returns a copy of c with the values of keys (as [ChangedKeys]

@@ -8,6 +8,7 @@ import (
 // compareBase is a valid config; compareCase edits replace its lines.
 const compareBase = `upstream: {url: "http://127.0.0.1:3000", timeout: 1m}
 store: {backend: memory, redis: {key_prefix: "a:"}}
+limiter: {backend: redis}
 idempotency: {require_identity: false, late_answer_wait: 0s, max_lease: 5m}
 routes:
   - {name: pay, method: POST, path: /pay, idempotent: true, timeout: 30s}
@@ -41,12 +42,13 @@ func TestCompare(t *testing.T) {
 	}{
 		{name: "nothing", from: "", to: ""},
 		{name: "a live key", from: "max_lease: 5m", to: "max_lease: 5m, drop_headers: [Set-Cookie]", live: "idempotency.drop_headers"},
-		{name: "a restart key", from: "max_lease: 5m", to: "max_lease: 6m", restart: "idempotency.max_lease"},
-		{name: "a mix a reload refuses", from: "max_lease: 5m}", to: "max_lease: 15m}\n", restart: "idempotency.max_lease", live: "routes", refused: true},
+		{name: "a once restart key, now live", from: "max_lease: 5m", to: "max_lease: 6m", live: "idempotency.max_lease"},
+		{name: "a restart key", from: `key_prefix: "a:"`, to: `key_prefix: "a:", username: u`, restart: "store.redis.username"},
+		{name: "a mix a reload refuses", from: "path: /things}", to: "path: /things, rate_limit: {requests: 1, per: 1500ns}}", restart: "limiter.backend", live: "routes", refused: true},
 		{name: "fingerprint_ignore", from: "timeout: 30s}", to: "timeout: 30s, fingerprint_ignore: [/meta]}", live: "routes", effect: "route pay: fingerprint_ignore can change"},
 		{name: "protocol", from: "path: /graphql, idempotent: true}", to: "path: /graphql, idempotent: true, protocol: graphql}", live: "routes", effect: "route gql: protocol can change"},
 		{name: "identity", from: "max_lease: 5m}", to: "max_lease: 5m, identity_headers: [X-User]}", live: "idempotency.identity_headers", effect: "changes the scope"},
-		{name: "tenant", from: "max_lease: 5m}", to: "max_lease: 5m, tenant: shop-2}", restart: "idempotency.tenant", effect: "idempotency.tenant changes the scope"},
+		{name: "tenant", from: "max_lease: 5m}", to: "max_lease: 5m, tenant: shop-2}", live: "idempotency.tenant", effect: "idempotency.tenant changes the scope"},
 		{name: "key header", from: "max_lease: 5m}", to: "max_lease: 5m, header: X-Idempotency-Key}", live: "idempotency.header", effect: "a retry that still sends its key in Idempotency-Key"},
 		{name: "key prefix", from: `key_prefix: "a:"`, to: `key_prefix: "b:"`, restart: "store.redis.key_prefix", effect: "changes where records are kept"},
 		{name: "redis db", from: `key_prefix: "a:"`, to: `key_prefix: "a:", db: 2`, restart: "store.redis.db", effect: "store.redis.db changes where records are kept"},
@@ -57,11 +59,13 @@ func TestCompare(t *testing.T) {
 		{name: "a new route", from: "  - {name: get,", to: "  - {name: new, method: POST, path: /new, idempotent: true, fingerprint_ignore: [/a]}\n  - {name: get,", live: "routes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			next := parse(t, strings.Replace(compareBase, tc.from, tc.to, 1))
+			yaml := strings.Replace(compareBase, tc.from, tc.to, 1)
 			if tc.refused {
-				// The route's timeout above the running max_lease.
-				next = parse(t, strings.Replace(strings.Replace(compareBase, tc.from, tc.to, 1), "timeout: 30s}", "timeout: 10m}", 1))
+				// A limit in nanoseconds, which the file's local limiter
+				// takes and the running Redis one does not.
+				yaml = strings.Replace(yaml, "limiter: {backend: redis}", "limiter: {backend: local}", 1)
 			}
+			next := parse(t, yaml)
 			d := Compare(old, next)
 			if got := strings.Join(d.Live, ","); got != tc.live {
 				t.Errorf("Live = %q; want %q", got, tc.live)
@@ -72,8 +76,8 @@ func TestCompare(t *testing.T) {
 			if (d.Refused != nil) != tc.refused {
 				t.Errorf("Refused = %v; want refused %v", d.Refused, tc.refused)
 			}
-			if tc.refused && !strings.Contains(d.Refused.Error(), "routes[0].timeout") {
-				t.Errorf("Refused = %v; want it to name routes[0].timeout", d.Refused)
+			if tc.refused && !strings.Contains(d.Refused.Error(), "routes[2].rate_limit.per") {
+				t.Errorf("Refused = %v; want it to name routes[2].rate_limit.per", d.Refused)
 			}
 			switch {
 			case tc.effect == "" && len(d.Effects) > 0:

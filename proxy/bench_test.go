@@ -83,7 +83,7 @@ func newBenchIdemgate(b *testing.B, upstream string, mods ...func(*Options)) *ht
 	for _, mod := range mods {
 		mod(&opts)
 	}
-	p, err := New(opts)
+	p, err := newOpts(opts)
 	if err != nil {
 		b.Fatalf("New = %v", err)
 	}

@@ -26,7 +26,7 @@ import (
 func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request, observe bool) (body []byte, free func(), prob *proxyProblem) {
 	ex := exchangeOf(r)
 	opt := budget.ReadOptions{Limit: ex.route.maxBody, Writer: w, DropOnError: !observe}
-	if d := ex.stages.bodyTimeout; d > 0 {
+	if d := ex.snap.src.RequestBodyTimeout; d > 0 {
 		// The exchange starts as the server hands the request over, right
 		// after its headers.
 		opt.Deadline = ex.start.Add(d)

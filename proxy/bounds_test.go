@@ -97,9 +97,9 @@ func TestBodyTimeoutReloaded(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t)
 	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) { o.RequestBodyTimeout = time.Hour })
-	st := tp.p.Stages()
+	st := tp.p.Policy()
 	st.RequestBodyTimeout = 300 * time.Millisecond
-	if err := tp.p.Reload(st); err != nil {
+	if err := tp.p.Apply(st); err != nil {
 		t.Fatal(err)
 	}
 	c := slowBody(t, tp, "slow-reloaded", 1000)
@@ -342,7 +342,7 @@ func TestShutdownStopsRetriesAtDeadline(t *testing.T) {
 	st := &failingComplete{Store: memstore.New(memstore.Options{})}
 	t.Cleanup(func() { st.Close() })
 	logs := &syncBuffer{}
-	p, err := New(Options{
+	p, err := newOpts(Options{
 		Upstream:    u,
 		Store:       st,
 		Stages:      Stages{Routes: defaultRoutes},

@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/idemgate/idemgate/internal/budget"
 	"github.com/idemgate/idemgate/internal/identity"
@@ -23,7 +24,7 @@ func (p *Proxy) claim(next http.Handler) http.Handler {
 			return
 		}
 		rt := ex.route
-		opts := &p.opts.Idempotency
+		opts := &ex.snap.idem
 		sk := p.scope(r, ex.key)
 		// Stores bound their own calls (the Redis client's timeout); a
 		// client that hangs up cancels the claim. reserve computes the
@@ -68,10 +69,10 @@ func (p *Proxy) claim(next http.Handler) http.Handler {
 		case errors.Is(err, budget.ErrOverloaded): // the canonical JSON's memory
 			p.refuse(w, r, next, problemOverloaded)
 		case r.Context().Err() != nil:
-			p.lostClaim(sk, id, err)
+			p.lostClaim(sk, id, opts.Lease, err)
 			ex.outcome = OutcomeRejected // the client left; logged as 499
 		default:
-			p.lostClaim(sk, id, err)
+			p.lostClaim(sk, id, opts.Lease, err)
 			p.log.Error("idempotency store unavailable", "error", err, "observe", rt.Observe, logRequestID, ex.id, logRoute, rt.Name)
 			p.refuse(w, r, next, problemUnavailable)
 		}
@@ -81,7 +82,7 @@ func (p *Proxy) claim(next http.Handler) http.Handler {
 // runClaimed runs a request under its new claim and records its answer.
 func (p *Proxy) runClaimed(w http.ResponseWriter, r *http.Request, next http.Handler, sk keystore.Key, res keystore.Reservation) {
 	ex := exchangeOf(r)
-	opts := &p.opts.Idempotency
+	opts := &ex.snap.idem
 	// Claimed: the lease is renewed for as long as the request lives.
 	if res.Takeover {
 		p.log.Warn("took over an abandoned claim", logRequestID, ex.id, logRoute, ex.route.Name)
@@ -116,12 +117,12 @@ func (p *Proxy) runClaimed(w http.ResponseWriter, r *http.Request, next http.Han
 // Releaser: a store that timed out may still have made the claim, which
 // would then hold the key for a whole lease although nothing ran. Answers
 // that say no claim was made (full, revoked, closed) release nothing.
-func (p *Proxy) lostClaim(sk keystore.Key, id keystore.ClaimID, err error) {
-	if p.opts.Releaser == nil || errors.Is(err, keystore.ErrFull) ||
+func (p *Proxy) lostClaim(sk keystore.Key, id keystore.ClaimID, lease time.Duration, err error) {
+	if p.deps.Releaser == nil || errors.Is(err, keystore.ErrFull) ||
 		errors.Is(err, keystore.ErrLeaseLost) || errors.Is(err, keystore.ErrClosed) {
 		return
 	}
-	if !p.opts.Releaser.Add(sk, id, p.opts.Idempotency.Lease) {
+	if !p.deps.Releaser.Add(sk, id, lease) {
 		p.log.Warn("release of a claim with a lost reply dropped (too many pending); the key is held until its lease ends", "claim_id", id.String())
 	}
 }
@@ -129,6 +130,6 @@ func (p *Proxy) lostClaim(sk keystore.Key, id keystore.ClaimID, err error) {
 // scope returns the store key of a request: the tenant, the client's
 // identity (identity.go) and the key, hashed.
 func (p *Proxy) scope(r *http.Request, key string) keystore.Key {
-	tenant, _ := p.opts.Idempotency.TenantFor(r.Host) // known: see checkKey
+	tenant, _ := p.snapshotOf(r).idem.TenantFor(r.Host) // known: see checkKey
 	return identity.ScopeKey(tenant, p.identityOf(r), key)
 }

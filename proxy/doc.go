@@ -1,9 +1,14 @@
 // Package proxy is idemgate's request pipeline: an [http.Handler] that sits
 // in front of an unmodified HTTP API and makes its keyed writes idempotent.
 //
-// The proxy builds every stage itself, from its [Options] and one [Stages]
-// value (the routes, the limiters and the session queue), in the order of
-// DESIGN.md, which is authoritative; chain.go assembles it on one screen:
+// [New] takes the long-lived dependencies ([Deps]: the store, the
+// transport, the clock, the logger, the metrics, the tracer);
+// [Proxy.Apply] compiles a [Policy] (every setting: the routes, the
+// limiters, the session queue, the idempotency keys) into one immutable
+// snapshot, swapped atomically, and a request runs on the snapshot current
+// at its arrival from its first stage to its last. The proxy builds every
+// stage itself, in the order of DESIGN.md, which is authoritative; chain.go
+// assembles it on one screen:
 //
 //	begin, in-flight, access log, recover  (outermost, every request)
 //	edge limit                              (every request)
@@ -14,7 +19,7 @@
 //	session turn                            (routes with a session)
 //	upstream                                (httputil.ReverseProxy)
 //
-// [Proxy.Reload] swaps the stages while the proxy serves. A keyed write is
+// A keyed write is
 // claimed in a [keystore.Store] before it is forwarded, its answer is
 // streamed to the client while at most MaxResponseBytes are kept, and the
 // answer is then stored (and replayed to every retry) or the key is released,

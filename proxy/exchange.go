@@ -27,9 +27,9 @@ type exchange struct {
 	id     string     // request ID
 	client netip.Addr // client address (after trusted proxies)
 
-	stages   *stages // the stages this request runs on (see Proxy.Reload)
-	pastEdge bool    // the request passed the edge limit (for metrics)
-	observed bool    // observe mode forwarded a keyed write unclaimed
+	snap     *snapshot // the policy this request runs on, from start to end (Proxy.Apply)
+	pastEdge bool      // the request passed the edge limit (for metrics)
+	observed bool      // observe mode forwarded a keyed write unclaimed
 
 	route   *route         // nil: no route matched
 	match   pathtmpl.Match // the route's match: normalized path parameters
@@ -99,12 +99,12 @@ func (p *Proxy) begin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The request runs on the stages current now, from here to its
 		// end: the request ID header is theirs.
-		ex := &exchange{ResponseWriter: w, start: time.Now(), stages: p.cur.Load()}
-		h := ex.stages.requestID
+		ex := &exchange{ResponseWriter: w, start: time.Now(), snap: p.cur.Load()}
+		h := ex.snap.requestID
 		ex.id = problem.RequestID(r.Header.Get(h))
 		r.Header.Set(h, ex.id)
 		w.Header().Set(h, ex.id)
-		ex.client = p.opts.ClientAddr(remoteAddr(r), r.Header.Values("X-Forwarded-For"), p.opts.TrustedProxies)
+		ex.client = p.deps.ClientAddr(remoteAddr(r), r.Header.Values("X-Forwarded-For"), ex.snap.src.TrustedProxies)
 		next.ServeHTTP(ex, withExchange(r, ex))
 	})
 }

@@ -330,12 +330,12 @@ func (p *Proxy) reserve(ctx context.Context, r *http.Request, ex *exchange, sk k
 		return keystore.Reservation{}, err // budget.ErrOverloaded
 	}
 	o.FingerprintVersion = currentFingerprint
-	res, err := p.opts.Store.Reserve(ctx, sk, o)
+	res, err := p.deps.Store.Reserve(ctx, sk, o)
 	var me *keystore.MismatchError
 	if errors.As(err, &me) && me.Version.Normalize() != currentFingerprint {
 		if fp, ok, _ := p.requestFingerprint(r, ex, me.Version.Normalize()); ok {
 			o.Fingerprint, o.FingerprintVersion = fp, me.Version.Normalize()
-			res, err = p.opts.Store.Reserve(ctx, sk, o)
+			res, err = p.deps.Store.Reserve(ctx, sk, o)
 		}
 	}
 	return res, err

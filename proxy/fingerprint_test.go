@@ -122,15 +122,15 @@ func TestFingerprintV1Fixtures(t *testing.T) {
 			t.Errorf("%s: fingerprintV1 = %s; want the first release's %s", tc.name, tc.got, tc.want)
 		}
 	}
-	p, err := newProxy(Options{Upstream: &url.URL{Scheme: "http", Host: "upstream.invalid"}, Idempotency: Idempotency{IdentityHeaders: []string{"Authorization"}}})
+	p, err := newOpts(Options{Upstream: &url.URL{Scheme: "http", Host: "upstream.invalid"}, Idempotency: Idempotency{IdentityHeaders: []string{"Authorization"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := http.Header{"Authorization": {"Bearer a"}}
-	if k := p.ScopeKey("", h, "k-json"); k.String() != f.scope {
+	if k := scopeKey(p, "", h, "k-json"); k.String() != f.scope {
 		t.Errorf("ScopeKey = %s; want the first release's %s", k, f.scope)
 	}
-	if k := p.ScopeKey("shop", h, "k-json"); k.String() != f.scopeShop {
+	if k := scopeKey(p, "shop", h, "k-json"); k.String() != f.scopeShop {
 		t.Errorf("ScopeKey with a tenant = %s; want the first release's %s", k, f.scopeShop)
 	}
 }
@@ -160,7 +160,7 @@ func TestUpgradeReplaysV1Records(t *testing.T) {
 		{"gzip", "POST", "/ucp/v1/carts", "k-gzip", "application/json", "gzip", string(mustHex(t, f.gzipBody)), f.gzip, "create_cart"},
 		{"graphql", "POST", "/graphql", "k-gql", "application/json", "", v1GraphQLBody, f.graphql, "gql"},
 	} {
-		sk := tp.p.ScopeKey("", auth, tc.key)
+		sk := scopeKey(tp.p, "", auth, tc.key)
 		if tc.key == "k-json" && sk.String() != f.scope {
 			t.Fatalf("store key = %s; want the first release's %s", sk, f.scope)
 		}
@@ -255,11 +255,11 @@ func TestFingerprintRetries(t *testing.T) {
 
 	// A route renamed by a hot reload: the retry replays.
 	first := send("/ucp/v1/carts", "rename", "application/json", "", `{"a":1}`)
-	st := tp.p.Stages()
+	st := tp.p.Policy()
 	renamed := append([]Route(nil), st.Routes...)
 	renamed[0].Name = "create_cart_v2"
 	st.Routes = renamed
-	if err := tp.p.Reload(st); err != nil {
+	if err := tp.p.Apply(st); err != nil {
 		t.Fatal(err)
 	}
 	replays("renamed route", first, send("/ucp/v1/carts", "rename", "application/json", "", `{ "a": 1 }`))

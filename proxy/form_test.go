@@ -114,7 +114,7 @@ func TestUpgradeReplaysV2FormRecords(t *testing.T) {
 	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) { o.Stages.Routes = routes })
 	ctx := context.Background()
 	const body = "amount=100&currency=usd"
-	sk := tp.p.ScopeKey("", http.Header{"Authorization": {"Bearer a"}}, "k-v2")
+	sk := scopeKey(tp.p, "", http.Header{"Authorization": {"Bearer a"}}, "k-v2")
 	fp, err := fingerprintHeld(fingerprintV2, "POST", "/v1/charges", "", formCT, []byte(body), fingerprintIgnore{}, nil)
 	if err != nil {
 		t.Fatal(err)

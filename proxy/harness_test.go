@@ -128,7 +128,7 @@ func newTestProxy(t *testing.T, up string, mod func(*Options, *memstore.Options)
 	}
 	st := memstore.New(mopts)
 	opts.Store = st
-	p, err := New(opts)
+	p, err := newOpts(opts)
 	if err != nil {
 		t.Fatalf("New = %v", err)
 	}
@@ -140,7 +140,7 @@ func newTestProxy(t *testing.T, up string, mod func(*Options, *memstore.Options)
 		if tr, ok := opts.Transport.(*http.Transport); ok {
 			tr.CloseIdleConnections()
 		} else if opts.Transport == nil {
-			p.opts.Transport.(*http.Transport).CloseIdleConnections()
+			p.deps.Transport.(*http.Transport).CloseIdleConnections()
 		}
 	})
 	return &testProxy{Server: srv, p: p, store: st, clock: clk, logs: logs}

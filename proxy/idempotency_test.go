@@ -183,9 +183,9 @@ func TestKeyHeaderReloaded(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t)
 	tp := newTestProxy(t, up.URL, nil)
-	st := tp.p.Stages()
-	st.KeyHeader = "X-Idem"
-	if err := tp.p.Reload(st); err != nil {
+	st := tp.p.Policy()
+	st.Idempotency.Header = "X-Idem"
+	if err := tp.p.Apply(st); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {

@@ -21,23 +21,15 @@ import (
 // The identity is resolved once per request: a route limit that counts by
 // identity (ratelimit.go) resolves it first and the key check reuses it.
 
-// resolver returns the identity resolver of the stages a request runs on.
-func (p *Proxy) resolver(st *stages) *identity.Resolver {
-	if st != nil && st.src.Identity != nil {
-		return st.src.Identity
-	}
-	return p.defIdentity
-}
-
 // identityOf returns r's identity, resolving it on first use. A request
 // outside the chain (no exchange) is resolved by the current stages.
 func (p *Proxy) identityOf(r *http.Request) identity.Result {
 	ex := exchangeOf(r)
 	if ex == nil {
-		return p.resolver(p.cur.Load()).Resolve(r)
+		return p.snapshotOf(r).identity.Resolve(r)
 	}
 	if !ex.identDone {
-		ex.ident = p.resolver(ex.stages).Resolve(r)
+		ex.ident = ex.snap.identity.Resolve(r)
 		ex.identDone = true
 	}
 	return ex.ident
@@ -59,20 +51,10 @@ func (p *Proxy) checkIdentity(r *http.Request) *proxyProblem {
 	case id.Status == identity.Unavailable:
 		p.log.Warn("identity cannot be checked yet; answered 503", logRequestID, ex.id, logRoute, ex.route.Name, "reason", id.Err)
 		return &problemIdentityUnavailable
-	case id.Status == identity.Empty && ex.stages.src.RequireIdentity:
+	case id.Status == identity.Empty && ex.snap.src.RequireIdentity:
 		return &problemIdentityMissing
 	}
 	return nil
-}
-
-// ScopeKey returns the store key of the idempotency key key sent under
-// tenant by the client with these headers (its identity headers and, for a
-// cookie identity, its Cookie header), as the current stages' identity
-// resolves it. Without a JWT source it is the key of every request with
-// those headers; see [Proxy.LookupKey] for claims.
-func (p *Proxy) ScopeKey(tenant string, hdr http.Header, key string) keystore.Key {
-	k, _ := p.LookupKey(tenant, hdr, nil, key) // fails only with claims
-	return k
 }
 
 // LookupKey is the admin API's key look-up: the store key of key sent under
@@ -84,7 +66,7 @@ func (p *Proxy) LookupKey(tenant string, hdr http.Header, claims map[string]json
 	if hdr == nil {
 		hdr = http.Header{}
 	}
-	id, err := p.resolver(p.cur.Load()).Lookup(hdr, claims)
+	id, err := p.cur.Load().identity.Lookup(hdr, claims)
 	if err != nil {
 		return keystore.Key{}, err
 	}

@@ -94,7 +94,7 @@ func BenchmarkKeyedIdentity(b *testing.B) {
 			st := memstore.New(memstore.Options{MaxEntries: 1 << 30, MaxBytes: 1 << 40})
 			defer st.Close()
 			u, _ := url.Parse("http://upstream.invalid")
-			p, err := New(Options{
+			p, err := newOpts(Options{
 				Upstream:  u,
 				Transport: cannedTransport{},
 				Stages: Stages{

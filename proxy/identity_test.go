@@ -62,7 +62,7 @@ func TestScopeKeyUnchanged(t *testing.T) {
 	if _, err := tp.store.Get(t.Context(), k); err != nil {
 		t.Errorf("the record is not under the first release's key: %v", err)
 	}
-	if got := tp.p.ScopeKey("", http.Header{"Authorization": {"Bearer abc"}}, "order-7"); got != k {
+	if got := scopeKey(tp.p, "", http.Header{"Authorization": {"Bearer abc"}}, "order-7"); got != k {
 		t.Errorf("ScopeKey = %s; want %s", got, k)
 	}
 }

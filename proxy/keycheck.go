@@ -17,7 +17,7 @@ func (p *Proxy) keyCheck(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		vals := r.Header.Values(ex.stages.keyHeader)
+		vals := r.Header.Values(ex.snap.idem.Header)
 		// An observed GraphQL route is observed as a plain route: its bodies
 		// are fingerprinted raw.
 		if rt.Protocol == ProtocolGraphQL && !rt.Observe {
@@ -65,7 +65,7 @@ func (p *Proxy) checkKey(r *http.Request, vals []string, require bool) (string, 
 		}
 		return "", nil
 	}
-	key, ok := exchangeOf(r).stages.keySyntax.Key(vals[0])
+	key, ok := exchangeOf(r).snap.idem.KeySyntax.Key(vals[0])
 	switch {
 	case !ok:
 		return "", p.keyInvalid(r)
@@ -82,13 +82,13 @@ func (p *Proxy) checkKey(r *http.Request, vals []string, require bool) (string, 
 // a keyed write to a host without one is refused with 421 tenant_unknown,
 // so unknown hosts never share a scope (DESIGN.md step 5).
 func (p *Proxy) knownTenant(r *http.Request) bool {
-	_, ok := p.opts.Idempotency.TenantFor(r.Host)
+	_, ok := exchangeOf(r).snap.idem.TenantFor(r.Host)
 	return ok
 }
 
 // keyInvalid is idempotency_key_invalid naming r's key header.
 func (p *Proxy) keyInvalid(r *http.Request) *proxyProblem {
 	pr := problemKeyInvalid
-	pr.Detail = exchangeOf(r).stages.keyHeader + " is not valid"
+	pr.Detail = exchangeOf(r).snap.idem.Header + " is not valid"
 	return &pr
 }

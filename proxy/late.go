@@ -23,10 +23,6 @@ import (
 // access-log line (outcome late when the answer was recorded), when it
 // ends.
 
-// DefaultLateAnswerMax is the number of kept calls per process when
-// Stages.LateAnswerMax is 0 (late_answer_max's default).
-const DefaultLateAnswerMax = 1000
-
 // lateCall is the upstream call of a keyed write with a late wait. The
 // call runs on its own goroutine, which writes to the client through a
 // [latchWriter] until the handler detaches it.
@@ -178,9 +174,6 @@ type lateCalls struct {
 
 // keep admits lc as a kept call unless max are kept already.
 func (lcs *lateCalls) keep(lc *lateCall, max int) bool {
-	if max <= 0 {
-		max = DefaultLateAnswerMax
-	}
 	if lcs.n.Add(1) > int64(max) {
 		lcs.n.Add(-1)
 		return false
@@ -227,7 +220,7 @@ func (p *Proxy) serveKept(rp http.Handler, w http.ResponseWriter, r *http.Reques
 	ctx, lc.cancel = context.WithCancelCause(ctx)
 	call.late = lc
 	finish := ex.finish
-	call.capture = newCapture(p.opts.Idempotency.MaxResponseBytes, lc.locked(finish))
+	call.capture = newCapture(ex.snap.idem.MaxResponseBytes, lc.locked(finish))
 	ex.capture = call.capture
 	ex.swallow = true
 	out := r.WithContext(p.traceWrites(ctx, call))
@@ -289,7 +282,7 @@ func (p *Proxy) detach(w http.ResponseWriter, r *http.Request, ex *exchange, lc 
 	if lc.finished || lc.started {
 		return false
 	}
-	if !p.late.keep(lc, ex.stages.lateMax) {
+	if !p.late.keep(lc, ex.snap.idem.LateAnswerMax) {
 		p.metrics.lateDropped(ex.route.Name)
 		p.log.Warn("late_answer_max calls are kept already; a timed-out write was cancelled", logRequestID, ex.id, logRoute, ex.route.Name)
 		lc.cancel(context.DeadlineExceeded)
@@ -328,7 +321,7 @@ func (p *Proxy) extendKept() int {
 			cancel()
 			continue
 		}
-		_, err := p.opts.Store.Renew(ctx, lc.key, lc.token, left)
+		_, err := p.deps.Store.Renew(ctx, lc.key, lc.token, left)
 		cancel()
 		if err != nil {
 			p.log.Warn("extending the lease of a kept call at shutdown failed", "error", err)

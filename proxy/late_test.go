@@ -212,7 +212,7 @@ func TestLateAnswerMax(t *testing.T) {
 	m := NewMetrics(reg, "test", "")
 	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) {
 		o.Stages.Routes = lateRoutes(time.Minute)
-		o.Stages.LateAnswerMax = 1
+		o.Idempotency.LateAnswerMax = 1
 		o.Metrics = m
 	})
 	if r := tp.do(t, "POST", "/pay", "k1", `{}`); r.status != http.StatusGatewayTimeout {

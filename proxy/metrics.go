@@ -149,7 +149,7 @@ func NewMetrics(reg prometheus.Registerer, version, revision string) *Metrics {
 // outcomes whose status is known in advance (the problems the route's
 // stages can answer), and the limiters' rejections. Series of routes a
 // reload removed stay.
-func (m *Metrics) initRoutes(rs []*route, st Stages) {
+func (m *Metrics) initRoutes(rs []*route, st Policy) {
 	if m == nil {
 		return
 	}
@@ -281,7 +281,7 @@ func (m *Metrics) observeRequest(r *http.Request, ex *exchange, status int, outc
 			// Refused before the route was matched: the edge limiter. Name
 			// the route the request would have matched.
 			limiter = LimiterEdge
-			if rt := ex.stages; rt != nil {
+			if rt := ex.snap; rt != nil {
 				if m, ok, _ := rt.table.Match(r.Method, r.URL.EscapedPath()); ok {
 					route = rt.routes[m.Index].Name
 				}

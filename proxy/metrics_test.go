@@ -57,7 +57,7 @@ func newMeteredProxy(t *testing.T, up string, routes []Route, mod func(*Options,
 	if mod != nil {
 		mod(&opts, m)
 	}
-	p, err := New(opts)
+	p, err := newOpts(opts)
 	if err != nil {
 		t.Fatalf("New = %v", err)
 	}
@@ -66,7 +66,7 @@ func newMeteredProxy(t *testing.T, up string, routes []Route, mod func(*Options,
 		srv.Close()
 		p.Close()
 		st.Close()
-		p.opts.Transport.(*http.Transport).CloseIdleConnections()
+		p.deps.Transport.(*http.Transport).CloseIdleConnections()
 	})
 	return &meteredProxy{testProxy: &testProxy{Server: srv, p: p, store: st, clock: clk, logs: logs}, reg: reg, m: m}
 }

@@ -38,12 +38,13 @@ func TestReload(t *testing.T) {
 	<-arrived
 
 	// The new routing drops /pay: it passes through, keys ignored.
-	next := Stages{Routes: []Route{{Name: "orders", Method: "POST", Path: "/orders", Idempotent: true}}}
-	if err := tp.p.Reload(next); err != nil {
+	next := tp.p.Policy()
+	next.Routes = []Route{{Name: "orders", Method: "POST", Path: "/orders", Idempotent: true}}
+	if err := tp.p.Apply(next); err != nil {
 		t.Fatal(err)
 	}
-	if got := tp.p.Stages().Routes[0].Name; got != "orders" {
-		t.Errorf("Stages() = %q; want orders", got)
+	if got := tp.p.Policy().Routes[0].Name; got != "orders" {
+		t.Errorf("Policy() = %q; want orders", got)
 	}
 	for i := range 2 {
 		if r := tp.do(t, "POST", "/pay", "k1", `{}`); r.status != 201 || r.header.Get("Idempotent-Replayed") != "" {
@@ -56,20 +57,21 @@ func TestReload(t *testing.T) {
 	}
 	// The held request finished on the old routing: its answer is recorded.
 	itestutil.Eventually(t, 10*time.Second, "k1 recorded as completed on route pay", func() bool {
-		rec, err := tp.store.Get(t.Context(), tp.p.ScopeKey("", nil, "k1"))
+		rec, err := tp.store.Get(t.Context(), scopeKey(tp.p, "", nil, "k1"))
 		return err == nil && rec.State == keystore.StateCompleted && rec.Route == "pay"
 	})
 
 	// Ambiguous routes are refused; the running routing stays.
-	bad := Stages{Routes: []Route{
+	bad := tp.p.Policy()
+	bad.Routes = []Route{
 		{Name: "a", Method: "GET", Path: "/x/{id}"},
 		{Name: "b", Method: "GET", Path: "/x/{other}"},
-	}}
-	if err := tp.p.Reload(bad); err == nil {
-		t.Fatal("Reload(ambiguous) = nil; want an error")
 	}
-	if got := tp.p.Stages().Routes[0].Name; got != "orders" {
-		t.Errorf("after a refused reload, Stages() = %q; want orders", got)
+	if err := tp.p.Apply(bad); err == nil {
+		t.Fatal("Apply(ambiguous) = nil; want an error")
+	}
+	if got := tp.p.Policy().Routes[0].Name; got != "orders" {
+		t.Errorf("after a refused reload, Policy() = %q; want orders", got)
 	}
 	if r := tp.do(t, "POST", "/orders", "k9", `{}`); r.status != 201 {
 		t.Errorf("/orders = %v", r)
@@ -85,8 +87,9 @@ func TestReloadUnderLoad(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t)
 	tp := newTestProxy(t, up.URL, nil)
-	a := tp.p.Stages()
-	b := Stages{Routes: append([]Route{{Name: "extra", Method: "POST", Path: "/extra", Idempotent: true}}, a.Routes...)}
+	a := tp.p.Policy()
+	b := a
+	b.Routes = append([]Route{{Name: "extra", Method: "POST", Path: "/extra", Idempotent: true}}, a.Routes...)
 	const workers, each = 8, 50
 	var wg sync.WaitGroup
 	errs := make(chan string, workers*each)
@@ -105,7 +108,7 @@ func TestReloadUnderLoad(t *testing.T) {
 		if i%2 == 0 {
 			rt = b
 		}
-		if err := tp.p.Reload(rt); err != nil {
+		if err := tp.p.Apply(rt); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -139,7 +142,9 @@ func TestRouteDropHeadersFollowsReload(t *testing.T) {
 	check("none", []string{}, true)
 	check("global", nil, false)
 	check("gone", nil, false)
-	if err := tp.p.Reload(Stages{Routes: []Route{{Name: "global", Method: "POST", Path: "/global", Idempotent: true, DropHeaders: []string{"Set-Cookie"}}}}); err != nil {
+	pol := tp.p.Policy()
+	pol.Routes = []Route{{Name: "global", Method: "POST", Path: "/global", Idempotent: true, DropHeaders: []string{"Set-Cookie"}}}
+	if err := tp.p.Apply(pol); err != nil {
 		t.Fatal(err)
 	}
 	check("pay", nil, false)
@@ -174,10 +179,13 @@ func TestReloadChangesUpstream(t *testing.T) {
 	<-arrived
 
 	u, _ := url.Parse(newUp.URL)
-	if err := tp.p.Reload(Stages{Routes: routes, Upstream: &Upstream{URL: &url.URL{Path: "/relative"}}}); err == nil {
-		t.Errorf("Reload with a relative upstream URL = nil; want an error")
+	pol := tp.p.Policy()
+	pol.Upstream = Upstream{URL: &url.URL{Path: "/relative"}, Timeout: time.Second}
+	if err := tp.p.Apply(pol); err == nil {
+		t.Errorf("Apply with a relative upstream URL = nil; want an error")
 	}
-	if err := tp.p.Reload(Stages{Routes: routes, Upstream: &Upstream{URL: u, Timeout: 7 * time.Second}}); err != nil {
+	pol.Upstream = Upstream{URL: u, Timeout: 7 * time.Second}
+	if err := tp.p.Apply(pol); err != nil {
 		t.Fatal(err)
 	}
 	for _, path := range []string{"/pay", "/elsewhere"} {

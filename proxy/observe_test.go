@@ -116,17 +116,17 @@ func TestObserveMode(t *testing.T) {
 	}
 
 	// The store holds the first answers: enforce mode replays them.
-	rec, err := mp.store.Get(context.Background(), mp.p.ScopeKey("", nil, "k1"))
+	rec, err := mp.store.Get(context.Background(), scopeKey(mp.p, "", nil, "k1"))
 	if err != nil || rec.State != keystore.StateCompleted || !strings.Contains(string(rec.Response.Body), `"execution":1`) {
 		t.Fatalf("k1's record = %+v, %v; want completed with execution 1", rec, err)
 	}
-	rt := mp.p.Stages()
+	rt := mp.p.Policy()
 	enforced := append([]Route(nil), rt.Routes...)
 	for i := range enforced {
 		enforced[i].Observe = false
 	}
 	rt.Routes = enforced
-	if err := mp.p.Reload(rt); err != nil {
+	if err := mp.p.Apply(rt); err != nil {
 		t.Fatal(err)
 	}
 	r := mp.do(t, "POST", path, "k1", `{"a":1}`)

@@ -18,50 +18,32 @@ import (
 
 // Upstream is where requests go: the API's base URL, whether the
 // upstream's host is sent instead of the client's, and the default
-// timeout of keyed writes and pass-through requests (0: 60s).
+// timeout of keyed writes and pass-through requests.
 type Upstream struct {
 	URL     *url.URL
 	Host    bool
 	Timeout time.Duration
 }
 
-// Options configure a [Proxy]. Upstream, Store (when any route is
-// idempotent) and the idempotency sizes are required; other zero fields
-// take the defaults of DESIGN.md.
-type Options struct {
-	// Upstream is the API's base URL.
-	Upstream *url.URL
-	// Timeout bounds a keyed write's whole answer and a pass-through
-	// request's wait for response headers. Default 60s.
-	Timeout time.Duration
-	// UpstreamHost sends the upstream's host instead of the client's Host.
-	UpstreamHost bool
+// Deps are a [Proxy]'s long-lived dependencies: what [New] takes and no
+// reload changes. Every setting is in the [Policy].
+type Deps struct {
+	// Store holds the records; required when a route is idempotent.
+	Store keystore.Store
 	// Transport carries requests upstream. Default: [NewTransport].
 	Transport http.RoundTripper
-
-	Store       keystore.Store
-	Idempotency Idempotency
 	// Releaser, when set, takes the claim ids of claims whose replies were
 	// lost (Reserve failed with a store error), to release them once the
 	// store answers (DESIGN.md step 8): a [keystore.Releaser].
 	Releaser ClaimReleaser
-
-	// TrustedProxies are the peers whose X-Forwarded-For is believed.
-	TrustedProxies []netip.Prefix
+	// Notices carries completion notices to waiters (wait.go). Default: an
+	// in-process keystore.Hub; replicas sharing a store need a shared one
+	// (redisstore.Notices), or their waiters only poll.
+	Notices keystore.Notices
 	// ClientAddr decides the client address of a request. Default:
 	// [limiter.ClientAddr] (the TCP peer, or the rightmost untrusted
 	// X-Forwarded-For entry when the peer is a trusted proxy).
 	ClientAddr func(peer netip.Addr, xff []string, trusted []netip.Prefix) netip.Addr
-	// MaxBufferedBytes bounds the keyed request bodies held at once, and
-	// the buffers derived from them. Default 256 MiB.
-	MaxBufferedBytes int64
-	// MaxBufferedBytesPerClient bounds the share of MaxBufferedBytes one
-	// client address block holds. Default a quarter of MaxBufferedBytes.
-	MaxBufferedBytesPerClient int64
-	// RequestBodyTimeout is how long after its headers a keyed request's
-	// body may take to arrive (408 request_timeout). Default 30s.
-	RequestBodyTimeout time.Duration
-
 	// Now is the clock of the limiters, the lease renewals and the
 	// completion retries. Default time.Now.
 	Now func() time.Time
@@ -74,10 +56,10 @@ type Options struct {
 	// and children for the claim, the session wait, the upstream call and
 	// the store write. Nil: no tracing, at no cost.
 	Tracer trace.Tracer
-
-	// Stages are the first routes and the limiters and session queue of
-	// their stages; [Proxy.Reload] replaces them.
-	Stages Stages
+	// OnErrorTemplate, when set, is called (after the failure was logged)
+	// whenever an errors template failed at run time and problem+json was
+	// sent instead.
+	OnErrorTemplate func(route string)
 }
 
 // ClaimReleaser releases claims whose replies were lost; Add reports false
@@ -86,45 +68,41 @@ type ClaimReleaser interface {
 	Add(key keystore.Key, id keystore.ClaimID, lease time.Duration) bool
 }
 
-// Stages is the part of a [Proxy] that [Proxy.Reload] replaces while it
-// serves: the routes, and what the stages that depend on them use. The
-// proxy builds every stage from it (chain.go); a zero field leaves its
-// stage out.
-type Stages struct {
+// Policy is everything configurable about a [Proxy]: a plain value built
+// from the config (internal/app's one builder, at start and on reload) and
+// compiled by [Proxy.Apply] into the snapshot requests run on. It holds no
+// defaults: the config's are the only ones (config.Default), and a zero
+// value means what its field says. The limiters, the session queue and the
+// identity resolver are built with it and carried by it.
+type Policy struct {
+	// Upstream is where requests go; its URL must be absolute and its
+	// Timeout > 0.
+	Upstream    Upstream
+	Idempotency Idempotency
+
+	// TrustedProxies are the peers whose X-Forwarded-For is believed.
+	TrustedProxies []netip.Prefix
+	// MaxBufferedBytes bounds the keyed request bodies held at once, and
+	// the buffers derived from them; MaxBufferedBytesPerClient bounds one
+	// client address block's share (<= 0: a quarter of MaxBufferedBytes).
+	MaxBufferedBytes          int64
+	MaxBufferedBytesPerClient int64
+	// RequestBodyTimeout is how long after its headers a keyed request's
+	// body may take to arrive (408 request_timeout); 0: no deadline.
+	RequestBodyTimeout time.Duration
+
 	Routes []Route
-	// Upstream, when not nil, is where requests go on these stages, in
-	// place of Options.Upstream, UpstreamHost and Timeout: a reload may
-	// change the upstream (requests already running keep theirs).
-	Upstream *Upstream
 	// PathCase is how the routes' literal path segments compare with a
 	// request's (path_case); the zero value is case-insensitive.
 	PathCase pathtmpl.Case
-	// RequestBodyTimeout, when > 0, replaces Options.RequestBodyTimeout on
-	// these stages (a reload may change it).
-	RequestBodyTimeout time.Duration
-	// KeyHeader, when not "", replaces Idempotency.Header on these stages:
-	// the header that carries the idempotency key.
-	KeyHeader string
-	// LateAnswerMax bounds the upstream calls kept past their timeout in
-	// this process (late_answer_max; late.go); beyond it a timed-out call
-	// is cancelled and counted. 0: DefaultLateAnswerMax.
-	LateAnswerMax int
-	// KeySyntax is the rule a key header's value must follow
-	// (idempotency.key_syntax); the zero value is [KeyStrict].
-	KeySyntax KeySyntax
 	// RequestIDHeader names the header a request ID is read from,
-	// forwarded in and answered with (request_id_header). Default
-	// X-Request-Id.
+	// forwarded in and answered with (request_id_header); "": X-Request-Id.
 	RequestIDHeader string
 	// StripeShouldRetry adds Stripe-Should-Retry to the proxy's own
 	// answers, as Stripe's API sends it (profile: stripe): false on
 	// idempotency_key_reused, idempotency_outcome_unknown and
 	// idempotency_response_too_large, true on idempotency_in_progress.
 	StripeShouldRetry bool
-	// MaxWaiters, when not 0, replaces Idempotency.WaitQueueDepth on these
-	// stages (idempotency.max_waiters): the waiters per key per process;
-	// < 0: none wait.
-	MaxWaiters int
 
 	// Edge counts every request, matched or not, per client address
 	// (DESIGN.md step 1). Nil: no edge limit.
@@ -136,12 +114,6 @@ type Stages struct {
 	// IETFHeaders adds the IETF draft's RateLimit-Policy and RateLimit
 	// headers to route-limited answers (see ratelimit.go).
 	IETFHeaders bool
-	// OnReject, when set, is called once for every request a limiter
-	// refused, with limiter [LimiterEdge] and route "" or [LimiterRoute]
-	// and the route's name, on the request's goroutine. It must be fast
-	// and safe for concurrent use.
-	OnReject func(limiter, route string)
-
 	// RouteBy is what each route's limit counts by (DESIGN.md,
 	// *Identity*): [identity.ByClientIP] (also a route without an entry),
 	// [identity.ByIdentity] (verified JWT identities; anything else per
@@ -155,10 +127,6 @@ type Stages struct {
 	// Errors is the shape of the proxy's own answers (DESIGN.md, Error
 	// shapes) before a route matches and on routes without their own.
 	Errors problem.Spec
-	// OnErrorTemplate, when set, is called (after the failure was logged)
-	// whenever an errors template failed at run time and problem+json was
-	// sent instead.
-	OnErrorTemplate func(route string)
 	// Identity resolves clients' identities: the scope of keyed writes and
 	// route limits by identity (DESIGN.md, *Identity*). Nil: the exact
 	// values of Idempotency.IdentityHeaders. The proxy does not close it.
@@ -168,10 +136,14 @@ type Stages struct {
 	RequireIdentity bool
 }
 
-// Idempotency is the idempotency section of the configuration.
+// Idempotency is the idempotency section of the policy. Routes may
+// override the keys [Route] names.
 type Idempotency struct {
-	Header string // default Idempotency-Key
-	// IdentityHeaders are the identity when Stages.Identity is nil: their
+	Header string // the key header (canonicalized by Apply); required
+	// KeySyntax is the rule a key header's value must follow
+	// (idempotency.key_syntax); the zero value is [KeyStrict].
+	KeySyntax KeySyntax
+	// IdentityHeaders are the identity when Policy.Identity is nil: their
 	// exact values, as [identity.Options.Headers].
 	IdentityHeaders []string
 	// TenantFor returns the tenant of a request's Host header, the first
@@ -180,27 +152,26 @@ type Idempotency struct {
 	// config's Idempotency.TenantFor, the one tenant rule. Nil: one
 	// tenant, "", for every host.
 	TenantFor        func(host string) (tenant string, ok bool)
-	Retention        time.Duration // default 25h
-	Lease            time.Duration // default 120s
-	MaxLease         time.Duration // default 60m
-	MaxBodyBytes     int64         // default 1 MiB
-	MaxResponseBytes int64         // default 64 KiB
+	Retention        time.Duration
+	Lease            time.Duration // > 0
+	MaxLease         time.Duration // >= Lease
+	MaxBodyBytes     int64         // > 0
+	MaxResponseBytes int64         // > 0
 	ReplayHeader     string        // "" adds no header
 	ReuseStatus      int           // 409 or 422
 	ReleaseStatuses  []int
 	DropHeaders      []string
 	// InProgress is what a duplicate of a running request gets:
-	// InProgressReject (default, 409) or InProgressWait (wait.go).
+	// InProgressReject (also "", 409) or InProgressWait (wait.go).
 	InProgress string
-	// WaitTimeout bounds a wait for the original; default 10s, never past
-	// the route's timeout.
+	// WaitTimeout bounds a wait for the original, never past the route's
+	// timeout.
 	WaitTimeout time.Duration
-	// WaitQueueDepth caps the waiters per key per process; beyond it a
-	// duplicate gets 409 at once. 0: DefaultMaxWaiters; < 0: none wait.
-	// Stages.MaxWaiters replaces it.
-	WaitQueueDepth int
+	// MaxWaiters caps the waiters per key per process; beyond it a
+	// duplicate gets 409 at once. 0: none wait.
+	MaxWaiters int
 	// UnknownOutcome is what happens to a claim whose outcome is unknown
-	// (DESIGN.md, Unknown outcomes): UnknownTakeover (default: a retry
+	// (DESIGN.md, Unknown outcomes): UnknownTakeover (also "": a retry
 	// takes it over after its lease) or UnknownHold (it is held as an
 	// unknown record until resolved). A route's own overrides it.
 	UnknownOutcome string
@@ -209,10 +180,10 @@ type Idempotency struct {
 	// late answer is recorded (late.go; DESIGN.md, Unknown outcomes). 0:
 	// the call is cancelled at the timeout. A route's own overrides it.
 	LateAnswerWait time.Duration
-	// Notices carries completion notices to waiters (wait.go). Default: an
-	// in-process keystore.Hub; replicas sharing a store need a shared one
-	// (redisstore.Notices), or their waiters only poll.
-	Notices keystore.Notices
+	// LateAnswerMax bounds the upstream calls kept past their timeout in
+	// this process (late_answer_max; late.go); beyond it a timed-out call
+	// is cancelled and counted.
+	LateAnswerMax int
 }
 
 // Values of UnknownOutcome.
@@ -244,7 +215,7 @@ type Route struct {
 	Idempotent bool
 	// RequireKey refuses keyed-route requests without a key (400).
 	RequireKey bool
-	// Timeout overrides Options.Timeout for this route when > 0.
+	// Timeout overrides Policy.Upstream.Timeout for this route when > 0.
 	Timeout time.Duration
 	// FingerprintIgnore lists JSON pointers removed from a JSON body before
 	// it is fingerprinted.
@@ -260,7 +231,7 @@ type Route struct {
 	Observe bool
 
 	// Per-route policy (DESIGN.md, Config); zero values inherit
-	// Options.Idempotency's.
+	// Policy.Idempotency's.
 
 	// Retention overrides Idempotency.Retention when > 0.
 	Retention time.Duration
@@ -285,7 +256,7 @@ type Route struct {
 	// ReplayHeader, when non-nil, replaces Idempotency.ReplayHeader ("":
 	// replays get no header).
 	ReplayHeader *string
-	// Errors is merged over Stages.Errors ([problem.Spec.Merge]) for
+	// Errors is merged over Policy.Errors ([problem.Spec.Merge]) for
 	// this route's answers.
 	Errors *problem.Spec
 }

@@ -113,7 +113,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p proxyProblem) {
 	if p.authenticate != "" {
 		w.Header().Set("WWW-Authenticate", p.authenticate)
 	}
-	if ex != nil && ex.stages != nil && ex.stages.src.StripeShouldRetry {
+	if ex != nil && ex.snap != nil && ex.snap.src.StripeShouldRetry {
 		setShouldRetry(w.Header(), p.Code)
 	}
 	problem.Write(w, r, problemShape(ex), p.Problem, id)
@@ -134,10 +134,10 @@ func setShouldRetry(h http.Header, code string) {
 
 // templateFailed logs and counts an errors template that failed at run
 // time; the answer went out as problem+json.
-func (s *stages) templateFailed(err error, route, requestID string) {
+func (s *snapshot) templateFailed(err error, route, requestID string) {
 	s.log.Error("errors template failed; answered with problem+json", "error", err, logRoute, route, logRequestID, requestID)
-	if s.src.OnErrorTemplate != nil {
-		s.src.OnErrorTemplate(route)
+	if s.onErrTmpl != nil {
+		s.onErrTmpl(route)
 	}
 }
 
@@ -146,15 +146,15 @@ func (s *stages) templateFailed(err error, route, requestID string) {
 // errors (DESIGN.md, Error shapes), or the global errors before a route
 // matched; problem+json when none is configured.
 func problemShape(ex *exchange) problem.Shape {
-	if ex == nil || ex.stages == nil {
+	if ex == nil || ex.snap == nil {
 		return problem.JSON{}
 	}
-	t, route := ex.stages.errs, ""
+	t, route := ex.snap.errs, ""
 	if ex.route != nil {
 		t, route = ex.route.errs, ex.route.Name
 	}
 	onError := func(err error) {
-		ex.stages.templateFailed(err, route, ex.id)
+		ex.snap.templateFailed(err, route, ex.id)
 	}
 	if ex.route != nil && ex.route.Protocol == ProtocolGraphQL {
 		return graphQLShape{t: t, onError: onError}

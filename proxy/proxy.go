@@ -2,8 +2,6 @@ package proxy
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -11,117 +9,67 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/budget"
-	"github.com/idemgate/idemgate/internal/identity"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/limiter"
 )
 
 // Proxy is the idemgate pipeline. It is an http.Handler, safe for
-// concurrent use. Build it with [New].
+// concurrent use. Build it with [New] and give it its policy with
+// [Proxy.Apply] before it serves.
 type Proxy struct {
-	handler    http.Handler // the whole chain (chain.go)
-	log        *slog.Logger
-	opts       Options
-	cur        atomic.Pointer[stages] // see Reload
-	upstream   http.Handler           // step 7, shared by every stages value
-	metrics    *Metrics
-	releasable [600]bool // statuses after which the key is released
-	drop       map[string]bool
-	budget     *budget.Budget // max_buffered_bytes: keyed bodies held (body.go)
-	renewals   renewer
-	notices    keystore.Notices // completion notices (wait.go)
-	waiters    waiters
-	late       lateCalls // upstream calls kept past their timeout (late.go)
-	// defIdentity is the identity when the stages name none: the exact
-	// values of Idempotency.IdentityHeaders.
-	defIdentity *identity.Resolver
+	handler  http.Handler // the whole chain (chain.go)
+	log      *slog.Logger
+	deps     Deps
+	cur      atomic.Pointer[snapshot] // the policy requests start on (Apply)
+	upstream http.Handler             // step 7, shared by every snapshot
+	metrics  *Metrics
+	budget   *budget.Budget // max_buffered_bytes: keyed bodies held (body.go)
+	renewals renewer
+	waiters  waiters
+	late     lateCalls // upstream calls kept past their timeout (late.go)
 }
 
 // absolute reports whether u can be an upstream: an absolute URL.
 func absolute(u *url.URL) bool { return u != nil && u.Scheme != "" && u.Host != "" }
 
-// defaultTimeout is the upstream timeout when none is set.
-const defaultTimeout = 60 * time.Second
-
-// newProxy checks opts and fills in their defaults.
-func newProxy(opts Options) (*Proxy, error) {
-	if !absolute(opts.Upstream) {
-		return nil, errors.New("proxy: Upstream must be an absolute URL")
+// New returns a proxy on the long-lived dependencies d. It serves once
+// [Proxy.Apply] gave it a policy; until then it answers 503.
+func New(d Deps) *Proxy {
+	if d.Transport == nil {
+		d.Transport = NewTransport()
 	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = defaultTimeout
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.Transport == nil {
-		opts.Transport = NewTransport()
+	if d.Now == nil {
+		d.Now = time.Now
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
+	if d.ClientAddr == nil {
+		d.ClientAddr = limiter.ClientAddr
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if d.Notices == nil {
+		d.Notices = new(keystore.Hub)
 	}
-	if opts.MaxBufferedBytes <= 0 {
-		opts.MaxBufferedBytes = 256 << 20
-	}
-	if opts.RequestBodyTimeout <= 0 {
-		opts.RequestBodyTimeout = 30 * time.Second
-	}
-	if opts.ClientAddr == nil {
-		opts.ClientAddr = limiter.ClientAddr
-	}
-	id := &opts.Idempotency
-	if id.Header == "" {
-		id.Header = "Idempotency-Key"
-	}
-	id.Header = http.CanonicalHeaderKey(id.Header)
-	if id.TenantFor == nil {
-		id.TenantFor = func(string) (string, bool) { return "", true }
-	}
-	if id.Retention <= 0 {
-		id.Retention = 25 * time.Hour
-	}
-	if id.Lease <= 0 {
-		id.Lease = 120 * time.Second
-	}
-	if id.MaxLease < id.Lease {
-		id.MaxLease = max(60*time.Minute, id.Lease)
-	}
-	if id.MaxBodyBytes <= 0 {
-		id.MaxBodyBytes = 1 << 20
-	}
-	if id.MaxResponseBytes <= 0 {
-		id.MaxResponseBytes = 64 << 10
-	}
-	if id.ReuseStatus == 0 {
-		id.ReuseStatus = http.StatusConflict
-	}
-	p := &Proxy{opts: opts, log: opts.Logger, drop: make(map[string]bool), metrics: opts.Metrics}
-	p.budget = budget.New(opts.MaxBufferedBytes, opts.MaxBufferedBytesPerClient)
-	for _, s := range id.ReleaseStatuses {
-		if s < 100 || s >= len(p.releasable) {
-			return nil, fmt.Errorf("proxy: release status %d out of range", s)
-		}
-		p.releasable[s] = true
-	}
-	for _, h := range id.DropHeaders {
-		p.drop[http.CanonicalHeaderKey(h)] = true
-	}
-	p.notices = id.Notices
-	if p.notices == nil {
-		p.notices = new(keystore.Hub)
-	}
-	def, err := identity.New(identity.Options{Headers: id.IdentityHeaders})
-	if err != nil {
-		return nil, fmt.Errorf("proxy: identity headers: %w", err)
-	}
-	p.defIdentity = def
-	p.renewals.init(opts.Store, opts.Logger, opts.Now)
+	p := &Proxy{deps: d, log: d.Logger, metrics: d.Metrics, budget: budget.New(0, 0)}
+	p.renewals.init(d.Store, d.Logger, d.Now)
 	p.upstream = p.newUpstream()
-	return p, nil
+	// The order is DESIGN.md's and is authoritative; chain_test.go pins it.
+	p.handler = chain(http.HandlerFunc(p.serveSnapshot),
+		p.begin,         // the exchange: the snapshot, request ID, client address
+		p.tracing(),     // the server span (nil without a tracer)
+		p.countInFlight, // in-flight gauge (drops after the request is logged)
+		p.logAccess,     // one access-log line and the request metrics
+		p.recoverPanic,  // a panic answers 500 (or aborts a started answer)
+	)
+	return p
 }
 
 // ServeHTTP implements http.Handler.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p.cur.Load() == nil {
+		http.Error(w, "idemgate: no policy applied", http.StatusServiceUnavailable)
+		return
+	}
 	p.handler.ServeHTTP(w, r)
 }
 

@@ -71,14 +71,6 @@ type limitOptions struct {
 
 	// Logger receives that warning. Default: discard.
 	Logger *slog.Logger
-
-	// OnReject, when set, is called once for every request a limiter
-	// refused, with limiter [LimiterEdge] and route "" (the edge limit runs
-	// before route matching), or [LimiterRoute] and the route's name, on the
-	// request's goroutine: a hook for counting rejections without
-	// Prometheus. It must be fast and safe for concurrent use. ([Metrics]
-	// counts rejections by itself, from the requests' outcomes.)
-	OnReject func(limiter, route string)
 }
 
 // limits holds the edge and route limit stages, built by [newLimits].
@@ -87,7 +79,6 @@ type limits struct {
 	routes   map[string]*routeLimit
 	now      func() time.Time
 	log      *slog.Logger
-	onReject func(limiter, route string)
 	identity func(*http.Request) identity.Result
 	// warn is set while a request from a loopback or private peer would
 	// still deserve the shared-budget warning: no trusted proxies and no
@@ -106,19 +97,18 @@ type routeLimit struct {
 
 // newLimits builds the limit stages of st, on the proxy's clock, logger and
 // trusted proxies; route limits by identity resolve it with id.
-func newLimits(st Stages, o Options, id func(*http.Request) identity.Result) (*limits, error) {
+func newLimits(pol Policy, d Deps, id func(*http.Request) identity.Result) (*limits, error) {
 	return newLimitStages(limitOptions{
-		Edge:           st.Edge,
-		Routes:         st.RouteLimits,
-		By:             st.RouteBy,
+		Edge:           pol.Edge,
+		Routes:         pol.RouteLimits,
+		By:             pol.RouteBy,
 		Identity:       id,
-		Now:            o.Now,
-		IETFHeaders:    st.IETFHeaders,
-		TrustedProxies: o.TrustedProxies,
+		Now:            d.Now,
+		IETFHeaders:    pol.IETFHeaders,
+		TrustedProxies: pol.TrustedProxies,
 		// The proxy's logger names its component already (the wiring's
 		// "component": "proxy"); a second "component" would repeat the key.
-		Logger:   o.Logger.With("stage", "limit"),
-		OnReject: st.OnReject,
+		Logger: d.Logger.With("stage", "limit"),
 	})
 }
 
@@ -129,7 +119,6 @@ func newLimitStages(o limitOptions) (*limits, error) {
 		routes:   make(map[string]*routeLimit, len(o.Routes)),
 		now:      o.Now,
 		log:      o.Logger,
-		onReject: o.OnReject,
 		identity: o.Identity,
 	}
 	if l.now == nil {
@@ -180,9 +169,6 @@ func (l *limits) edgeStage() middleware {
 			l.checkShared(client)
 			d := l.edge.AllowContext(r.Context(), limiter.Bucket(client), l.now())
 			if !d.OK {
-				if l.onReject != nil {
-					l.onReject(LimiterEdge, "")
-				}
 				writeProblem(w, r, problemRateLimited.withRetryAfter(ceilSeconds(d.RetryAfter)))
 				return
 			}
@@ -215,9 +201,6 @@ func (l *limits) routeStage() middleware {
 			l.checkShared(client)
 			d := lim.l.AllowContext(r.Context(), l.keyOf(lim, r, client), l.now())
 			if !d.OK {
-				if l.onReject != nil {
-					l.onReject(LimiterRoute, lim.name)
-				}
 				retry := ceilSeconds(d.RetryAfter)
 				if lim.policy != nil && d.Limit > 0 {
 					h := w.Header()

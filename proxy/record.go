@@ -61,7 +61,7 @@ func (p *Proxy) record(r *http.Request, ex *exchange, sk keystore.Key, claim key
 // releaseKey deletes the claim (the store's Release), so that a retry runs.
 func (p *Proxy) releaseKey(ctx context.Context, ex *exchange, sk keystore.Key, token uint64) {
 	ctx, n := p.foldNotice(ctx, ex.route.wait)
-	if err := p.opts.Store.Release(ctx, sk, token); err != nil && !errors.Is(err, keystore.ErrLeaseLost) {
+	if err := p.deps.Store.Release(ctx, sk, token); err != nil && !errors.Is(err, keystore.ErrLeaseLost) {
 		p.log.Error("releasing key failed", "error", err, logRequestID, ex.id)
 		return
 	}
@@ -83,7 +83,7 @@ type sharedNotices interface {
 // with shared notices (issue 31: one Redis round trip less); otherwise ctx
 // and nil.
 func (p *Proxy) foldNotice(ctx context.Context, wait bool) (context.Context, *keystore.FoldedNotice) {
-	sn, ok := p.notices.(sharedNotices)
+	sn, ok := p.deps.Notices.(sharedNotices)
 	if !wait || !ok {
 		return ctx, nil
 	}
@@ -96,7 +96,7 @@ func (p *Proxy) foldNotice(ctx context.Context, wait bool) (context.Context, *ke
 // published the notice with its write, every process's otherwise.
 func (p *Proxy) notifyAfter(sk keystore.Key, n *keystore.FoldedNotice) {
 	if n != nil && n.Published {
-		p.notices.(sharedNotices).Notify(sk)
+		p.deps.Notices.(sharedNotices).Notify(sk)
 		return
 	}
 	p.notify(sk)
@@ -114,9 +114,9 @@ func (p *Proxy) complete(ctx context.Context, ex *exchange, sk keystore.Key, cla
 	if p.completed(sk, wait, n, ex.id, err, 1) {
 		return
 	}
-	id, now := ex.id, p.opts.Now
+	id, now, lease := ex.id, p.deps.Now, ex.snap.idem.Lease
 	p.renewals.background(func(stop context.Context) {
-		deadline := now().Add(p.opts.Idempotency.Lease / 2)
+		deadline := now().Add(lease / 2)
 		backoff := 50 * time.Millisecond
 		for attempt := 2; now().Add(backoff).Before(deadline); attempt++ {
 			select {
@@ -142,9 +142,9 @@ func (p *Proxy) complete(ctx context.Context, ex *exchange, sk keystore.Key, cla
 // is created again, an answer in hand is never thrown away), by fencing
 // token otherwise.
 func (p *Proxy) completeClaim(ctx context.Context, requestID string, sk keystore.Key, claim keystore.Claim, resp *keystore.Response) error {
-	cs, ok := p.opts.Store.(keystore.ClaimStore)
+	cs, ok := p.deps.Store.(keystore.ClaimStore)
 	if !ok || claim.ID.IsZero() {
-		return p.opts.Store.Complete(ctx, sk, claim.Token, resp)
+		return p.deps.Store.Complete(ctx, sk, claim.Token, resp)
 	}
 	how, err := cs.CompleteClaim(ctx, sk, claim, resp)
 	switch {
@@ -187,7 +187,7 @@ func (p *Proxy) replay(w http.ResponseWriter, r *http.Request, resp *keystore.Re
 	linkOrigin(ex, resp.Header)
 	h := w.Header()
 	for k, v := range resp.Header {
-		if k == ex.stages.requestID || k == traceOriginHeader {
+		if k == ex.snap.requestID || k == traceOriginHeader {
 			continue
 		}
 		h[k] = v

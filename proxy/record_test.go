@@ -68,7 +68,7 @@ func TestCompletionRetries(t *testing.T) {
 				defer mem.Close()
 				st := &flakyStore{Store: mem, fails: tt.fails}
 				logs := &syncBuffer{}
-				p, err := newProxy(Options{
+				p, err := newOpts(Options{
 					Upstream:    &url.URL{Scheme: "http", Host: "127.0.0.1:1"},
 					Store:       st,
 					Logger:      slog.New(slog.NewJSONHandler(logs, nil)),
@@ -83,7 +83,7 @@ func TestCompletionRetries(t *testing.T) {
 					t.Fatal(err)
 				}
 				start := time.Now()
-				p.complete(ctx, &exchange{id: "r1"}, k, res.Claim, &keystore.Response{Status: 201, Body: []byte("ok")})
+				p.complete(ctx, &exchange{id: "r1", snap: p.cur.Load()}, k, res.Claim, &keystore.Response{Status: 201, Body: []byte("ok")})
 				p.Close() // waits for the retries; the bubble's clock runs meanwhile
 				if got := time.Since(start); got != tt.wantElapsed {
 					t.Errorf("retries took %v; want %v", got, tt.wantElapsed)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/canonjson"
+	"github.com/idemgate/idemgate/internal/identity"
 	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"github.com/idemgate/idemgate/internal/problem"
 	"github.com/idemgate/idemgate/keystore"
@@ -38,65 +39,74 @@ type route struct {
 	hold     bool          // unknown_outcome: hold (unknown.go)
 }
 
-// stages is a compiled Stages: its route table and the chain after the
-// outermost stages. It never changes once built.
-type stages struct {
-	src Stages
-	up  Upstream // the upstream of these stages: Stages.Upstream, or the Options'
-	// keyHeader and bodyTimeout are Stages.KeyHeader and
-	// RequestBodyTimeout, or the Options' when unset.
-	keyHeader   string
-	bodyTimeout time.Duration
-	lateMax     int // Stages.LateAnswerMax
-	keySyntax   KeySyntax
-	// requestID is Stages.RequestIDHeader, canonical, or X-Request-Id.
-	requestID string
-	// maxWaiters is Stages.MaxWaiters, else the Options', else
-	// DefaultMaxWaiters; < 0: none wait.
-	maxWaiters int
-	table      *pathtmpl.Table
-	routes     []*route
-	handler    http.Handler
-	errs       *problem.Template // Stages.Errors, compiled
-	log        *slog.Logger
+// snapshot is a compiled [Policy]: its route table, its values made ready
+// to serve and the chain after the outermost stages. It never changes once
+// built; a request reads the one current at its arrival (exchange.snap).
+type snapshot struct {
+	src Policy
+	// idem is src.Idempotency with its header canonical and TenantFor set.
+	idem      Idempotency
+	requestID string // src.RequestIDHeader, canonical, or X-Request-Id
+	identity  *identity.Resolver
+	table     *pathtmpl.Table
+	routes    []*route
+	handler   http.Handler
+	errs      *problem.Template // src.Errors, compiled
+	log       *slog.Logger
+	onErrTmpl func(route string) // Deps.OnErrorTemplate
 }
 
-// upstreamOf returns st's upstream: st.Upstream with its defaults, or the
-// Options' upstream.
-func (p *Proxy) upstreamOf(st Stages) Upstream {
-	if st.Upstream == nil {
-		return Upstream{URL: p.opts.Upstream, Host: p.opts.UpstreamHost, Timeout: p.opts.Timeout}
+// compileRoutes checks pol and builds its snapshot but the chain: the
+// values, and the route table, whose literal segments compare as
+// pol.PathCase says. A route is protected (a spelling that may or may not
+// reach it is refused, see [pathtmpl.Table.Match]) when it is idempotent,
+// requires a key, takes session turns or has a route limit.
+func (p *Proxy) compileRoutes(pol Policy) (*snapshot, error) {
+	routes, global := pol.Routes, pol.Errors
+	c := &snapshot{
+		src:       pol,
+		idem:      pol.Idempotency,
+		log:       p.log,
+		requestID: http.CanonicalHeaderKey(cmp.Or(pol.RequestIDHeader, problem.RequestIDHeader)),
+		identity:  pol.Identity,
+		onErrTmpl: p.deps.OnErrorTemplate,
 	}
-	up := *st.Upstream
-	if up.Timeout <= 0 {
-		up.Timeout = defaultTimeout
-	}
-	return up
-}
-
-// compileRoutes checks st.Routes and builds their table, whose literal
-// segments compare as st.PathCase says. A route is protected (a spelling
-// that may or may not reach it is refused, see [pathtmpl.Table.Match]) when
-// it is idempotent, requires a key, takes session turns or has a route
-// limit.
-func (p *Proxy) compileRoutes(st Stages) (*stages, error) {
-	routes, global := st.Routes, st.Errors
-	c := &stages{
-		log:         p.log,
-		up:          p.upstreamOf(st),
-		keyHeader:   cmp.Or(st.KeyHeader, p.opts.Idempotency.Header),
-		bodyTimeout: cmp.Or(st.RequestBodyTimeout, p.opts.RequestBodyTimeout),
-		lateMax:     st.LateAnswerMax,
-		keySyntax:   st.KeySyntax,
-		requestID:   http.CanonicalHeaderKey(cmp.Or(st.RequestIDHeader, problem.RequestIDHeader)),
-		maxWaiters:  cmp.Or(st.MaxWaiters, p.opts.Idempotency.WaitQueueDepth, DefaultMaxWaiters),
-	}
-	var entries []pathtmpl.Entry
 	var errs []error
+	id := &c.idem
+	id.Header = http.CanonicalHeaderKey(id.Header)
+	if id.TenantFor == nil {
+		id.TenantFor = func(string) (string, bool) { return "", true }
+	}
+	if !absolute(pol.Upstream.URL) {
+		errs = append(errs, errors.New("proxy: Policy.Upstream.URL must be an absolute URL"))
+	}
+	for _, bad := range []struct {
+		ok   bool
+		what string
+	}{
+		{pol.Upstream.Timeout > 0, "Upstream.Timeout"},
+		{id.Header != "", "Idempotency.Header"},
+		{id.Lease > 0 && id.MaxLease >= id.Lease, "Idempotency.Lease (and MaxLease >= Lease)"},
+		{id.MaxBodyBytes > 0, "Idempotency.MaxBodyBytes"},
+		{id.MaxResponseBytes > 0, "Idempotency.MaxResponseBytes"},
+		{id.ReuseStatus > 0, "Idempotency.ReuseStatus"},
+	} {
+		if !bad.ok {
+			errs = append(errs, fmt.Errorf("proxy: Policy.%s must be set", bad.what))
+		}
+	}
+	if c.identity == nil {
+		def, err := identity.New(identity.Options{Headers: id.IdentityHeaders})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("proxy: identity headers: %w", err))
+		}
+		c.identity = def
+	}
 	var err error
 	if c.errs, err = problem.Compile(global); err != nil {
 		errs = append(errs, fmt.Errorf("proxy: errors: %w", err))
 	}
+	var entries []pathtmpl.Entry
 	needStore := false
 	for i, rc := range routes {
 		t, err := pathtmpl.Parse(rc.Path)
@@ -104,10 +114,7 @@ func (p *Proxy) compileRoutes(st Stages) (*stages, error) {
 			errs = append(errs, fmt.Errorf("proxy: route %q: %w", rc.Name, err))
 			continue
 		}
-		r := &route{Route: rc, tmpl: t, timeout: rc.Timeout}
-		if r.timeout <= 0 {
-			r.timeout = c.up.Timeout
-		}
+		r := &route{Route: rc, tmpl: t, timeout: cmp.Or(rc.Timeout, pol.Upstream.Timeout)}
 		for _, s := range rc.FingerprintIgnore {
 			ptr, err := canonjson.ParsePointer(s)
 			if err != nil {
@@ -120,24 +127,24 @@ func (p *Proxy) compileRoutes(st Stages) (*stages, error) {
 		if rc.Session.Param != "" && !t.HasParam(rc.Session.Param) {
 			errs = append(errs, fmt.Errorf("proxy: route %q: session parameter %q not in path %s", rc.Name, rc.Session.Param, rc.Path))
 		}
-		if err := p.compilePolicy(r, global); err != nil {
+		if err := compilePolicy(r, id, global); err != nil {
 			errs = append(errs, err)
 		}
-		if _, ok := p.opts.Store.(keystore.UnknownStore); r.hold && rc.Idempotent && !ok {
-			errs = append(errs, fmt.Errorf("proxy: route %q: unknown_outcome: hold needs a store with unknown records (%T)", rc.Name, p.opts.Store))
+		if _, ok := p.deps.Store.(keystore.UnknownStore); r.hold && rc.Idempotent && !ok {
+			errs = append(errs, fmt.Errorf("proxy: route %q: unknown_outcome: hold needs a store with unknown records (%T)", rc.Name, p.deps.Store))
 		}
 		needStore = needStore || rc.Idempotent
 		c.routes = append(c.routes, r)
-		protected := rc.Idempotent || rc.RequireKey || rc.Session != (Session{}) || st.RouteLimits[rc.Name] != nil
+		protected := rc.Idempotent || rc.RequireKey || rc.Session != (Session{}) || pol.RouteLimits[rc.Name] != nil
 		entries = append(entries, pathtmpl.Entry{Method: rc.Method, Template: t, Index: i, Protected: protected})
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if needStore && p.opts.Store == nil {
+	if needStore && p.deps.Store == nil {
 		return nil, errors.New("proxy: a Store is required for idempotent routes")
 	}
-	table, err := pathtmpl.NewTableOptions(entries, pathtmpl.Options{Case: st.PathCase})
+	table, err := pathtmpl.NewTableOptions(entries, pathtmpl.Options{Case: pol.PathCase})
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
@@ -145,33 +152,49 @@ func (p *Proxy) compileRoutes(st Stages) (*stages, error) {
 	return c, nil
 }
 
-// compilePolicy fills in r's policy: its own keys, else the global ones.
-func (p *Proxy) compilePolicy(r *route, global problem.Spec) error {
-	id := &p.opts.Idempotency
+// statusSet returns the statuses of list as a lookup table.
+func statusSet(list []int) (*[600]bool, error) {
+	set := new([600]bool)
+	for _, s := range list {
+		if s < 100 || s >= len(set) {
+			return nil, fmt.Errorf("release status %d out of range", s)
+		}
+		set[s] = true
+	}
+	return set, nil
+}
+
+// headerSet returns the header names of list, canonical, as a set.
+func headerSet(list []string) map[string]bool {
+	m := make(map[string]bool, len(list))
+	for _, h := range list {
+		m[http.CanonicalHeaderKey(h)] = true
+	}
+	return m
+}
+
+// compilePolicy fills in r's policy: its own keys, else the global ones of
+// id.
+func compilePolicy(r *route, id *Idempotency, global problem.Spec) error {
 	r.retention = cmp.Or(r.Retention, id.Retention)
 	r.maxBody = cmp.Or(r.MaxBodyBytes, id.MaxBodyBytes)
-	r.reuseStatus = cmp.Or(r.ReuseStatus, id.ReuseStatus, http.StatusConflict)
+	r.reuseStatus = cmp.Or(r.ReuseStatus, id.ReuseStatus)
 	r.replayHdr = id.ReplayHeader
 	if r.ReplayHeader != nil {
 		r.replayHdr = *r.ReplayHeader
 	}
-	r.releasable = &p.releasable
+	statuses, drop := id.ReleaseStatuses, id.DropHeaders
 	if r.ReleaseStatuses != nil {
-		r.releasable = new([600]bool)
-		for _, s := range r.ReleaseStatuses {
-			if s < 100 || s >= len(r.releasable) {
-				return fmt.Errorf("proxy: route %q: release status %d out of range", r.Name, s)
-			}
-			r.releasable[s] = true
-		}
+		statuses = r.ReleaseStatuses
 	}
-	r.drop = p.drop
 	if r.DropHeaders != nil {
-		r.drop = make(map[string]bool, len(r.DropHeaders))
-		for _, h := range r.DropHeaders {
-			r.drop[http.CanonicalHeaderKey(h)] = true
-		}
+		drop = r.DropHeaders
 	}
+	var err error
+	if r.releasable, err = statusSet(statuses); err != nil {
+		return fmt.Errorf("proxy: route %q: %w", r.Name, err)
+	}
+	r.drop = headerSet(drop)
 	switch cmp.Or(r.InProgress, id.InProgress, InProgressReject) {
 	case InProgressReject:
 	case InProgressWait:
@@ -179,7 +202,7 @@ func (p *Proxy) compilePolicy(r *route, global problem.Spec) error {
 	default:
 		return fmt.Errorf("proxy: route %q: in_progress %q: want %q or %q", r.Name, r.InProgress, InProgressReject, InProgressWait)
 	}
-	r.waitTimeout = min(cmp.Or(r.WaitTimeout, id.WaitTimeout, 10*time.Second), r.timeout)
+	r.waitTimeout = min(cmp.Or(r.WaitTimeout, id.WaitTimeout), r.timeout)
 	switch cmp.Or(r.UnknownOutcome, id.UnknownOutcome, UnknownTakeover) {
 	case UnknownTakeover:
 	case UnknownHold:
@@ -221,7 +244,7 @@ func (p *Proxy) matchRoute(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ex := exchangeOf(r)
 		ex.pastEdge = true
-		m, ok, err := ex.stages.table.Match(r.Method, r.URL.EscapedPath())
+		m, ok, err := ex.snap.table.Match(r.Method, r.URL.EscapedPath())
 		if err != nil {
 			pr := problemRequestInvalid
 			if errors.Is(err, pathtmpl.ErrAmbiguousPath) {
@@ -231,7 +254,7 @@ func (p *Proxy) matchRoute(next http.Handler) http.Handler {
 			return
 		}
 		if ok {
-			ex.route = ex.stages.routes[m.Index]
+			ex.route = ex.snap.routes[m.Index]
 			ex.match = m
 		}
 		next.ServeHTTP(w, r)

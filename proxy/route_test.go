@@ -227,9 +227,9 @@ func TestRejectionOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { route2.Close() })
-	st := tp.p.Stages()
+	st := tp.p.Policy()
 	st.RouteLimits = map[string]Limiter{"complete_checkout": route2}
-	if err := tp.p.Reload(st); err != nil {
+	if err := tp.p.Apply(st); err != nil {
 		t.Fatal(err)
 	}
 	send(good, known) // uses the route limit up
@@ -242,7 +242,7 @@ func TestRejectionOrder(t *testing.T) {
 	}
 	t.Cleanup(func() { edge2.Close() })
 	st.Edge = edge2
-	if err := tp.p.Reload(st); err != nil {
+	if err := tp.p.Apply(st); err != nil {
 		t.Fatal(err)
 	}
 	send("GET /nowhere HTTP/1.1", known) // uses the edge limit up

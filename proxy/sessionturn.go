@@ -32,11 +32,10 @@ import (
 // /carts/x and /orders/x do not); for a header, the same header name and
 // value. The line's [session.Key] hashes them: raw ids never reach the
 // store.
-func (p *Proxy) sessionTurn(q *session.Queue) middleware {
+func (p *Proxy) sessionTurn(q *session.Queue, tenant func(host string) (string, bool)) middleware {
 	if q == nil {
 		return nil
 	}
-	tenant := p.opts.Idempotency.TenantFor
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			k, ok := sessionKey(r, tenant)

@@ -577,7 +577,7 @@ func newRedisSessionProxy(t *testing.T, up, addr, prefix string, depth int, m se
 		},
 	}
 	opts.Stages.Sessions = q
-	p, err := New(opts)
+	p, err := newOpts(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -585,7 +585,7 @@ func newRedisSessionProxy(t *testing.T, up, addr, prefix string, depth int, m se
 	t.Cleanup(func() {
 		srv.Close()
 		p.Close()
-		p.opts.Transport.(*http.Transport).CloseIdleConnections()
+		p.deps.Transport.(*http.Transport).CloseIdleConnections()
 		locker.Close()
 		st.Close()
 		lc.Close()
@@ -664,7 +664,7 @@ func TestPathBefore(t *testing.T) {
 // session route serves without turns.
 func TestSessionTurnWithoutQueue(t *testing.T) {
 	t.Parallel()
-	if (&Proxy{}).sessionTurn(nil) != nil {
+	if (&Proxy{}).sessionTurn(nil, nil) != nil {
 		t.Error("sessionTurn(nil) = a stage; want none")
 	}
 	up := newUpstream(t)

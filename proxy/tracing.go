@@ -46,7 +46,7 @@ var propagator = propagation.TraceContext{}
 // method, the route's name and template, the status and the outcome: never
 // the path as sent, a key, an identity or a body.
 func (p *Proxy) tracing() middleware {
-	t := p.opts.Tracer
+	t := p.deps.Tracer
 	if t == nil {
 		return nil
 	}
@@ -96,10 +96,10 @@ func endServerSpan(span trace.Span, ex *exchange) {
 // startSpan starts a child span of ctx's span named name; with tracing off
 // it returns ctx and a nil span, at no cost.
 func (p *Proxy) startSpan(ctx context.Context, name string) (context.Context, trace.Span) {
-	if p.opts.Tracer == nil {
+	if p.deps.Tracer == nil {
 		return ctx, nil
 	}
-	return p.opts.Tracer.Start(ctx, name)
+	return p.deps.Tracer.Start(ctx, name)
 }
 
 // endSpan ends a span startSpan made (nil: nothing). A store's normal
@@ -163,10 +163,10 @@ type tracingTransport struct {
 
 // traceTransport wraps rt when tracing is on.
 func (p *Proxy) traceTransport(rt http.RoundTripper) http.RoundTripper {
-	if p.opts.Tracer == nil {
+	if p.deps.Tracer == nil {
 		return rt
 	}
-	return &tracingTransport{next: rt, tracer: p.opts.Tracer}
+	return &tracingTransport{next: rt, tracer: p.deps.Tracer}
 }
 
 func (t *tracingTransport) RoundTrip(req *http.Request) (*http.Response, error) {

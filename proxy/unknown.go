@@ -32,7 +32,7 @@ func (p *Proxy) markSent(w http.ResponseWriter, r *http.Request, ex *exchange) b
 	if !ex.keyed || !ex.route.hold {
 		return true
 	}
-	us, ok := p.opts.Store.(keystore.UnknownStore)
+	us, ok := p.deps.Store.(keystore.UnknownStore)
 	if !ok {
 		return true // validate and New refuse hold without such a store
 	}
@@ -50,7 +50,7 @@ func (p *Proxy) markSent(w http.ResponseWriter, r *http.Request, ex *exchange) b
 // markUnknown marks the claim of a keyed write on a hold route unknown,
 // with cause, and reports whether it did.
 func (p *Proxy) markUnknown(ctx context.Context, route, requestID string, sk keystore.Key, token uint64, cause keystore.Cause) bool {
-	us, ok := p.opts.Store.(keystore.UnknownStore)
+	us, ok := p.deps.Store.(keystore.UnknownStore)
 	if !ok {
 		return false
 	}

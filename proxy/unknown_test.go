@@ -223,9 +223,9 @@ func TestHoldWaiter(t *testing.T) {
 			rs[i].InProgress, rs[i].WaitTimeout, rs[i].Timeout = InProgressWait, 20*time.Second, 30*time.Second
 		}
 	}
-	st := tp.p.Stages()
+	st := tp.p.Policy()
 	st.Routes = rs
-	if err := tp.p.Reload(st); err != nil {
+	if err := tp.p.Apply(st); err != nil {
 		t.Fatal(err)
 	}
 	// The original's claim, sent by a holder that then lost track of it.

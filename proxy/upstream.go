@@ -69,7 +69,7 @@ type upstreamCall struct {
 func (p *Proxy) newUpstream() http.Handler {
 	rp := &httputil.ReverseProxy{
 		Rewrite:   p.rewrite,
-		Transport: p.metrics.transport(p.traceTransport(p.opts.Transport)),
+		Transport: p.metrics.transport(p.traceTransport(p.deps.Transport)),
 		// 0: ReverseProxy already flushes every write of an answer of
 		// unknown length and of text/event-stream, so streams go out as
 		// received; an answer of known length is written once, when whole,
@@ -88,7 +88,7 @@ func (p *Proxy) newUpstream() http.Handler {
 		call := &ex.call
 		call.ex = ex
 		ctx := r.Context()
-		timeout := ex.stages.up.Timeout
+		timeout := ex.snap.src.Upstream.Timeout
 		if ex.route != nil {
 			timeout = ex.route.timeout
 		}
@@ -108,7 +108,7 @@ func (p *Proxy) newUpstream() http.Handler {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), ex.start.Add(timeout))
 			defer cancel()
-			call.capture = newCapture(p.opts.Idempotency.MaxResponseBytes, ex.finish)
+			call.capture = newCapture(ex.snap.idem.MaxResponseBytes, ex.finish)
 			ex.capture = call.capture
 			ex.swallow = true
 		} else {
@@ -150,7 +150,7 @@ func callOf(r *http.Request) *upstreamCall {
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	in := pr.In
 	ex := exchangeOf(in) // the upstream stage's: set for every request it runs
-	up := ex.stages.up
+	up := ex.snap.src.Upstream
 	target := up.URL
 	pr.SetURL(target)
 	// The raw query is never re-encoded (ReverseProxy "cleans" queries with
@@ -219,7 +219,7 @@ func hideFromRetry(h http.Header, name string) {
 func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
 	in := pr.In
 	peer := remoteAddr(in)
-	trusted := limiter.Trusted(peer, p.opts.TrustedProxies)
+	trusted := limiter.Trusted(peer, exchangeOf(in).snap.src.TrustedProxies)
 	out := pr.Out.Header
 	if !trusted {
 		// No one but a trusted proxy names the client (DESIGN.md, Bounds):
@@ -278,8 +278,8 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 	// A live answer keeps the upstream's own request ID (what its logs
 	// know); idemgate's, set by the outermost stage, stands only where the
 	// upstream sent none. A replay carries this request's (record.go).
-	if res.Header.Get(call.ex.stages.requestID) != "" {
-		call.ex.Header().Del(call.ex.stages.requestID)
+	if res.Header.Get(call.ex.snap.requestID) != "" {
+		call.ex.Header().Del(call.ex.snap.requestID)
 	}
 	if call.capture != nil {
 		call.capture.start(res, call.ex.route.drop)

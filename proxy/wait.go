@@ -22,11 +22,6 @@ import (
 // the same deadline). The claim stage answers whatever the last Reserve
 // said, so every transition is the claim stage's own rule.
 
-// DefaultMaxWaiters is the waiters per key per process when neither
-// Stages.MaxWaiters nor Idempotency.WaitQueueDepth is set
-// (idempotency.max_waiters).
-const DefaultMaxWaiters = 64
-
 // waitPoll is the mean interval of a waiter's poll, the fallback for lost
 // notices and for changes nobody announces (a lease that ended, an
 // operator's release). Each wait is jittered by ±50%.
@@ -67,12 +62,12 @@ func (ws *waiters) leave(key keystore.Key) {
 // context's error.
 func (p *Proxy) waitOriginal(r *http.Request, sk keystore.Key, reserve func() (keystore.Reservation, error)) (keystore.Reservation, error) {
 	ex := exchangeOf(r)
-	depth := ex.stages.maxWaiters
-	if depth < 0 || !p.waiters.enter(sk, depth) {
+	depth := ex.snap.idem.MaxWaiters
+	if depth <= 0 || !p.waiters.enter(sk, depth) {
 		return keystore.Reservation{}, keystore.ErrInFlight
 	}
 	defer p.waiters.leave(sk)
-	notices, stop := p.notices.Watch(sk)
+	notices, stop := p.deps.Notices.Watch(sk)
 	defer stop()
 	start := time.Now()
 	defer func() { ex.waited = time.Since(start) }()
@@ -117,7 +112,7 @@ func jitter(d time.Duration) time.Duration {
 func (p *Proxy) notify(sk keystore.Key) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	if err := p.notices.Publish(ctx, sk); err != nil {
+	if err := p.deps.Notices.Publish(ctx, sk); err != nil {
 		p.log.Warn("publishing a completion notice failed; waiters will poll", "error", err)
 	}
 }

@@ -20,7 +20,7 @@ import (
 func waitProxy(t *testing.T, up string, depth int, timeout time.Duration) *testProxy {
 	return newTestProxy(t, up, func(o *Options, _ *memstore.Options) {
 		o.Idempotency.InProgress = InProgressWait
-		o.Idempotency.WaitQueueDepth = depth
+		o.Idempotency.MaxWaiters = depth
 		o.Idempotency.WaitTimeout = timeout
 	})
 }
@@ -143,7 +143,7 @@ func TestWaitReleasedOriginalLetsOneWaiterRun(t *testing.T) {
 
 // Beyond queue_depth waiters per key, a duplicate gets 409 at once; a
 // waiter whose client hangs up leaves its place.
-func TestWaitQueueDepthAndHangUp(t *testing.T) {
+func TestMaxWaitersAndHangUp(t *testing.T) {
 	up := slowUpstream(t, 800*time.Millisecond, created)
 	tp := waitProxy(t, up.URL, 2, 5*time.Second)
 	orig := make(chan result, 1)
@@ -176,7 +176,7 @@ func TestWaitQueueDepthAndHangUp(t *testing.T) {
 	}
 	cancel()
 	itestutil.Eventually(t, 5*time.Second, "the waiters to leave", func() bool { return waiting() == 0 })
-	if tp.p.notices.(interface{ Watched() int }).Watched() != 0 {
+	if tp.p.deps.Notices.(interface{ Watched() int }).Watched() != 0 {
 		t.Error("a watch outlived its waiter")
 	}
 }

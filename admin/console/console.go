@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -139,7 +140,7 @@ type Limit struct {
 type Handler struct {
 	o        Options
 	token    [sha256.Size]byte
-	hosts    map[string]bool
+	hosts    atomic.Pointer[map[string]bool] // SetHosts replaces it
 	sessions *sessions
 	logins   *bucket
 	tmpl     *template.Template
@@ -176,14 +177,11 @@ func New(o Options) (*Handler, error) {
 	h := &Handler{
 		o:        o,
 		token:    sha256.Sum256([]byte(o.Token)),
-		hosts:    map[string]bool{"localhost": true, "127.0.0.1": true, "::1": true},
 		sessions: newSessions(o.Now, o.IdleTimeout, o.MaxAge, maxSessions),
 		logins:   &bucket{now: o.Now, every: o.LoginEvery, burst: o.LoginBurst},
 		tmpl:     t,
 	}
-	for _, host := range o.Hosts {
-		h.hosts[strings.ToLower(strings.TrimSuffix(host, "."))] = true
-	}
+	h.SetHosts(o.Hosts)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ui/console.css", h.stylesheet)
 	mux.HandleFunc("GET /ui/login", h.loginPage)
@@ -245,7 +243,17 @@ func (h *Handler) hostAllowed(host string) bool {
 	} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
 		name = host[1 : len(host)-1]
 	}
-	return h.hosts[strings.ToLower(strings.TrimSuffix(name, "."))]
+	return (*h.hosts.Load())[strings.ToLower(strings.TrimSuffix(name, "."))]
+}
+
+// SetHosts replaces Options.Hosts (a reload of admin_host): the host names,
+// besides loopback, that a request's Host may carry.
+func (h *Handler) SetHosts(hosts []string) {
+	m := map[string]bool{"localhost": true, "127.0.0.1": true, "::1": true}
+	for _, host := range hosts {
+		m[strings.ToLower(strings.TrimSuffix(host, "."))] = true
+	}
+	h.hosts.Store(&m)
 }
 
 // sameOrigin is the Origin rule of the package doc.

@@ -97,7 +97,12 @@ func TestValidateDiff(t *testing.T) {
 		if !strings.Contains(idem, "max_lease") {
 			idem = ", max_lease: 5m" + idem
 		}
+		backend := "redis"
+		if strings.Contains(route, "ns") {
+			backend = "local" // a limit in nanoseconds, which Redis cannot count
+		}
 		body := `upstream: {url: "http://127.0.0.1:3000", timeout: 1m}
+limiter: {backend: ` + backend + `}
 idempotency: {require_identity: false, late_answer_wait: 0s` + idem + `}
 routes:
   - {name: pay, method: POST, path: /pay, idempotent: true` + route + `}
@@ -117,12 +122,12 @@ routes:
 		firstLineSuffix string
 	}{
 		{name: "no change", new: old, firstLineSuffix: ": no change"},
-		{name: "live and restart keys, an effect", new: write("b.yaml", ", lease: 20s, drop_headers: [Set-Cookie]", ", fingerprint_ignore: [/meta]"),
-			stdout: "applied on reload: idempotency.drop_headers, routes\nneed a restart: idempotency.lease\n" +
+		{name: "live and restart keys, an effect", new: write("b.yaml", ", drop_headers: [Set-Cookie], encryption_key_env: IDEMGATE_KEY", ", fingerprint_ignore: [/meta]"),
+			stdout: "applied on reload: idempotency.drop_headers, routes\nneed a restart: idempotency.encryption_key_env\n" +
 				"warning: route pay: fingerprint_ignore can change its requests' fingerprints: a retry of a write made before, with the same key, may get 409 idempotency_key_reused\n"},
-		{name: "refused", new: write("c.yaml", ", max_lease: 15m", ", timeout: 10m"),
-			stdout: "applied on reload: routes\nneed a restart: idempotency.max_lease\n",
-			err:    "c.yaml: a reload would refuse it: valid on its own, but not with the running values of idempotency.max_lease; restart to apply it", stderrHas: "routes[0].timeout: 10m exceeds idempotency.max_lease (5m)"},
+		{name: "refused", new: write("c.yaml", "", ", rate_limit: {requests: 1, per: 1500ns}"),
+			stdout: "applied on reload: routes\nneed a restart: limiter.backend\n",
+			err:    "c.yaml: a reload would refuse it: valid on its own, but not with the running values of limiter.backend; restart to apply it", stderrHas: "routes[0].rate_limit.per"},
 		{name: "invalid", new: bad, err: "bad.yaml: invalid config", stderrHas: "upstream.url"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

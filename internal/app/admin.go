@@ -45,10 +45,18 @@ func (a *App) adminHandler() http.Handler {
 	return mux
 }
 
-// setAdminToken (re)builds the admin API with token ("" disables it).
+// setAdminToken (re)builds the admin API and the console with token (""
+// disables them), on the running config.
 func (a *App) setAdminToken(token string) {
 	log := a.log.With("component", "admin")
-	h, err := newAdmin(a.cfg, a.store, a.proxy, a.reg, log, token, a.busiest)
+	a.reload.mu.Lock()
+	a.adminToken = token
+	cfg := a.reload.live
+	a.reload.mu.Unlock()
+	if cfg == nil {
+		cfg = a.cfg
+	}
+	h, err := newAdmin(cfg, a.store, a.proxy, a.reg, log, token, a.busiest)
 	if err != nil {
 		log.Error("admin API disabled", "error", err)
 		return
@@ -60,7 +68,9 @@ func (a *App) setAdminToken(token string) {
 		log.Warn("admin API token is short; use at least 16 random characters", "env", AdminTokenEnv)
 	}
 	a.adminAPI.Store(h)
-	c, err := a.newConsole(h, token, a.log.With("component", "console"))
+	// The console calls the running admin API: a reload rebuilds it.
+	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { a.adminAPI.Load().ServeHTTP(w, r) })
+	c, err := a.newConsole(api, token, cfg.AdminHost, a.log.With("component", "console"))
 	if err != nil {
 		log.Error("operator console disabled", "error", err)
 		return
@@ -77,6 +87,24 @@ func (a *App) busiest() []admin.LimiterClients {
 		return set.busiest()
 	}
 	return nil
+}
+
+// reloadAdmin rebuilds the admin API on applied (its tenant rule, answer
+// cap and drop_headers) and gives the console applied's admin_host. The
+// console's sessions stay. reload.mu is held.
+func (a *App) reloadAdmin(applied *config.Config) {
+	if a.adminAPI.Load() == nil {
+		return // disabled: no store for it
+	}
+	h, err := newAdmin(applied, a.store, a.proxy, a.reg, a.log.With("component", "admin"), a.adminToken, a.busiest)
+	if err != nil {
+		a.log.Error("admin API kept on the previous config", "component", "admin", "error", err)
+		return
+	}
+	a.adminAPI.Store(h)
+	if c := a.console.Load(); c != nil {
+		c.SetHosts(hostList(applied.AdminHost))
+	}
 }
 
 // newAdmin builds the admin API on st with token. It finds records by the

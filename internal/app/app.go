@@ -7,7 +7,6 @@
 package app
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -78,13 +77,17 @@ type App struct {
 	proxy    *proxy.Proxy
 	limits   atomic.Pointer[limitSet] // the running limiters, for the metrics
 	adminAPI atomic.Pointer[admin.Handler]
-	console  atomic.Pointer[console.Handler]
+	// adminToken is the admin API's token, for its rebuilds; reload.mu
+	// protects it.
+	adminToken string
+	console    atomic.Pointer[console.Handler]
 	// cfgStatus is the config's revision and last reload, for the console.
 	cfgStatus atomic.Pointer[console.ConfigStatus]
 	reload    reloadState
 
 	ready, draining atomic.Bool
 	public, admin   *http.Server
+	conns           []*limitListener // max_connections of each listener; reload.mu protects it
 	// afterDrain, when set (tests), runs after the public server drained
 	// and before the stores close.
 	afterDrain func()
@@ -125,18 +128,24 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 		return nil, err
 	}
 	registerTLSGauges(a.reg, a.tls)
-	popts, err := proxyOptions(cfg, o.Transport, a.store, a.metrics, a.log)
-	if err != nil {
-		return nil, err
+	deps := proxy.Deps{
+		Store:           a.store,
+		Transport:       o.Transport,
+		Notices:         st.notices,
+		ClientAddr:      limiter.ClientAddr,
+		Logger:          a.log.With("component", "proxy"),
+		Metrics:         a.metrics,
+		OnErrorTemplate: a.reloads.templateFailed,
 	}
 	if a.releaser != nil {
-		popts.Releaser = a.releaser
+		deps.Releaser = a.releaser
 	}
-	if popts.Tracer, err = newTracer(cfg, o.Version, a.log, &a.closers); err != nil {
+	if deps.Tracer, err = newTracer(cfg, o.Version, a.log, &a.closers); err != nil {
 		return nil, err
 	}
-	// The limiters and the queue are the reload's to replace: they go on
-	// stacks of their own, which the app's stack closes.
+	// The limiters, the queue and the identity resolver are the reload's
+	// to replace: they go on stacks of their own, which the app's stack
+	// closes.
 	a.closers.push(a.reload.close)
 	set, err := newLimiters(cfg, a.log, &a.reload.limiters)
 	if err != nil {
@@ -150,10 +159,12 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	popts.Stages = stages(cfg, set, q, ident)
-	popts.Idempotency.Notices = st.notices
-	popts.Stages.OnErrorTemplate = a.reloads.templateFailed // kept by reloads
-	if a.proxy, err = proxy.New(popts); err != nil {
+	pol, err := proxyPolicy(cfg, set, q, ident)
+	if err != nil {
+		return nil, err
+	}
+	a.proxy = proxy.New(deps)
+	if err := a.proxy.Apply(pol); err != nil {
 		return nil, err
 	}
 	a.closers.pushCtx(a.proxy.Shutdown) // first: the renewals and retries of requests still running
@@ -184,76 +195,62 @@ func (a *App) closeReleaser() error {
 	return nil
 }
 
-// proxyOptions converts cfg into the proxy's options, without the stages.
-func proxyOptions(cfg *config.Config, transport http.RoundTripper, st keystore.Store, m *proxy.Metrics, log *slog.Logger) (proxy.Options, error) {
-	pu, err := proxyUpstream(cfg)
+// proxyPolicy is the proxy's policy for cfg, with the limiters of set,
+// the queue q (nil: none) and the identity resolver id: the one builder of
+// the start and of every reload. Every value comes from cfg as it is:
+// config.Default holds the defaults, and a route's own keys override the
+// global ones in the proxy.
+func proxyPolicy(cfg *config.Config, set *limitSet, q *session.Queue, id *identity.Resolver) (proxy.Policy, error) {
+	u, err := url.Parse(cfg.Upstream.URL)
 	if err != nil {
-		return proxy.Options{}, err
+		return proxy.Policy{}, fmt.Errorf("upstream.url: %w", err)
 	}
 	trusted, err := cfg.ClientIP.Prefixes()
 	if err != nil {
-		return proxy.Options{}, fmt.Errorf("client_ip.trusted_proxies: %w", err)
+		return proxy.Policy{}, fmt.Errorf("client_ip.trusted_proxies: %w", err)
 	}
-	id := cfg.Idempotency
-	return proxy.Options{
-		Upstream:     pu.URL,
-		Timeout:      pu.Timeout,
-		UpstreamHost: pu.Host,
-		Transport:    transport,
-		Store:        st,
+	pathCase, _ := cfg.PathCaseOption()                             // validated
+	keySyntax, _ := proxy.ParseKeySyntax(cfg.Idempotency.KeySyntax) // validated
+	ic := cfg.Idempotency
+	return proxy.Policy{
+		Upstream: proxy.Upstream{URL: u, Host: cfg.Upstream.Host == config.HostUpstream, Timeout: cfg.Upstream.Timeout},
 		Idempotency: proxy.Idempotency{
-			Header:           id.Header,
-			TenantFor:        cfg.Idempotency.TenantFor, // the one tenant rule, the admin API's too
-			Retention:        id.Retention,
-			Lease:            id.Lease,
-			MaxLease:         id.MaxLease,
-			MaxBodyBytes:     id.MaxBodyBytes,
-			MaxResponseBytes: id.MaxResponseBytes,
-			ReplayHeader:     id.ReplayHeader,
-			ReuseStatus:      id.ReuseStatus,
-			ReleaseStatuses:  id.ReleaseStatuses,
-			DropHeaders:      id.DropHeaders,
-			InProgress:       id.InProgress,
-			WaitTimeout:      id.WaitTimeout,
-			LateAnswerWait:   id.LateAnswerWait,
-			UnknownOutcome:   id.UnknownOutcome,
-			WaitQueueDepth:   cmp.Or(cfg.Idempotency.MaxWaiters, -1), // 0: none wait
+			Header:           ic.Header,
+			KeySyntax:        keySyntax,
+			TenantFor:        ic.TenantFor, // the one tenant rule, the admin API's too
+			Retention:        ic.Retention,
+			Lease:            ic.Lease,
+			MaxLease:         ic.MaxLease,
+			MaxBodyBytes:     ic.MaxBodyBytes,
+			MaxResponseBytes: ic.MaxResponseBytes,
+			ReplayHeader:     ic.ReplayHeader,
+			ReuseStatus:      ic.ReuseStatus,
+			ReleaseStatuses:  ic.ReleaseStatuses,
+			DropHeaders:      ic.DropHeaders,
+			InProgress:       ic.InProgress,
+			WaitTimeout:      ic.WaitTimeout,
+			MaxWaiters:       ic.MaxWaiters,
+			UnknownOutcome:   ic.UnknownOutcome,
+			LateAnswerWait:   ic.LateAnswerWait,
+			LateAnswerMax:    ic.LateAnswerMax,
 		},
 		TrustedProxies:            trusted,
-		ClientAddr:                limiter.ClientAddr,
 		MaxBufferedBytes:          cfg.MaxBufferedBytes,
 		MaxBufferedBytesPerClient: cfg.MaxBufferedBytesPerClient,
 		RequestBodyTimeout:        cfg.RequestBodyTimeout,
-		Logger:                    log.With("component", "proxy"),
-		Metrics:                   m,
+		Routes:                    proxyRoutes(cfg),
+		PathCase:                  pathCase,
+		RequestIDHeader:           cfg.RequestIDHeader,
+		StripeShouldRetry:         cfg.Profile == config.ProfileStripe,
+		Errors:                    cfg.Errors.Spec(),
+		Edge:                      set.edge,
+		RouteLimits:               set.routes,
+		RouteBy:                   routeBy(cfg),
+		IETFHeaders:               cfg.Limiter.IETFHeaders,
+		Sessions:                  q,
+		Identity:                  id,
+		RequireIdentity:           cfg.Idempotency.RequireIdentity,
 	}, nil
-}
-
-// stages is the proxy's stages for cfg's routes with the limiters of set,
-// the queue q (nil: none) and the identity resolver id.
-func stages(cfg *config.Config, set *limitSet, q *session.Queue, id *identity.Resolver) proxy.Stages {
-	pathCase, _ := cfg.PathCaseOption()                             // validated
-	keySyntax, _ := proxy.ParseKeySyntax(cfg.Idempotency.KeySyntax) // validated
-	return proxy.Stages{
-		Routes:             proxyRoutes(cfg),
-		PathCase:           pathCase,
-		RequestBodyTimeout: cfg.RequestBodyTimeout,
-		KeyHeader:          cfg.Idempotency.Header,
-		LateAnswerMax:      cfg.Idempotency.LateAnswerMax,
-		KeySyntax:          keySyntax,
-		RequestIDHeader:    cfg.RequestIDHeader,
-		MaxWaiters:         cmp.Or(cfg.Idempotency.MaxWaiters, -1), // 0: none wait
-		StripeShouldRetry:  cfg.Profile == config.ProfileStripe,
-		Errors:             cfg.Errors.Spec(),
-		Edge:               set.edge,
-		RouteLimits:        set.routes,
-		RouteBy:            routeBy(cfg),
-		IETFHeaders:        cfg.Limiter.IETFHeaders,
-		OnReject:           set.onReject,
-		Sessions:           q,
-		Identity:           id,
-		RequireIdentity:    cfg.Idempotency.RequireIdentity,
-	}
 }
 
 // routeBy is what each route limit of cfg counts by; routes counted per
@@ -271,35 +268,10 @@ func routeBy(cfg *config.Config) map[string]identity.By {
 	return m
 }
 
-// inherit returns own when set (even empty), else global, never nil: a
-// proxy.Route's nil list means the proxy's start-time global.
-func inherit[T any](own, global []T) []T {
-	switch {
-	case own != nil:
-		return own
-	case global != nil:
-		return global
-	}
-	return []T{}
-}
-
-// proxyUpstream is cfg's upstream (a reload may change it).
-func proxyUpstream(cfg *config.Config) (*proxy.Upstream, error) {
-	u, err := url.Parse(cfg.Upstream.URL)
-	if err != nil {
-		return nil, fmt.Errorf("upstream.url: %w", err)
-	}
-	return &proxy.Upstream{URL: u, Host: cfg.Upstream.Host == config.HostUpstream, Timeout: cfg.Upstream.Timeout}, nil
-}
-
 // proxyRoutes converts cfg's routes, with their effective modes and their
-// effective retention, in_progress, wait_timeout, release_statuses and
-// drop_headers (a route's own, else the global ones of cfg), and cfg's
-// reuse_status, replay_header and max_body_bytes. So a reload that changes
-// only the global ones applies them to every route that inherits them
-// (config.RestartOnly), and the proxy's start-time globals are never used.
+// own policy keys (the proxy takes the policy's global ones for the keys a
+// route leaves unset).
 func proxyRoutes(cfg *config.Config) []proxy.Route {
-	id := cfg.Idempotency
 	var routes []proxy.Route
 	for _, r := range cfg.Routes {
 		pr := proxy.Route{
@@ -312,16 +284,13 @@ func proxyRoutes(cfg *config.Config) []proxy.Route {
 			FingerprintIgnore: r.FingerprintIgnore,
 			Observe:           r.EffectiveMode(cfg.Mode) == config.ModeObserve,
 			Protocol:          r.Protocol,
-			Retention:         cmp.Or(r.Retention, id.Retention),
-			ReleaseStatuses:   inherit(r.ReleaseStatuses, id.ReleaseStatuses),
-			DropHeaders:       inherit(r.DropHeaders, id.DropHeaders),
-			InProgress:        cmp.Or(r.InProgress, id.InProgress),
-			WaitTimeout:       cmp.Or(r.WaitTimeout, id.WaitTimeout),
-			LateAnswerWait:    cmp.Or(r.LateAnswerWait, &id.LateAnswerWait),
-			UnknownOutcome:    cmp.Or(r.UnknownOutcome, id.UnknownOutcome),
-			ReuseStatus:       id.ReuseStatus,
-			ReplayHeader:      &id.ReplayHeader,
-			MaxBodyBytes:      id.MaxBodyBytes,
+			Retention:         r.Retention,
+			ReleaseStatuses:   r.ReleaseStatuses,
+			DropHeaders:       r.DropHeaders,
+			InProgress:        r.InProgress,
+			WaitTimeout:       r.WaitTimeout,
+			LateAnswerWait:    r.LateAnswerWait,
+			UnknownOutcome:    r.UnknownOutcome,
 		}
 		if r.Errors != nil {
 			spec := r.Errors.Spec()

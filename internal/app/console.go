@@ -17,17 +17,22 @@ import (
 
 // newConsole builds the operator console (/ui/) on the admin API api, with
 // token ("" disables it) and the app's live state as its sources.
-func (a *App) newConsole(api http.Handler, token string, log *slog.Logger) (*console.Handler, error) {
-	o := console.Options{Token: token, Admin: api, Logger: log}
-	if a.cfg.AdminHost != "" {
-		o.Hosts = []string{a.cfg.AdminHost}
-	}
+func (a *App) newConsole(api http.Handler, token, adminHost string, log *slog.Logger) (*console.Handler, error) {
+	o := console.Options{Token: token, Admin: api, Logger: log, Hosts: hostList(adminHost)}
 	o.Routes = a.consoleRoutes
 	o.Health = a.consoleHealth
 	o.Config = a.configStatus
 	o.Sessions = a.consoleSessions
 	o.Limits = a.consoleLimits
 	return console.New(o)
+}
+
+// hostList is admin_host as the console's Hosts.
+func hostList(adminHost string) []string {
+	if adminHost == "" {
+		return nil
+	}
+	return []string{adminHost}
 }
 
 // counters reads the app's counters of family name, by their labels.
@@ -68,7 +73,7 @@ func valueOf(m *dto.Metric) float64 {
 func (a *App) consoleRoutes() []console.Route {
 	byName := map[string]*console.Route{}
 	var out []console.Route
-	for _, r := range a.proxy.Stages().Routes {
+	for _, r := range a.proxy.Policy().Routes {
 		out = append(out, console.Route{Name: r.Name, Method: r.Method, Path: r.Path, Idempotent: r.Idempotent, Requests: map[string]float64{}})
 	}
 	out = append(out, console.Route{Requests: map[string]float64{}}) // no route matched
@@ -113,7 +118,7 @@ const heldSessions = 10
 
 // consoleSessions is the session queue's state.
 func (a *App) consoleSessions() console.Sessions {
-	q := a.proxy.Stages().Sessions
+	q := a.proxy.Policy().Sessions
 	if q == nil {
 		return console.Sessions{}
 	}

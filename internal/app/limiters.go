@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"sync/atomic"
 	"time"
 
 	"github.com/idemgate/idemgate/admin"
@@ -28,21 +27,19 @@ const (
 	routeLimiterPrefix = "route:"
 )
 
-// limitSet is the running limiters, kept for the metrics (limitsCollector)
-// and the rejection counts. Every method is safe for concurrent use.
+// limitSet is the running limiters, kept for the metrics (limitsCollector).
+// Every method is safe for concurrent use.
 type limitSet struct {
-	edge     proxy.Limiter               // nil: no edge limit
-	routes   map[string]proxy.Limiter    // by route name
-	local    map[string]*limiter.Limiter // by limiter name; nil entries never
-	backend  *redislimiter.Backend       // nil with limiter.backend local
-	rejected map[rejectLabel]*atomic.Uint64
-	top      map[rejectLabel]*limiter.TopK // each limiter's busiest clients
+	edge    proxy.Limiter                // nil: no edge limit
+	routes  map[string]proxy.Limiter     // by route name
+	local   map[string]*limiter.Limiter  // by limiter name; nil entries never
+	backend *redislimiter.Backend        // nil with limiter.backend local
+	top     map[limitLabel]*limiter.TopK // each limiter's busiest clients
 }
 
-// rejectLabel is a rejection counter's labels, as proxy.Stages.OnReject
-// reports them: limiter proxy.LimiterEdge and route "", or
+// limitLabel names a limiter: proxy.LimiterEdge and route "", or
 // proxy.LimiterRoute and the route's name.
-type rejectLabel struct{ limiter, route string }
+type limitLabel struct{ limiter, route string }
 
 // newLimiters makes the edge limiter and one limiter per route with a
 // rate_limit, per process or in Redis (limiter.backend), and pushes their
@@ -69,7 +66,7 @@ func newLimiters(cfg *config.Config, log *slog.Logger, cs *closeStack) (*limitSe
 			SweepInterval: sweepInterval,
 		}
 	}
-	set := &limitSet{routes: map[string]proxy.Limiter{}, local: map[string]*limiter.Limiter{}, rejected: map[rejectLabel]*atomic.Uint64{}, top: map[rejectLabel]*limiter.TopK{}}
+	set := &limitSet{routes: map[string]proxy.Limiter{}, local: map[string]*limiter.Limiter{}, top: map[limitLabel]*limiter.TopK{}}
 	// The two backends make limiters the same way.
 	newEdge := func(o limiter.EdgeOptions) (proxy.Limiter, func() error, error) {
 		l, err := limiter.NewEdge(o)
@@ -121,9 +118,8 @@ func newLimiters(cfg *config.Config, log *slog.Logger, cs *closeStack) (*limitSe
 			return nil, fmt.Errorf("edge_limit: %w", err)
 		}
 		cs.push(closeL)
-		label := rejectLabel{proxy.LimiterEdge, ""}
+		label := limitLabel{proxy.LimiterEdge, ""}
 		set.edge = set.counted(label, l)
-		set.rejected[label] = new(atomic.Uint64)
 	}
 	for i, r := range cfg.Routes {
 		if r.RateLimit == nil {
@@ -134,15 +130,14 @@ func newLimiters(cfg *config.Config, log *slog.Logger, cs *closeStack) (*limitSe
 			return nil, fmt.Errorf("routes[%d].rate_limit: %w", i, err)
 		}
 		cs.push(closeL)
-		label := rejectLabel{proxy.LimiterRoute, r.Name}
+		label := limitLabel{proxy.LimiterRoute, r.Name}
 		set.routes[r.Name] = set.counted(label, l)
-		set.rejected[label] = new(atomic.Uint64)
 	}
 	return set, nil
 }
 
 // counted returns l with its decisions counted in a new TopK of label's.
-func (s *limitSet) counted(label rejectLabel, l proxy.Limiter) proxy.Limiter {
+func (s *limitSet) counted(label limitLabel, l proxy.Limiter) proxy.Limiter {
 	top := limiter.NewTopK()
 	s.top[label] = top
 	return countedLimiter{Limiter: l, top: top}
@@ -185,24 +180,6 @@ func (s *limitSet) busiest() []admin.LimiterClients {
 		}
 		return out[i].Route < out[j].Route
 	})
-	return out
-}
-
-// onReject counts a rejection (proxy.Stages.OnReject).
-func (s *limitSet) onReject(l, route string) {
-	if n := s.rejected[rejectLabel{l, route}]; n != nil {
-		n.Add(1)
-	}
-}
-
-// rejections returns how many requests each limiter refused, by limiter
-// (proxy.LimiterEdge or proxy.LimiterRoute) and route name ("" for the edge).
-// Every configured limiter has an entry, zero included.
-func (s *limitSet) rejections() map[rejectLabel]uint64 {
-	out := make(map[rejectLabel]uint64, len(s.rejected))
-	for l, n := range s.rejected {
-		out[l] = n.Load()
-	}
 	return out
 }
 

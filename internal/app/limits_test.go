@@ -97,16 +97,28 @@ func TestRedisLimitsE2E(t *testing.T) {
 		t.Errorf("400 requests over two replicas in %v: %d passed; want 201 - 5 = 196 (at most %d with the refill)", took, passed, maxPassed)
 	}
 	t.Logf("edge: %d of 400 passed in %v", passed, took.Round(time.Millisecond))
-	rejected := a1.limits.Load().rejections()[rejectLabel{proxy.LimiterEdge, ""}] + a2.limits.Load().rejections()[rejectLabel{proxy.LimiterEdge, ""}]
+	rejected := 0.0
+	for _, a := range []*App{a1, a2} {
+		for _, m := range a.counters("idemgate_limiter_rejections_total") {
+			if labelOf(m, "limiter") == proxy.LimiterEdge && labelOf(m, "route") == "" {
+				rejected += valueOf(m)
+			}
+		}
+	}
 	if int(rejected) != 400-passed {
-		t.Errorf("edge rejections counted %d; want %d", rejected, 400-passed)
+		t.Errorf("edge rejections counted %v; want %d", rejected, 400-passed)
 	}
 
 	// Each replica counts its own refusals by client: every request came
 	// from 127.0.0.1, so its busiest edge client holds them all.
 	for i, a := range []*App{a1, a2} {
 		set := a.limits.Load()
-		want := set.rejections()[rejectLabel{proxy.LimiterEdge, ""}]
+		var want uint64
+		for _, m := range a.counters("idemgate_limiter_rejections_total") {
+			if labelOf(m, "limiter") == proxy.LimiterEdge && labelOf(m, "route") == "" {
+				want += uint64(valueOf(m))
+			}
+		}
 		busy := set.busiest()
 		if len(busy) != 2 || busy[0].Limiter != proxy.LimiterEdge || len(busy[0].Clients) != 1 ||
 			busy[0].Clients[0].Client != "127.0.0.1/32" || busy[0].Clients[0].Refused != want {

@@ -41,6 +41,17 @@ func (rs *reloadState) close() error {
 	return errors.Join(rs.identity.close(), rs.queue.close(), rs.limiters.close())
 }
 
+// liveConfig returns the running config: the file's reloadable keys, the
+// start's others.
+func (a *App) liveConfig() *config.Config {
+	a.reload.mu.Lock()
+	defer a.reload.mu.Unlock()
+	if a.reload.live == nil {
+		return a.cfg
+	}
+	return a.reload.live
+}
+
 // startReload runs the reload loop in g until ctx ends: config.Watch on the
 // config file (events, a periodic poll) and SIGHUP, which forces a read.
 func (a *App) startReload(ctx context.Context, g *errgroup.Group) {
@@ -136,7 +147,7 @@ func (a *App) applyConfig(data []byte, readErr error) {
 	switch {
 	case len(changed) > 0:
 		effects := config.Compare(rs.live, applied).Effects
-		if err := a.applyStages(applied); err != nil {
+		if err := a.applyPolicy(applied); err != nil {
 			refuse("config reload refused", err)
 			return
 		}
@@ -161,23 +172,17 @@ func (a *App) applyConfig(data []byte, readErr error) {
 	a.reloads.observe(true, len(restart) > 0)
 }
 
-// applyStages builds the stages of applied with the builders New uses and
-// swaps them in. The limiters and the queue are rebuilt only when their
-// settings changed, so that a change of routes alone keeps every client's
-// counts and every session's line. The old ones only serve requests that
-// were already running (a limiter and a queue answer after Close); they
-// close once the swap is done. rs.mu is held.
-func (a *App) applyStages(applied *config.Config) error {
+// applyPolicy builds the policy of applied with the builder New uses and
+// applies it to the proxy, and sets the running parts that keep state
+// (setters; see applyLive). The limiters, the queue and the identity
+// resolver are rebuilt only when their settings changed, so that a change
+// of routes alone keeps every client's counts and every session's line.
+// The old ones only serve requests that were already running (a limiter
+// and a queue answer after Close); they close once the swap is done.
+// rs.mu is held.
+func (a *App) applyPolicy(applied *config.Config) error {
 	rs := &a.reload
-	cur := a.proxy.Stages()
-	st := cur
-	st.Routes, st.Errors = proxyRoutes(applied), applied.Errors.Spec()
-	st.RequestBodyTimeout, st.KeyHeader = applied.RequestBodyTimeout, applied.Idempotency.Header
-	up, err := proxyUpstream(applied)
-	if err != nil {
-		return err
-	}
-	st.Upstream = up
+	cur := a.proxy.Policy()
 	var limiters, queue, ident closeStack
 	undo := func() { ident.close(); queue.close(); limiters.close() }
 	set := a.limits.Load()
@@ -187,38 +192,35 @@ func (a *App) applyStages(applied *config.Config) error {
 			undo()
 			return err
 		}
-		next := stages(applied, set, nil, nil)
-		st.Edge, st.RouteLimits, st.RouteBy, st.IETFHeaders, st.OnReject = next.Edge, next.RouteLimits, next.RouteBy, next.IETFHeaders, next.OnReject
 	}
+	id := cur.Identity
 	newID := identityChanged(rs.live, applied)
 	if newID {
-		id, err := newIdentity(applied, a.o.Now, a.log, &ident)
-		if err != nil {
+		var err error
+		if id, err = newIdentity(applied, a.o.Now, a.log, &ident); err != nil {
 			undo()
 			return err
 		}
-		st.Identity = id
 	}
-	st.RequireIdentity = applied.Idempotency.RequireIdentity
+	q := cur.Sessions
 	newQ := sessionsChanged(rs.live, applied, cur.Sessions != nil)
 	if newQ {
-		q, err := newQueue(applied, a.log, a.metrics.Session(), &queue)
-		if err != nil {
+		var err error
+		if q, err = newQueue(applied, a.log, a.metrics.Session(), &queue); err != nil {
 			undo()
 			return err
 		}
-		st.Sessions = q
 	}
-	if err := a.proxy.Reload(st); err != nil {
+	pol, err := proxyPolicy(applied, set, q, id)
+	if err == nil {
+		err = a.proxy.Apply(pol)
+	}
+	if err != nil {
 		undo()
 		return err
 	}
 	initRouteSeries(a.store, a.reloads, applied)
-	if r := a.built.redis; r != nil {
-		// Checked by validation: the format is one of the two.
-		_ = r.SetRecordFormat(recordFormat(applied))
-	}
-	a.built.compressed.Set(compression(applied))
+	a.applyLive(applied)
 	if set != a.limits.Load() {
 		rs.limiters.close()
 		rs.limiters = limiters
@@ -233,6 +235,26 @@ func (a *App) applyStages(applied *config.Config) error {
 		rs.identity = ident
 	}
 	return nil
+}
+
+// applyLive sets the running parts that keep state to applied's values
+// (their setters): the store's record format, compression and capacity,
+// the listeners' max_connections, and the admin API and console. The
+// proxy's buffered-bytes budget follows its policy (Proxy.Apply).
+// reload.mu is held.
+func (a *App) applyLive(applied *config.Config) {
+	if r := a.built.redis; r != nil {
+		// Checked by validation: the format is one of the two.
+		_ = r.SetRecordFormat(recordFormat(applied))
+	}
+	a.built.compressed.Set(compression(applied))
+	if m := a.built.mem; m != nil {
+		m.SetLimits(applied.Store.Memory.MaxEntries, applied.Store.Memory.MaxBytes)
+	}
+	for _, l := range a.conns {
+		l.SetLimit(applied.MaxConnections)
+	}
+	a.reloadAdmin(applied)
 }
 
 // limitsChanged reports whether the limit stages must be rebuilt: the edge

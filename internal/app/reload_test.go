@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/internal/testutil"
 )
 
@@ -89,7 +90,7 @@ func (m *kubeMount) update(t *testing.T, data string) {
 // routeNames returns the names of the routes the proxy serves now.
 func (oa *opsApp) routeNames() []string {
 	var names []string
-	for _, r := range oa.proxy.Stages().Routes {
+	for _, r := range oa.proxy.Policy().Routes {
 		names = append(names, r.Name)
 	}
 	return names
@@ -171,7 +172,7 @@ func TestReloadReplaceInPlaceInvalid(t *testing.T) {
 	if err := os.WriteFile(path, []byte(inPlace), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, 10*time.Second, "observe mode", func() bool { return len(oa.proxy.Stages().Routes) == 2 && oa.proxy.Stages().Routes[0].Observe })
+	testutil.Eventually(t, 10*time.Second, "observe mode", func() bool { return len(oa.proxy.Policy().Routes) == 2 && oa.proxy.Policy().Routes[0].Observe })
 	pay("p1")
 	pay("p1")
 	if n := up.count("/pay", "p1"); n != 2 {
@@ -220,7 +221,7 @@ func TestReloadReplaceInPlaceInvalid(t *testing.T) {
 	}
 
 	// Keys that need a restart: reported, ignored; the rest applies.
-	restart := reloadYAML(up.URL, "", "listen: \"127.0.0.1:1\"\nstore: {memory: {max_entries: 5}}")
+	restart := reloadYAML(up.URL, "", "listen: \"127.0.0.1:1\"\ntracing: {enabled: true}\nstore: {memory: {max_entries: 5}}")
 	if err := os.WriteFile(path, []byte(restart), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +230,7 @@ func TestReloadReplaceInPlaceInvalid(t *testing.T) {
 		return testutil.Gathered(t, oa.reg, "idemgate_config_restart_required") == 1
 	})
 	logs := oa.logs.String()
-	if !strings.Contains(logs, `"keys":["listen","store.memory.max_entries"]`) || !strings.Contains(logs, "need a restart") {
+	if !strings.Contains(logs, `"keys":["listen","tracing.enabled"]`) || !strings.Contains(logs, "need a restart") {
 		t.Errorf("the restart-only keys were not reported:\n%s", logs)
 	}
 	if got := testutil.Gathered(t, oa.reg, "idemgate_config_last_reload_successful"); got != 1 {
@@ -443,10 +444,14 @@ routes:
 		t.Errorf("/pay answered 500 ran %d times; want 2 (release_statuses: [500] releases the key)", runs)
 	}
 	check("/own", true, ",b", 1) // its own release_statuses: none
-	for _, r := range oa.proxy.Stages().Routes {
-		want := map[string]string{"pay": "wait 3s 30h0m0s", "own": "reject 3s 30h0m0s"}[r.Name]
+	pol := oa.proxy.Policy()
+	if id := pol.Idempotency; fmt.Sprintf("%s %v %v", id.InProgress, id.WaitTimeout, id.Retention) != "wait 3s 30h0m0s" {
+		t.Errorf("policy: in_progress, wait_timeout, retention = %s %v %v; want wait 3s 30h0m0s", id.InProgress, id.WaitTimeout, id.Retention)
+	}
+	for _, r := range pol.Routes {
+		want := map[string]string{"pay": " 0s 0s", "own": "reject 0s 0s"}[r.Name] // own keys; the rest inherit the policy's
 		if got := fmt.Sprintf("%s %v %v", r.InProgress, r.WaitTimeout, r.Retention); got != want {
-			t.Errorf("route %s: in_progress, wait_timeout, retention = %s; want %s", r.Name, got, want)
+			t.Errorf("route %s: own in_progress, wait_timeout, retention = %s; want %s", r.Name, got, want)
 		}
 	}
 	if strings.Contains(oa.logs.String(), "need a restart") {
@@ -460,12 +465,12 @@ func TestReloadRequestBodyTimeout(t *testing.T) {
 	t.Parallel()
 	up := newCountingUpstream(t)
 	oa, km := startWatched(t, reloadYAML(up.URL, "", "request_body_timeout: 1m"))
-	if got := oa.proxy.Stages().RequestBodyTimeout; got != time.Minute {
+	if got := oa.proxy.Policy().RequestBodyTimeout; got != time.Minute {
 		t.Fatalf("stages' request_body_timeout at start = %v; want 1m", got)
 	}
 	km.update(t, reloadYAML(up.URL, "", "request_body_timeout: 300ms"))
 	testutil.Eventually(t, 10*time.Second, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
-	if got := oa.proxy.Stages().RequestBodyTimeout; got != 300*time.Millisecond {
+	if got := oa.proxy.Policy().RequestBodyTimeout; got != 300*time.Millisecond {
 		t.Errorf("stages' request_body_timeout after the reload = %v; want 300ms", got)
 	}
 	if strings.Contains(oa.logs.String(), "need a restart") {
@@ -506,41 +511,40 @@ routes:
 
 // TestReloadRefusesAMixThatWouldNotValidate: a file valid on its own is
 // refused when, with the running values of the keys that need a restart,
-// it would not be: here a route timeout checked against the file's
-// max_lease would run under the running, shorter one, and outlive its
-// lease. The running config keeps serving; a restart applies the file.
+// it would not be: here a route limit in nanoseconds, which the file's
+// local limiter takes and the running Redis limiter cannot count. The
+// running config keeps serving; a restart applies the file.
 func TestReloadRefusesAMixThatWouldNotValidate(t *testing.T) {
 	t.Parallel()
 	up := newCountingUpstream(t)
-	cfg := func(maxLease, timeout string) string {
-		return `upstream: {url: "` + up.URL + `", timeout: 20m}
+	redis := `redis: {addrs: ["` + redistest.Addr(t) + `"], key_prefix: "` + redistest.Prefix(t) + `"}`
+	cfg := func(backend, per string) string {
+		return `upstream: {url: "` + up.URL + `"}
 edge_limit: {rate: 0}
-idempotency: {require_identity: false, max_lease: ` + maxLease + `, late_answer_wait: 0s}
+store: {` + redis + `}
+limiter: {backend: ` + backend + `}
+idempotency: {require_identity: false}
 routes:
-  - {name: pay, method: POST, path: /pay, idempotent: true, timeout: ` + timeout + `}
+  - {name: pay, method: POST, path: /pay, rate_limit: {requests: 5, per: ` + per + `}}
 `
 	}
-	v1 := cfg("5m", "30s")
-	oa, km := startWatched(t, v1)
-	if _, err := parseConfig([]byte(cfg("15m", "10m"))); err != nil {
+	oa, km := startWatched(t, cfg("redis", "1s"))
+	if _, err := parseConfig([]byte(cfg("local", "1500ns"))); err != nil {
 		t.Fatalf("the new file is invalid on its own: %v", err)
 	}
-	km.update(t, cfg("15m", "10m"))
+	km.update(t, cfg("local", "1500ns"))
 	testutil.Eventually(t, 10*time.Second, "the refusal", func() bool { return oa.reloads(t, "failure") == 1 })
-	if got := oa.proxy.Stages().Routes[0].Timeout; got != 30*time.Second {
-		t.Errorf("route timeout after the refused reload = %v; want 30s (the running config)", got)
-	}
 	logs := oa.logs.String()
-	for _, want := range []string{"not with the running values of the keys that need a restart (idempotency.max_lease)", "routes[0].timeout"} {
+	for _, want := range []string{"not with the running values of the keys that need a restart (limiter.backend)", "routes[0].rate_limit.per"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("the refusal does not say %q:\n%s", want, logs)
 		}
 	}
-	// A file that is valid with the running max_lease applies the rest.
-	km.update(t, cfg("15m", "4m"))
+	// A file that is valid with the running backend applies the rest.
+	km.update(t, cfg("local", "2s"))
 	testutil.Eventually(t, 10*time.Second, "the reload", func() bool { return oa.reloads(t, "success") == 1 })
-	if got := oa.proxy.Stages().Routes[0].Timeout; got != 4*time.Minute {
-		t.Errorf("route timeout = %v; want 4m", got)
+	if got := oa.liveConfig().Routes[0].RateLimit.Per; got != 2*time.Second {
+		t.Errorf("route limit per = %v; want 2s", got)
 	}
 }
 

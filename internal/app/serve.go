@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"time"
 
-	"golang.org/x/net/netutil"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/idemgate/idemgate/internal/connguard"
@@ -111,15 +110,23 @@ func (a *App) Serve(ctx context.Context, grace time.Duration, lns *Listeners) er
 	// worker_connections and HAProxy's maxconn do (rather than being
 	// accepted and reset, which a client retries at once). The cap wraps
 	// the TCP listener, under TLS: a handshake holds a slot too.
+	// The cap follows reloads (applyLive sets a.conns).
 	n, conns := a.cfg.MaxHeaderBytes, a.cfg.MaxConnections
-	pub := watch(a.public, netutil.LimitListener(lns.Public, conns), n, a.tls.config)
-	adm := watch(a.admin, netutil.LimitListener(lns.Admin, conns), n, nil)
+	limited := func(l net.Listener) net.Listener {
+		ll := newLimitListener(l, conns)
+		a.reload.mu.Lock()
+		a.conns = append(a.conns, ll)
+		a.reload.mu.Unlock()
+		return ll
+	}
+	pub := watch(a.public, limited(lns.Public), n, a.tls.config)
+	adm := watch(a.admin, limited(lns.Admin), n, nil)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serveOn(a.public, pub) })
 	g.Go(func() error { return serveOn(a.admin, adm) })
 	a.startReload(gctx, g)
 	if a.tls.http != nil {
-		h := watch(a.tls.http, netutil.LimitListener(lns.HTTP, conns), n, nil)
+		h := watch(a.tls.http, limited(lns.HTTP), n, nil)
 		g.Go(func() error { return serveOn(a.tls.http, h) })
 	}
 	a.ready.Store(true)

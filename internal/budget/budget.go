@@ -42,17 +42,16 @@ var (
 // requests in flight. Create it with [New]; the zero Budget refuses every
 // non-zero charge.
 type Budget struct {
-	max       int64
-	perClient int64
-
 	// Collection: bytes released since the last collection this Budget
 	// started, and whether one runs (see Release).
 	freed      atomic.Int64
 	collecting atomic.Bool
 
-	mu      sync.Mutex            // protects used, clients
-	used    int64                 // bytes held in total
-	clients map[limiter.Key]int64 // bytes held per client; no zero entries
+	mu        sync.Mutex // protects max, perClient, used, clients
+	max       int64
+	perClient int64
+	used      int64                 // bytes held in total
+	clients   map[limiter.Key]int64 // bytes held per client; no zero entries
 }
 
 // New returns a Budget of max bytes in total, of which one client may hold
@@ -60,20 +59,39 @@ type Budget struct {
 // max_buffered_bytes_per_client); a perClient above max is capped at max.
 // max <= 0 refuses every non-zero charge.
 func New(max, perClient int64) *Budget {
+	b := &Budget{clients: make(map[limiter.Key]int64)}
+	b.SetLimits(max, perClient)
+	return b
+}
+
+// SetLimits changes the caps, as [New] reads them (a config reload): the
+// bytes already held stay held, and a charge is checked against the caps
+// current when it is made.
+func (b *Budget) SetLimits(max, perClient int64) {
 	if max < 0 {
 		max = 0
 	}
 	if perClient <= 0 {
 		perClient = max / 4
 	}
-	return &Budget{max: max, perClient: min(perClient, max), clients: make(map[limiter.Key]int64)}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.max, b.perClient = max, min(perClient, max)
 }
 
 // Max returns the budget's total cap in bytes.
-func (b *Budget) Max() int64 { return b.max }
+func (b *Budget) Max() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.max
+}
 
 // PerClient returns the cap in bytes that one client may hold.
-func (b *Budget) PerClient() int64 { return b.perClient }
+func (b *Budget) PerClient() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.perClient
+}
 
 // Charge takes n bytes from the budget for client k, all or nothing: if the
 // total or k's share would go over its cap, nothing is charged and Charge
@@ -117,7 +135,7 @@ func (b *Budget) Release(k limiter.Key, n int64) {
 	} else {
 		b.clients[k] = c - n
 	}
-	b.released(n)
+	b.released(n, b.max)
 }
 
 // collectFloor is the least garbage worth a collection of its own.
@@ -133,8 +151,8 @@ const collectFloor = 4 << 20
 // background, one at a time: the garbage of released bodies stays within
 // half the budget. Ordinary traffic (small bodies) releases half the
 // budget rarely and triggers nothing the runtime would not do anyway.
-func (b *Budget) released(n int64) {
-	if b.freed.Add(n) < max(b.max/2, collectFloor) || !b.collecting.CompareAndSwap(false, true) {
+func (b *Budget) released(n, cap int64) {
+	if b.freed.Add(n) < max(cap/2, collectFloor) || !b.collecting.CompareAndSwap(false, true) {
 		return
 	}
 	go func() {

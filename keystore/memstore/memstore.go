@@ -75,8 +75,8 @@ const numShards = 64
 // Store is the in-memory key store. It is safe for concurrent use. Create it
 // with [New].
 type Store struct {
-	maxEntries int64
-	maxBytes   int64
+	maxEntries atomic.Int64 // SetLimits changes them
+	maxBytes   atomic.Int64
 	clock      func() time.Time
 	base       time.Time // entries keep times as offsets from base
 
@@ -236,10 +236,9 @@ func New(opts Options) *Store {
 		opts.Now = time.Now
 	}
 	s := &Store{
-		maxEntries: int64(opts.MaxEntries),
-		maxBytes:   opts.MaxBytes,
-		clock:      opts.Now,
+		clock: opts.Now,
 	}
+	s.SetLimits(opts.MaxEntries, opts.MaxBytes)
 	s.base = s.clock()
 	for i := range s.shards {
 		s.shards[i].index = make(map[keystore.Key]uint32)
@@ -383,7 +382,7 @@ func (s *Store) reserve(k keystore.Key, opts keystore.ReserveOptions, swept bool
 	}
 	defer sh.mu.Unlock()
 	size := int64(entryOverhead + len(opts.Route))
-	if s.entries.Load() >= s.maxEntries || s.bytes.Load()+size > s.maxBytes {
+	if s.entries.Load() >= s.maxEntries.Load() || s.bytes.Load()+size > s.maxBytes.Load() {
 		if !swept && now-time.Duration(s.lastSweep.Load()) >= minSweepGap {
 			return keystore.Reservation{}, errSweep
 		}
@@ -953,4 +952,18 @@ func (sh *shard) compact() {
 
 // Limits returns the store's capacity: the most records and bytes it holds
 // (Options.MaxEntries and MaxBytes with their defaults).
-func (s *Store) Limits() (entries int, bytes int64) { return int(s.maxEntries), s.maxBytes }
+func (s *Store) Limits() (entries int, bytes int64) {
+	return int(s.maxEntries.Load()), s.maxBytes.Load()
+}
+
+// SetLimits changes the store's capacity (a config reload); values <= 0
+// leave a limit as it is. Records already held stay: a store over a
+// lowered limit refuses new claims (ErrFull) until it is back under it.
+func (s *Store) SetLimits(entries int, bytes int64) {
+	if entries > 0 {
+		s.maxEntries.Store(int64(entries))
+	}
+	if bytes > 0 {
+		s.maxBytes.Store(bytes)
+	}
+}

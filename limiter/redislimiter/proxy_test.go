@@ -27,15 +27,13 @@ func replica(t *testing.T, topo redistest.Topology, prefix string, clk *clock, u
 		t.Fatal(err)
 	}
 	tr := &http.Transport{}
-	p, err := proxy.New(proxy.Options{
-		Upstream:  u,
-		Transport: tr,
-		Now:       clk.now,
-		Stages: proxy.Stages{
-			Routes:      []proxy.Route{{Name: "get_cart", Method: "GET", Path: "/carts/{id}"}},
-			Edge:        edge,
-			RouteLimits: routes,
-		},
+	p := proxy.New(proxy.Deps{Transport: tr, Now: clk.now})
+	err = p.Apply(proxy.Policy{
+		Upstream:    proxy.Upstream{URL: u, Timeout: time.Minute},
+		Idempotency: proxy.Idempotency{Header: "Idempotency-Key", Lease: time.Minute, MaxLease: time.Minute, MaxBodyBytes: 1 << 20, MaxResponseBytes: 64 << 10, ReuseStatus: http.StatusConflict},
+		Routes:      []proxy.Route{{Name: "get_cart", Method: "GET", Path: "/carts/{id}"}},
+		Edge:        edge,
+		RouteLimits: routes,
 	})
 	if err != nil {
 		t.Fatal(err)
