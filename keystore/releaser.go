@@ -13,7 +13,7 @@ import (
 // that timed out may still be made when the store answers again, and would
 // then hold the key for a whole lease although nothing ran. The caller hands
 // such a claim to [Releaser.Add] as soon as the claim fails, and the Releaser
-// calls [ClaimStore.ReleaseClaim] until the store answers: within about
+// calls [Store.ReleaseClaim] until the store answers: within about
 // Interval + AttemptTimeout (750 ms by default) of the store answering again.
 //
 // It is bounded: at most MaxPending releases wait at once; more are dropped
@@ -21,7 +21,7 @@ import (
 // context is done (the shutdown deadline), then drops and counts the rest.
 // It is safe for concurrent use.
 type Releaser struct {
-	store    ClaimStore
+	store    Store
 	max      int
 	interval time.Duration
 	attempt  time.Duration
@@ -79,7 +79,7 @@ const parallelReleases = 16
 
 // NewReleaser returns a Releaser for s and starts its goroutine; Close
 // stops it.
-func NewReleaser(s ClaimStore, opts ReleaserOptions) *Releaser {
+func NewReleaser(s Store, opts ReleaserOptions) *Releaser {
 	if opts.MaxPending <= 0 {
 		opts.MaxPending = 10_000
 	}

@@ -16,7 +16,7 @@ import (
 // hung is a real memory store whose ReleaseClaim hangs until the caller's
 // deadline while down is set, as a paused Redis does.
 type hung struct {
-	keystore.ClaimStore
+	keystore.Store
 	down   atomic.Bool
 	calls  atomic.Int64
 	poison keystore.Key // ReleaseClaim on it always fails, as on a foreign value
@@ -34,7 +34,7 @@ func (h *hung) ReleaseClaim(ctx context.Context, k keystore.Key, id keystore.Cla
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	err := h.ClaimStore.ReleaseClaim(ctx, k, id, lease)
+	err := h.Store.ReleaseClaim(ctx, k, id, lease)
 	if err == nil {
 		h.mu.Lock()
 		h.released = append(h.released, time.Now())
@@ -61,7 +61,7 @@ func claimOpts(id keystore.ClaimID) keystore.ReserveOptions {
 func newHung(t *testing.T) *hung {
 	s := memstore.New(memstore.Options{})
 	t.Cleanup(func() { s.Close() })
-	return &hung{ClaimStore: s}
+	return &hung{Store: s}
 }
 
 // Finding 6 of issue 13: claims made while the store did not answer hold

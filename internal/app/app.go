@@ -73,7 +73,7 @@ type App struct {
 	built    builtStore             // what newStore made: the Redis store, the replay cache
 	ping     pinger                 // nil: the store has nothing to ping
 	epoch    keystore.EpochReporter // store resets (/healthz, metrics)
-	releaser *keystore.Releaser     // claims whose replies were lost; nil without claim ids
+	releaser *keystore.Releaser     // claims whose replies were lost
 	// stopBy is the shutdown deadline (Serve's grace), once draining began:
 	// the releaser's pending releases are tried until then.
 	stopBy   atomic.Pointer[time.Time]
@@ -120,10 +120,8 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 	a.reg, a.metrics, a.reloads = newRegistry(o.Version, o.Revision, &a.limits)
 	ms := metered.New(st.store, a.reg)
 	a.store, a.ping, a.epoch, a.built = ms, st.ping, st.epoch, st
-	if _, ok := st.store.(keystore.ClaimStore); ok {
-		a.releaser = keystore.NewReleaser(ms, keystore.ReleaserOptions{})
-		a.closers.push(a.closeReleaser) // before the store
-	}
+	a.releaser = keystore.NewReleaser(ms, keystore.ReleaserOptions{})
+	a.closers.push(a.closeReleaser) // before the store
 	a.reg.MustRegister(&storeCollector{epoch: a.epoch, releaser: a.releaser})
 	if st.cache != nil {
 		a.reg.MustRegister(replayCacheCollector{st.cache})
@@ -139,9 +137,7 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if a.releaser != nil {
-		popts.Releaser = a.releaser
-	}
+	popts.Releaser = a.releaser
 	if popts.Tracer, err = newTracer(cfg, o.Version, a.log, &a.closers); err != nil {
 		return nil, err
 	}

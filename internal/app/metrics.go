@@ -137,7 +137,7 @@ func (c *limitsCollector) Collect(ch chan<- prometheus.Metric) {
 // releases of claims whose replies were lost.
 type storeCollector struct {
 	epoch    keystore.EpochReporter // nil: no resets to report
-	releaser *keystore.Releaser     // nil: no releases
+	releaser *keystore.Releaser
 }
 
 var (
@@ -164,10 +164,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		resets = c.epoch.EpochStatus().Resets
 	}
 	ch <- prometheus.MustNewConstMetric(storeResetsDesc, prometheus.CounterValue, float64(resets))
-	var st keystore.ReleaserStats
-	if c.releaser != nil {
-		st = c.releaser.Stats()
-	}
+	st := c.releaser.Stats()
 	ch <- prometheus.MustNewConstMetric(claimReleasesPendingDesc, prometheus.GaugeValue, float64(st.Pending))
 	ch <- prometheus.MustNewConstMetric(claimReleasesDesc, prometheus.CounterValue, float64(st.Released), "released")
 	ch <- prometheus.MustNewConstMetric(claimReleasesDesc, prometheus.CounterValue, float64(st.Dropped), "dropped")

@@ -75,20 +75,19 @@ func (o Options) normalize() Options {
 }
 
 // Store wraps a [keystore.Store], compressing the answers it stores. It is
-// safe for concurrent use. It implements [keystore.ClaimStore] and
-// [keystore.Admin]; those methods return an error wrapping
+// safe for concurrent use. It implements [keystore.Admin] and
+// [keystore.UnknownStore]; those methods return an error wrapping
 // [errors.ErrUnsupported] when the inner store does not.
 type Store struct {
-	inner  keystore.Store
-	claims keystore.ClaimStore   // nil when inner is not one
-	admin  keystore.Admin        // nil when inner is not one
-	unk    keystore.UnknownStore // nil when inner is not one
-	opts   atomic.Pointer[Options]
+	inner keystore.Store
+	admin keystore.Admin        // nil when inner is not one
+	unk   keystore.UnknownStore // nil when inner is not one
+	opts  atomic.Pointer[Options]
 }
 
 var (
-	_ keystore.ClaimStore = (*Store)(nil)
-	_ keystore.Admin      = (*Store)(nil)
+	_ keystore.UnknownStore = (*Store)(nil)
+	_ keystore.Admin        = (*Store)(nil)
 )
 
 // New returns a Store over inner with opts. Close closes inner.
@@ -100,7 +99,6 @@ func New(inner keystore.Store, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{inner: inner}
-	s.claims, _ = inner.(keystore.ClaimStore)
 	s.admin, _ = inner.(keystore.Admin)
 	s.unk, _ = inner.(keystore.UnknownStore)
 	s.Set(opts)
@@ -228,24 +226,18 @@ func (s *Store) Complete(ctx context.Context, k keystore.Key, token uint64, resp
 	return s.inner.Complete(ctx, k, token, compress(resp, *s.opts.Load()))
 }
 
-// CompleteClaim implements [keystore.ClaimStore]; resp is compressed like
+// CompleteClaim implements [keystore.Store]; resp is compressed like
 // Complete's.
 func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Claim, resp *keystore.Response) (keystore.Completion, error) {
-	if s.claims == nil {
-		return 0, fmt.Errorf("compressed: inner store %T has no claim operations: %w", s.inner, errors.ErrUnsupported)
-	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	return s.claims.CompleteClaim(ctx, k, c, compress(resp, *s.opts.Load()))
+	return s.inner.CompleteClaim(ctx, k, c, compress(resp, *s.opts.Load()))
 }
 
-// ReleaseClaim implements [keystore.ClaimStore].
+// ReleaseClaim implements [keystore.Store].
 func (s *Store) ReleaseClaim(ctx context.Context, k keystore.Key, id keystore.ClaimID, lease time.Duration) error {
-	if s.claims == nil {
-		return fmt.Errorf("compressed: inner store %T has no claim operations: %w", s.inner, errors.ErrUnsupported)
-	}
-	return s.claims.ReleaseClaim(ctx, k, id, lease)
+	return s.inner.ReleaseClaim(ctx, k, id, lease)
 }
 
 // Release implements [keystore.Store].

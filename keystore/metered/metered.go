@@ -36,7 +36,7 @@ const (
 
 // New returns s with its operations measured on reg (nil: measured but not
 // registered). The result also implements [keystore.Admin] and
-// [keystore.ClaimStore] by forwarding to s (whose operations are timed as
+// [keystore.UnknownStore] by forwarding to s (whose operations are timed as
 // well); when s does not implement one, its methods fail. It panics if reg already holds the families (as
 // promauto does): one Store per registry.
 func New(s keystore.Store, reg prometheus.Registerer) *Store {
@@ -60,7 +60,6 @@ func New(s keystore.Store, reg prometheus.Registerer) *Store {
 		}),
 	}
 	ms.admin, _ = s.(keystore.Admin)
-	ms.claims, _ = s.(keystore.ClaimStore)
 	ms.unknowns, _ = s.(keystore.UnknownStore)
 	// Series that exist from the start, so that rate() sees the first
 	// failure.
@@ -79,7 +78,6 @@ func New(s keystore.Store, reg prometheus.Registerer) *Store {
 type Store struct {
 	inner     keystore.Store
 	admin     keystore.Admin           // nil when inner is not one
-	claims    keystore.ClaimStore      // nil when inner is not one
 	unknowns  keystore.UnknownStore    // nil when inner is not one
 	duration  *prometheus.HistogramVec // op
 	errs      *prometheus.CounterVec   // op, kind
@@ -94,11 +92,10 @@ var (
 )
 
 // errNoAdmin is returned by the admin methods of a Store whose store
-// has none; errNoClaims by the claim methods of one that is no
-// [keystore.ClaimStore].
+// has none; errNoUnknown by the unknown-outcome methods of one that is
+// no [keystore.UnknownStore].
 var (
 	errNoAdmin   = errors.New("metered: the store has no admin operations")
-	errNoClaims  = errors.New("metered: the store has no claim operations")
 	errNoUnknown = errors.New("metered: the store has no unknown-outcome operations")
 )
 
@@ -158,16 +155,13 @@ func (s *Store) Complete(ctx context.Context, k keystore.Key, token uint64, resp
 	return err
 }
 
-// CompleteClaim implements [keystore.ClaimStore]. Only ErrLeaseLost counts
+// CompleteClaim implements [keystore.Store]. Only ErrLeaseLost counts
 // as a rejected late completion: another claim holds the key. A record that
 // vanished is recreated, and an earlier attempt that stored the answer
 // (its reply lost) is Completed, so neither counts.
 func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Claim, resp *keystore.Response) (keystore.Completion, error) {
-	if s.claims == nil {
-		return 0, errNoClaims
-	}
 	start := time.Now()
-	how, err := s.claims.CompleteClaim(ctx, k, c, resp)
+	how, err := s.inner.CompleteClaim(ctx, k, c, resp)
 	s.done(opCompleteClaim, start, err)
 	if errors.Is(err, keystore.ErrLeaseLost) {
 		s.late.Inc()
@@ -175,13 +169,10 @@ func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Cl
 	return how, err
 }
 
-// ReleaseClaim implements [keystore.ClaimStore].
+// ReleaseClaim implements [keystore.Store].
 func (s *Store) ReleaseClaim(ctx context.Context, k keystore.Key, id keystore.ClaimID, lease time.Duration) error {
-	if s.claims == nil {
-		return errNoClaims
-	}
 	start := time.Now()
-	err := s.claims.ReleaseClaim(ctx, k, id, lease)
+	err := s.inner.ReleaseClaim(ctx, k, id, lease)
 	s.done(opReleaseClaim, start, err)
 	return err
 }

@@ -69,11 +69,11 @@ const EntryOverhead = 256
 
 const numShards = 16
 
-// Store is a [keystore.ClaimStore] and [keystore.Admin] that answers
+// Store is a [keystore.Store] and [keystore.Admin] that answers
 // replays from its cache and forwards everything else to the store it
 // wraps. Create it with [New]; it is safe for concurrent use.
 type Store struct {
-	inner    keystore.ClaimStore
+	inner    keystore.Store
 	admin    keystore.Admin // nil if inner is not one
 	inv      Invalidator
 	now      func() time.Time
@@ -115,13 +115,13 @@ type item struct {
 }
 
 var (
-	_ keystore.ClaimStore = (*Store)(nil)
-	_ keystore.Admin      = (*Store)(nil)
+	_ keystore.Store = (*Store)(nil)
+	_ keystore.Admin = (*Store)(nil)
 )
 
 // New wraps inner. When opts.Invalidator is set, a goroutine subscribes to
 // invalidations until Close. Close closes inner too.
-func New(inner keystore.ClaimStore, opts Options) *Store {
+func New(inner keystore.Store, opts Options) *Store {
 	if opts.MaxEntries <= 0 {
 		opts.MaxEntries = 100_000
 	}
@@ -331,7 +331,7 @@ func (s *Store) Stats() Stats {
 }
 
 // Unwrap returns the wrapped store.
-func (s *Store) Unwrap() keystore.ClaimStore { return s.inner }
+func (s *Store) Unwrap() keystore.Store { return s.inner }
 
 // Complete implements [keystore.Store].
 func (s *Store) Complete(ctx context.Context, k keystore.Key, token uint64, resp *keystore.Response) error {
@@ -353,12 +353,12 @@ func (s *Store) Get(ctx context.Context, k keystore.Key) (keystore.Record, error
 	return s.inner.Get(ctx, k)
 }
 
-// CompleteClaim implements [keystore.ClaimStore].
+// CompleteClaim implements [keystore.Store].
 func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Claim, resp *keystore.Response) (keystore.Completion, error) {
 	return s.inner.CompleteClaim(ctx, k, c, resp)
 }
 
-// ReleaseClaim implements [keystore.ClaimStore].
+// ReleaseClaim implements [keystore.Store].
 func (s *Store) ReleaseClaim(ctx context.Context, k keystore.Key, id keystore.ClaimID, lease time.Duration) error {
 	return s.inner.ReleaseClaim(ctx, k, id, lease)
 }

@@ -93,13 +93,12 @@ func (k Key) ID() byte {
 }
 
 // Store wraps a [keystore.Store], sealing the answers it stores. It is safe
-// for concurrent use. It implements [keystore.ClaimStore] and
-// [keystore.Admin]; those methods return an error wrapping
+// for concurrent use. It implements [keystore.Admin] and
+// [keystore.UnknownStore]; those methods return an error wrapping
 // [errors.ErrUnsupported] when the inner store does not.
 type Store struct {
 	inner   keystore.Store
-	claims  keystore.ClaimStore // nil when inner is not one
-	admin   keystore.Admin      // nil when inner is not one
+	admin   keystore.Admin // nil when inner is not one
 	current sealer
 	byID    map[byte][]cipher.AEAD // current and older keys
 }
@@ -122,7 +121,6 @@ func New(inner keystore.Store, current Key, older ...Key) (*Store, error) {
 	}
 	s := &Store{inner: inner, byID: map[byte][]cipher.AEAD{}}
 	s.admin, _ = inner.(keystore.Admin)
-	s.claims, _ = inner.(keystore.ClaimStore)
 	for i, k := range append([]Key{current}, older...) {
 		if !k.ok {
 			return nil, fmt.Errorf("sealed: key %d is the zero Key; use ParseKey", i)
@@ -237,24 +235,18 @@ func (s *Store) Complete(ctx context.Context, k keystore.Key, token uint64, resp
 	return s.inner.Complete(ctx, k, token, s.seal(k, resp))
 }
 
-// CompleteClaim implements [keystore.ClaimStore]; resp is sealed like
+// CompleteClaim implements [keystore.Store]; resp is sealed like
 // Complete's.
 func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Claim, resp *keystore.Response) (keystore.Completion, error) {
-	if s.claims == nil {
-		return 0, fmt.Errorf("sealed: inner store %T has no claim operations: %w", s.inner, errors.ErrUnsupported)
-	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	return s.claims.CompleteClaim(ctx, k, c, s.seal(k, resp))
+	return s.inner.CompleteClaim(ctx, k, c, s.seal(k, resp))
 }
 
-// ReleaseClaim implements [keystore.ClaimStore].
+// ReleaseClaim implements [keystore.Store].
 func (s *Store) ReleaseClaim(ctx context.Context, k keystore.Key, id keystore.ClaimID, lease time.Duration) error {
-	if s.claims == nil {
-		return fmt.Errorf("sealed: inner store %T has no claim operations: %w", s.inner, errors.ErrUnsupported)
-	}
-	return s.claims.ReleaseClaim(ctx, k, id, lease)
+	return s.inner.ReleaseClaim(ctx, k, id, lease)
 }
 
 // Release implements [keystore.Store].
