@@ -66,8 +66,8 @@ func TestErrors(t *testing.T) {
 	if _, err := plain.Get(ctx, keystore.NewKey("a")); err != nil {
 		t.Errorf("Get through an unregistered Store = %v", err)
 	}
-	if err := plain.ForceRelease(ctx, keystore.NewKey("a")); !errors.Is(err, errNoAdmin) {
-		t.Errorf("ForceRelease without admin = %v; want errNoAdmin", err)
+	if err := plain.ForceRelease(ctx, keystore.NewKey("a")); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("ForceRelease without admin = %v; want ErrUnsupported", err)
 	}
 }
 
