@@ -69,7 +69,7 @@ func (p *Proxy) sessionTurn(q *session.Queue) middleware {
 				return
 			}
 			// A kept call keeps its turn and lock until it ends (late.go).
-			defer exchangeOf(r).after(turn.Release)
+			defer exchangeOf(r).after(turn.End)
 			next.ServeHTTP(w, r)
 		})
 	}
