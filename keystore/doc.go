@@ -24,8 +24,8 @@
 // rejects it with [ErrLeaseLost] only when another claim holds the key;
 // ReleaseClaim releases a claim whose reply was lost and leaves a tombstone
 // for its id, so that the claim does nothing if it reaches the store later.
-// [Releaser] retries such releases until the store answers. Records carry
-// the [FingerprintVersion] they were written with; a mismatch names it
+// [ReleaseRetrier] retries such releases until the store answers. Records
+// carry the [FingerprintVersion] they were written with; a mismatch names it
 // ([MismatchError]) so that the caller can compare in the record's version.
 // An [EpochReporter] tells whether the store lost everything (the Redis
 // store's epoch watcher).

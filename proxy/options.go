@@ -43,7 +43,7 @@ type Options struct {
 	Idempotency Idempotency
 	// Releaser, when set, takes the claim ids of claims whose replies were
 	// lost (Reserve failed with a store error), to release them once the
-	// store answers (DESIGN.md step 8): a [keystore.Releaser].
+	// store answers (DESIGN.md step 8): a [keystore.ReleaseRetrier].
 	Releaser ClaimReleaser
 
 	// TrustedProxies are the peers whose X-Forwarded-For is believed.
@@ -81,7 +81,7 @@ type Options struct {
 }
 
 // ClaimReleaser releases claims whose replies were lost; Add reports false
-// when it dropped the release. [keystore.Releaser] is one.
+// when it dropped the release. [keystore.ReleaseRetrier] is one.
 type ClaimReleaser interface {
 	Add(key keystore.Key, id keystore.ClaimID, lease time.Duration) bool
 }

@@ -69,13 +69,13 @@ type App struct {
 	log     *slog.Logger
 	closers closeStack // everything New opened, closed by Close
 
-	store    keystore.Store
-	built    builtStore             // what newStore made: the Redis store, the replay cache
-	ping     pinger                 // nil: the store has nothing to ping
-	epoch    keystore.EpochReporter // store resets (/healthz, metrics)
-	releaser *keystore.Releaser     // claims whose replies were lost
+	store   keystore.Store
+	built   builtStore               // what newStore made: the Redis store, the replay cache
+	ping    pinger                   // nil: the store has nothing to ping
+	epoch   keystore.EpochReporter   // store resets (/healthz, metrics)
+	retrier *keystore.ReleaseRetrier // claims whose replies were lost
 	// stopBy is the shutdown deadline (Serve's grace), once draining began:
-	// the releaser's pending releases are tried until then.
+	// the retrier's pending releases are tried until then.
 	stopBy   atomic.Pointer[time.Time]
 	tls      *tlsState
 	reg      *prometheus.Registry
@@ -120,9 +120,9 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 	a.reg, a.metrics, a.reloads = newRegistry(o.Version, o.Revision, &a.limits)
 	ms := metered.New(st.store, a.reg)
 	a.store, a.ping, a.epoch, a.built = ms, st.ping, st.epoch, st
-	a.releaser = keystore.NewReleaser(ms, keystore.ReleaserOptions{})
-	a.closers.push(a.closeReleaser) // before the store
-	a.reg.MustRegister(&storeCollector{epoch: a.epoch, releaser: a.releaser})
+	a.retrier = keystore.NewReleaseRetrier(ms, keystore.ReleaseRetrierOptions{})
+	a.closers.push(a.closeRetrier) // before the store
+	a.reg.MustRegister(&storeCollector{epoch: a.epoch, retrier: a.retrier})
 	if st.cache != nil {
 		a.reg.MustRegister(replayCacheCollector{st.cache})
 	}
@@ -137,7 +137,7 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	popts.Releaser = a.releaser
+	popts.Releaser = a.retrier
 	if popts.Tracer, err = newTracer(cfg, o.Version, a.log, &a.closers); err != nil {
 		return nil, err
 	}
@@ -174,17 +174,17 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 // returns.
 func (a *App) Close() error { return a.closers.close() }
 
-// closeReleaser stops the releaser: its pending releases are tried until
+// closeRetrier stops the release retrier: its pending releases are tried until
 // the shutdown deadline (a second from now when Serve set none), and those
 // left are dropped, counted and logged.
-func (a *App) closeReleaser() error {
+func (a *App) closeRetrier() error {
 	deadline := time.Now().Add(time.Second)
 	if d := a.stopBy.Load(); d != nil {
 		deadline = *d
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	if err := a.releaser.Close(ctx); err != nil {
+	if err := a.retrier.Close(ctx); err != nil {
 		a.log.Error("claims whose replies were lost were not released before shutdown; their keys are held until their leases end", "component", "store", "error", err)
 	}
 	return nil
