@@ -49,7 +49,7 @@ type Options struct {
 	// TrustedProxies are the peers whose X-Forwarded-For is believed.
 	TrustedProxies []netip.Prefix
 	// ClientAddr decides the client address of a request. Default:
-	// [limiter.ClientAddr] (the TCP peer, or the rightmost untrusted
+	// [clientaddr.Resolve] (the TCP peer, or the rightmost untrusted
 	// X-Forwarded-For entry when the peer is a trusted proxy).
 	ClientAddr func(peer netip.Addr, xff []string, trusted []netip.Prefix) netip.Addr
 	// MaxBufferedBytes bounds the keyed request bodies held at once, and

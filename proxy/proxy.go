@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/budget"
+	"github.com/idemgate/idemgate/internal/clientaddr"
 	"github.com/idemgate/idemgate/internal/identity"
 	"github.com/idemgate/idemgate/keystore"
-	"github.com/idemgate/idemgate/limiter"
 )
 
 // Proxy is the idemgate pipeline. It is an http.Handler, safe for
@@ -67,7 +67,7 @@ func newProxy(opts Options) (*Proxy, error) {
 		opts.RequestBodyTimeout = 30 * time.Second
 	}
 	if opts.ClientAddr == nil {
-		opts.ClientAddr = limiter.ClientAddr
+		opts.ClientAddr = clientaddr.Resolve
 	}
 	id := &opts.Idempotency
 	if id.Header == "" {

@@ -22,11 +22,11 @@ import (
 	"github.com/idemgate/idemgate/admin"
 	"github.com/idemgate/idemgate/admin/console"
 	"github.com/idemgate/idemgate/config"
+	"github.com/idemgate/idemgate/internal/clientaddr"
 	"github.com/idemgate/idemgate/internal/identity"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/metered"
 	"github.com/idemgate/idemgate/keystore/redisstore"
-	"github.com/idemgate/idemgate/limiter"
 	"github.com/idemgate/idemgate/proxy"
 	"github.com/idemgate/idemgate/session"
 )
@@ -226,7 +226,7 @@ func proxyOptions(cfg *config.Config, transport http.RoundTripper, st keystore.S
 			WaitQueueDepth:   cmp.Or(cfg.Idempotency.MaxWaiters, -1), // 0: none wait
 		},
 		TrustedProxies:            trusted,
-		ClientAddr:                limiter.ClientAddr,
+		ClientAddr:                clientaddr.Resolve,
 		MaxBufferedBytes:          cfg.MaxBufferedBytes,
 		MaxBufferedBytesPerClient: cfg.MaxBufferedBytesPerClient,
 		RequestBodyTimeout:        cfg.RequestBodyTimeout,
