@@ -53,12 +53,12 @@ func TestResolve(t *testing.T) {
 			t.Parallel()
 			var peer netip.Addr
 			if tt.peer != "" {
-				peer = mustAddr(t, tt.peer)
+				peer = netip.MustParseAddr(tt.peer)
 			}
 			got := clientaddr.Resolve(peer, tt.xff, tt.trusted)
 			want := netip.Addr{}
 			if tt.want != "" {
-				want = mustAddr(t, tt.want)
+				want = netip.MustParseAddr(tt.want)
 			}
 			if got != want {
 				t.Errorf("Resolve(%v, %q) = %v; want %v", peer, tt.xff, got, want)
@@ -70,21 +70,12 @@ func TestResolve(t *testing.T) {
 // TestClientAddrAllocs is not parallel: testing.AllocsPerRun refuses to run
 // beside parallel tests.
 func TestResolveAllocs(t *testing.T) {
-	peer := mustAddr(t, "10.0.0.1")
+	peer := netip.MustParseAddr("10.0.0.1")
 	xff := []string{"1.2.3.4, 198.51.100.1", "10.0.0.7, 10.0.0.8"}
 	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
 	if got := testing.AllocsPerRun(100, func() { clientaddr.Resolve(peer, xff, trusted) }); got != 0 {
 		t.Errorf("Resolve allocates %v times; want 0", got)
 	}
-}
-
-func mustAddr(t testing.TB, s string) netip.Addr {
-	t.Helper()
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
 }
 
 func BenchmarkResolve(b *testing.B) {
