@@ -18,14 +18,14 @@
 // claim continues its sequence.
 //
 // Every claim also carries a claim id ([ClaimID], 128 random bits) that the
-// caller draws before it sends the claim (DESIGN.md §8). [ClaimStore] adds
-// the two operations that need it: CompleteClaim stores an answer in hand
+// caller draws before it sends the claim (DESIGN.md §8). Two operations of
+// [Store] need it: CompleteClaim stores an answer in hand
 // even when the store lost the record (it creates it again, completed), and
 // rejects it with [ErrLeaseLost] only when another claim holds the key;
 // ReleaseClaim releases a claim whose reply was lost and leaves a tombstone
 // for its id, so that the claim does nothing if it reaches the store later.
-// [Releaser] retries such releases until the store answers. Records carry
-// the [FingerprintVersion] they were written with; a mismatch names it
+// [ReleaseRetrier] retries such releases until the store answers. Records
+// carry the [FingerprintVersion] they were written with; a mismatch names it
 // ([MismatchError]) so that the caller can compare in the record's version.
 // An [EpochReporter] tells whether the store lost everything (the Redis
 // store's epoch watcher).

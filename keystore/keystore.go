@@ -25,10 +25,10 @@ var (
 	ErrFingerprintMismatch = errors.New("keystore: key reused with a different request")
 	// ErrLeaseLost: the caller's fencing token is no longer the record's (the
 	// record was taken over, released, completed or has expired). From
-	// [ClaimStore.CompleteClaim] it means only that: another claim holds the
+	// [Store.CompleteClaim] it means only that: another claim holds the
 	// key (a real fence rejection, the one a late-completion counter counts).
 	// From Reserve it means the claim's id was released by
-	// [ClaimStore.ReleaseClaim] before the claim arrived: nothing was claimed.
+	// [Store.ReleaseClaim] before the claim arrived: nothing was claimed.
 	ErrLeaseLost = errors.New("keystore: lease lost")
 	// ErrFull: the store is at capacity and refuses new records. The proxy
 	// fails closed (503).
@@ -171,7 +171,7 @@ func (e *MismatchError) Is(target error) bool { return target == ErrFingerprintM
 // ClaimID identifies one claim: 128 random bits that the caller draws with
 // [NewClaimID] before it sends the claim (DESIGN.md §8). A completion tells
 // its own record from another claim's by it, and a claim whose reply was
-// lost can still be released by it ([ClaimStore.ReleaseClaim]).
+// lost can still be released by it ([Store.ReleaseClaim]).
 type ClaimID [16]byte
 
 // NewClaimID draws a random claim id. It never returns the zero id.
@@ -292,7 +292,7 @@ type Reservation struct {
 	// lease had ended.
 	Takeover bool
 	// Claim describes a new claim (Token > 0): pass it to
-	// [ClaimStore.CompleteClaim]. Zero for a replay.
+	// [Store.CompleteClaim]. Zero for a replay.
 	Claim Claim
 	// FingerprintVersion is the record's fingerprint version (a new claim's
 	// is the request's).
@@ -319,7 +319,7 @@ type Claim struct {
 	Expires            time.Time // when its record expires: Claimed + retention
 }
 
-// Completion says how [ClaimStore.CompleteClaim] stored an answer.
+// Completion says how [Store.CompleteClaim] stored an answer.
 type Completion uint8
 
 // Completions.
@@ -427,17 +427,6 @@ type Store interface {
 	// Get returns the record for key, or ErrNotFound.
 	Get(ctx context.Context, key Key) (Record, error)
 
-	// Close releases the store's resources and stops its goroutines. It is
-	// safe to call more than once; later calls return nil. Other methods
-	// return ErrClosed after Close.
-	Close() error
-}
-
-// ClaimStore is what DESIGN.md §8 needs beyond [Store]: completions and
-// releases by claim id. Every backend in this module implements it.
-type ClaimStore interface {
-	Store
-
 	// CompleteClaim stores resp as the answer of claim c (from the claim's
 	// Reservation):
 	//   - the record carries c.ID and c.Token, in flight: it is completed
@@ -458,17 +447,22 @@ type ClaimStore interface {
 	// later, claims nothing (its Reserve returns ErrLeaseLost). A record of
 	// another claim is left as it is. Safe to repeat.
 	ReleaseClaim(ctx context.Context, key Key, id ClaimID, lease time.Duration) error
+
+	// Close releases the store's resources and stops its goroutines. It is
+	// safe to call more than once; later calls return nil. Other methods
+	// return ErrClosed after Close.
+	Close() error
 }
 
 // UnknownStore is what DESIGN.md's Unknown outcomes need beyond
-// [ClaimStore]. Every backend in this module implements it. An unknown
+// [Store]. Every backend in this module implements it. An unknown
 // record is written so that older releases read it as in flight with a
 // lease that ends at its expiry (they answer 409 in progress and never take
-// it over). [ClaimStore.CompleteClaim] and [Store.Release] by the unknown
+// it over). [Store.CompleteClaim] and [Store.Release] by the unknown
 // record's own claim (its holder's late answer) resolve it like
 // [UnknownStore.Resolve].
 type UnknownStore interface {
-	ClaimStore
+	Store
 
 	// MarkSent writes the sent mark on the in-flight claim token of key,
 	// just before its request is forwarded, with info (see [UnknownInfo]).

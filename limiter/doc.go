@@ -1,14 +1,14 @@
 // Package limiter decides, per client, whether a request may pass idemgate's
 // rate limits (DESIGN.md steps 1 and 3). It knows nothing of HTTP: the proxy
-// package turns a request into a client [Key] with [ClientAddr] and [Bucket],
-// asks a [Limiter], and writes the headers from the [Decision].
+// package turns a request into a client [Key] with internal/clientaddr and
+// [Bucket], asks a [Limiter], and writes the headers from the [Decision].
 //
 // # Client keys
 //
 // A client is its TCP peer's address, or, behind trusted proxies, the
 // rightmost X-Forwarded-For entry that is not a trusted proxy
-// ([ClientAddr]). Clients are counted per IPv4 address and per IPv6 /64
-// ([Bucket]).
+// (internal/clientaddr decides it). Clients are counted per IPv4 address
+// and per IPv6 /64 ([Bucket]).
 //
 // # Edge limiter
 //

@@ -48,15 +48,3 @@ func ExampleNewRoute() {
 	// 45s: ok=false remaining=0 reset=45s retry-after=45s
 	// 1m30s: ok=true remaining=1 reset=1m0s retry-after=0s
 }
-
-func ExampleClientAddr() {
-	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
-	peer := netip.MustParseAddr("10.0.0.1") // the load balancer
-	// The client wrote the first line and the "1.2.3.4" entry itself.
-	xff := []string{"6.6.6.6", "1.2.3.4, 198.51.100.7, 10.0.0.9"}
-	fmt.Println(limiter.ClientAddr(peer, xff, trusted))
-	fmt.Println(limiter.ClientAddr(netip.MustParseAddr("203.0.113.5"), xff, trusted))
-	// Output:
-	// 198.51.100.7
-	// 203.0.113.5
-}

@@ -171,15 +171,3 @@ func BenchmarkMemoryPerClient(b *testing.B) {
 		})
 	}
 }
-
-func BenchmarkClientAddr(b *testing.B) {
-	peer := netip.MustParseAddr("10.0.0.1")
-	xff := []string{"1.2.3.4, 198.51.100.1", "10.0.0.7, 10.0.0.8"}
-	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			limiter.ClientAddr(peer, xff, trusted)
-		}
-	})
-}

@@ -34,7 +34,7 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request, observe bool) (
 	held, err := p.budget.ReadBody(limiter.Bucket(ex.client), r, &opt)
 	if err == nil {
 		ex.held = held
-		return held.Bytes(), held.Release, nil
+		return held.Bytes(), held.Free, nil
 	}
 	if !observe || errors.Is(err, budget.ErrTimeout) {
 		// Read nothing more from this client: net/http's Body.Close would

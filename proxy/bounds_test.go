@@ -315,19 +315,13 @@ func isTimeout(err error) bool {
 	return ok && ne.Timeout()
 }
 
-// failingComplete is a store whose Complete always fails, as an unreachable
-// Redis does.
+// failingComplete is a store whose CompleteClaim always fails, as an
+// unreachable Redis does.
 type failingComplete struct {
 	*memstore.Store
 	calls atomic.Int64
 }
 
-func (f *failingComplete) Complete(ctx context.Context, key keystore.Key, token uint64, resp *keystore.Response) error {
-	f.calls.Add(1)
-	return errors.New("dial tcp: connection refused")
-}
-
-// CompleteClaim fails too: the proxy completes by claim id where it can.
 func (f *failingComplete) CompleteClaim(ctx context.Context, key keystore.Key, c keystore.Claim, resp *keystore.Response) (keystore.Completion, error) {
 	f.calls.Add(1)
 	return 0, errors.New("dial tcp: connection refused")

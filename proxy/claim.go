@@ -103,7 +103,7 @@ func (p *Proxy) runClaimed(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 		recorded = true
 		lease.stop()
-		defer lease.release()
+		defer lease.finish()
 		p.record(r, ex, sk, res.Claim, ex.capture)
 	}
 	// Runs on a panic too (ErrAbortHandler when the upstream's body broke

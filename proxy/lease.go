@@ -97,7 +97,7 @@ func (h *leaseHandle) renew() {
 
 // stop ends the renewals and waits for a renewal in progress, so that no
 // renewal races the record's completion. The claim still counts for the
-// renewer's close until release.
+// renewer's close until finish.
 func (h *leaseHandle) stop() {
 	h.mu.Lock()
 	h.stopped = true
@@ -106,19 +106,19 @@ func (h *leaseHandle) stop() {
 	h.renewing.Wait()
 }
 
-// release ends the claim's part in the renewer, after its record: work the
+// finish ends the claim's part in the renewer, after its record: work the
 // record left behind was handed to background while the claim still
 // counted, so that the renewer's WaitGroup never goes from zero to one
 // while close waits on it (a panic, seen when a shutdown met a completion
 // that failed).
-func (h *leaseHandle) release() {
+func (h *leaseHandle) finish() {
 	h.rn.claims.Add(-1)
 	h.rn.wg.Done()
 }
 
 // background runs f in a goroutine the renewer owns: work a claim leaves
 // behind when its request is over (retrying a failed completion). The
-// caller must hold a claim (before its release), so that the WaitGroup is
+// caller must hold a claim (not yet finished), so that the WaitGroup is
 // not at zero. f must return soon after stop is done (the shutdown's
 // deadline passed).
 func (rn *renewer) background(f func(stop context.Context)) {

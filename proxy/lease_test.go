@@ -47,7 +47,7 @@ func TestLeaseRenewal(t *testing.T) {
 			}
 		}
 		h.stop()
-		h.release()
+		h.finish()
 		time.Sleep(lease + time.Millisecond)
 		if !takenOver(renewed, lease) {
 			t.Error("a lease after stop = still held; want it ended")
@@ -64,7 +64,7 @@ func TestLeaseRenewal(t *testing.T) {
 			t.Error("a claim at max_lease = still held; want its last renewal to end there")
 		}
 		h2.stop()
-		h2.release()
+		h2.finish()
 		rn.close(context.Background())
 
 		lost := keystore.NewKey("lost")
@@ -75,7 +75,7 @@ func TestLeaseRenewal(t *testing.T) {
 		h3 := rn.start(lost, res.Token, lease, time.Hour)
 		time.Sleep(lease / 2)
 		h3.stop()
-		h3.release()
+		h3.finish()
 		if _, err := st.Renew(ctx, lost, res.Token, lease); !errors.Is(err, keystore.ErrNotFound) {
 			t.Errorf("Renew after release = %v; want ErrNotFound", err)
 		}
@@ -111,7 +111,7 @@ func TestRenewerCloseWaitsForTheRecordsWork(t *testing.T) {
 		h.stop()
 		ran := false
 		rn.background(func(context.Context) { time.Sleep(time.Second); ran = true })
-		h.release()
+		h.finish()
 		if got := <-closed; got != [2]int64{} || !ran {
 			t.Errorf("close = %v, background work ran %v; want it to wait for the work, nothing abandoned", got, ran)
 		}

@@ -34,14 +34,14 @@ type Deps struct {
 	Transport http.RoundTripper
 	// Releaser, when set, takes the claim ids of claims whose replies were
 	// lost (Reserve failed with a store error), to release them once the
-	// store answers (DESIGN.md step 8): a [keystore.Releaser].
+	// store answers (DESIGN.md step 8): a [keystore.ReleaseRetrier].
 	Releaser ClaimReleaser
 	// Notices carries completion notices to waiters (wait.go). Default: an
 	// in-process keystore.Hub; replicas sharing a store need a shared one
 	// (redisstore.Notices), or their waiters only poll.
 	Notices keystore.Notices
 	// ClientAddr decides the client address of a request. Default:
-	// [limiter.ClientAddr] (the TCP peer, or the rightmost untrusted
+	// [clientaddr.Resolve] (the TCP peer, or the rightmost untrusted
 	// X-Forwarded-For entry when the peer is a trusted proxy).
 	ClientAddr func(peer netip.Addr, xff []string, trusted []netip.Prefix) netip.Addr
 	// Now is the clock of the limiters, the lease renewals and the
@@ -63,7 +63,7 @@ type Deps struct {
 }
 
 // ClaimReleaser releases claims whose replies were lost; Add reports false
-// when it dropped the release. [keystore.Releaser] is one.
+// when it dropped the release. [keystore.ReleaseRetrier] is one.
 type ClaimReleaser interface {
 	Add(key keystore.Key, id keystore.ClaimID, lease time.Duration) bool
 }

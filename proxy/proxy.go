@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/internal/budget"
+	"github.com/idemgate/idemgate/internal/clientaddr"
 	"github.com/idemgate/idemgate/keystore"
-	"github.com/idemgate/idemgate/limiter"
 )
 
 // Proxy is the idemgate pipeline. It is an http.Handler, safe for
@@ -45,7 +45,7 @@ func New(d Deps) *Proxy {
 		d.Now = time.Now
 	}
 	if d.ClientAddr == nil {
-		d.ClientAddr = limiter.ClientAddr
+		d.ClientAddr = clientaddr.Resolve
 	}
 	if d.Notices == nil {
 		d.Notices = new(keystore.Hub)

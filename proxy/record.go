@@ -137,16 +137,11 @@ func (p *Proxy) complete(ctx context.Context, ex *exchange, sk keystore.Key, cla
 	})
 }
 
-// completeClaim makes one attempt to store resp as claim's answer: by claim
-// id when the store has claims (DESIGN.md step 8: a record that vanished
-// is created again, an answer in hand is never thrown away), by fencing
-// token otherwise.
+// completeClaim makes one attempt to store resp as claim's answer, by claim
+// id (DESIGN.md step 8: a record that vanished is created again, an answer
+// in hand is never thrown away).
 func (p *Proxy) completeClaim(ctx context.Context, requestID string, sk keystore.Key, claim keystore.Claim, resp *keystore.Response) error {
-	cs, ok := p.deps.Store.(keystore.ClaimStore)
-	if !ok || claim.ID.IsZero() {
-		return p.deps.Store.Complete(ctx, sk, claim.Token, resp)
-	}
-	how, err := cs.CompleteClaim(ctx, sk, claim, resp)
+	how, err := p.deps.Store.CompleteClaim(ctx, sk, claim, resp)
 	switch {
 	case err != nil:
 	case how == keystore.Recreated:
@@ -169,10 +164,10 @@ func (p *Proxy) completed(sk keystore.Key, wait bool, n *keystore.FoldedNotice, 
 			p.log.Info("answer stored after a retry", "attempts", attempt, logRequestID, requestID)
 		}
 		return true
-	case errors.Is(err, keystore.ErrLeaseLost), errors.Is(err, keystore.ErrNotFound):
+	case errors.Is(err, keystore.ErrLeaseLost):
 		// Taken over (or repaired by an operator) while we ran: the record
 		// belongs to someone else now; our client still got our answer.
-		// (ErrNotFound only from a store without claim ids.)
+		// (CompleteClaim never returns ErrNotFound.)
 		p.log.Warn("late completion rejected", "error", err, logRequestID, requestID)
 		return true
 	}

@@ -15,8 +15,8 @@ import (
 	"github.com/idemgate/idemgate/keystore/memstore"
 )
 
-// flakyStore fails Complete while fails is not 0 (-1: always), counting
-// the attempts.
+// flakyStore fails CompleteClaim while fails is not 0 (-1: always),
+// counting the attempts.
 type flakyStore struct {
 	keystore.Store
 	mu       sync.Mutex // protects fails, attempts
@@ -24,7 +24,7 @@ type flakyStore struct {
 	attempts int
 }
 
-func (f *flakyStore) Complete(ctx context.Context, k keystore.Key, token uint64, resp *keystore.Response) error {
+func (f *flakyStore) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Claim, resp *keystore.Response) (keystore.Completion, error) {
 	f.mu.Lock()
 	f.attempts++
 	fail := f.fails != 0
@@ -33,9 +33,9 @@ func (f *flakyStore) Complete(ctx context.Context, k keystore.Key, token uint64,
 	}
 	f.mu.Unlock()
 	if fail {
-		return errors.New("store down")
+		return 0, errors.New("store down")
 	}
-	return f.Store.Complete(ctx, k, token, resp)
+	return f.Store.CompleteClaim(ctx, k, c, resp)
 }
 
 // TestCompletionRetries runs in a synctest bubble, on its fake clock: a

@@ -68,7 +68,7 @@ func (p *Proxy) sessionTurn(q *session.Queue, tenant func(host string) (string, 
 				return
 			}
 			// A kept call keeps its turn and lock until it ends (late.go).
-			defer exchangeOf(r).after(turn.Release)
+			defer exchangeOf(r).after(turn.End)
 			next.ServeHTTP(w, r)
 		})
 	}

@@ -15,8 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/clientaddr"
 	"github.com/idemgate/idemgate/keystore"
-	"github.com/idemgate/idemgate/limiter"
 )
 
 // NewTransport returns the Transport idemgate uses upstream: explicit
@@ -219,18 +219,18 @@ func hideFromRetry(h http.Header, name string) {
 func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
 	in := pr.In
 	peer := remoteAddr(in)
-	trusted := limiter.Trusted(peer, exchangeOf(in).snap.src.TrustedProxies)
+	trusted := clientaddr.Trusted(peer, exchangeOf(in).snap.src.TrustedProxies)
 	out := pr.Out.Header
 	if !trusted {
 		// No one but a trusted proxy names the client (DESIGN.md, Bounds):
 		// X-Real-IP, True-Client-IP, Forwarded, X-Forwarded-* and the like
 		// go, in every spelling an upstream folds into them (X_Real_IP);
 		// X-Forwarded-For, -Host and -Proto are set afresh below.
-		limiter.StripClientAddrHeaders(out)
+		clientaddr.StripHeaders(out)
 	} else {
 		// A trusted proxy's own headers stay; spellings with "_" are a
 		// client's that it passed through (DESIGN.md, Hardening).
-		limiter.StripFoldedClientAddrHeaders(out)
+		clientaddr.StripFoldedHeaders(out)
 	}
 	proto := "http"
 	if in.TLS != nil {

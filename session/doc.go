@@ -7,7 +7,7 @@
 // of at most [Options.QueueDepth] waiters behind it. [Queue.Acquire] either
 // takes the turn at once, joins the line, or fails with [ErrQueueFull]; a
 // waiter that is not handed the turn within [Options.QueueTimeout] fails
-// with [ErrTimeout], and one whose context ends leaves the line. [Turn.Release]
+// with [ErrTimeout], and one whose context ends leaves the line. [Turn.End]
 // hands the turn straight to the first waiter (no re-contention, so arrival
 // order is kept: Go's sync.Mutex is not FIFO, see the research notes §7.3),
 // or, with nobody waiting, removes the session's entry. Memory is therefore

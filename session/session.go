@@ -212,14 +212,14 @@ func New(opts Options) (*Queue, error) {
 
 func (q *Queue) shard(k Key) *shard { return &q.shards[int(k[0])%numShards] }
 
-// Turn is a held turn. Release it exactly once when the request is done;
-// further calls do nothing.
+// Turn is a held turn. End it when the request is done; further calls do
+// nothing.
 type Turn struct {
-	q        *Queue
-	key      Key
-	line     *line
-	lock     Lock
-	released atomic.Bool
+	q     *Queue
+	key   Key
+	line  *line
+	lock  Lock
+	ended atomic.Bool
 }
 
 // Fence returns the shared lock's fencing token, or 0 when the turn holds
@@ -231,11 +231,10 @@ func (t *Turn) Fence() uint64 {
 	return t.lock.Fence()
 }
 
-// Release gives the turn up: it unlocks the shared lock (if held), then
-// hands the turn to the first waiter, or removes the session when nobody
-// waits.
-func (t *Turn) Release() {
-	if t.released.Swap(true) {
+// End gives the turn up: it unlocks the shared lock (if held), then hands
+// the turn to the first waiter, or removes the session when nobody waits.
+func (t *Turn) End() {
+	if t.ended.Swap(true) {
 		return
 	}
 	if t.lock != nil {
@@ -248,7 +247,7 @@ func (t *Turn) Release() {
 // at once when QueueDepth requests already wait, with ErrTimeout when the
 // turn did not come within QueueTimeout, or with ctx's error when ctx ends
 // first; the request then has left the line. On success the caller must
-// call [Turn.Release].
+// call [Turn.End].
 func (q *Queue) Acquire(ctx context.Context, k Key) (*Turn, error) {
 	return q.AcquireUntil(ctx, k, time.Time{})
 }

@@ -82,7 +82,7 @@ func TestFIFOAndOverflow(t *testing.T) {
 				mu.Lock()
 				order = append(order, i)
 				mu.Unlock()
-				turn.Release()
+				turn.End()
 			})
 			synctest.Wait() // waiter i is in line before i+1 arrives
 		}
@@ -97,9 +97,9 @@ func TestFIFOAndOverflow(t *testing.T) {
 		if err != nil {
 			t.Fatalf("other session: Acquire = %v", err)
 		}
-		other.Release()
-		first.Release()
-		first.Release() // a second Release does nothing
+		other.End()
+		first.End()
+		first.End() // a second End does nothing
 		wg.Wait()
 		if fmt.Sprint(order) != "[1 2 3 4]" {
 			t.Errorf("turn order = %v; want [1 2 3 4]", order)
@@ -144,12 +144,12 @@ func TestQueueTimeout(t *testing.T) {
 		go func() {
 			turn, err := q.Acquire(t.Context(), k)
 			if err == nil {
-				turn.Release()
+				turn.End()
 			}
 			done <- err
 		}()
 		synctest.Wait()
-		held.Release()
+		held.End()
 		if err := <-done; err != nil {
 			t.Errorf("waiter after the timeout: Acquire = %v", err)
 		}
@@ -183,7 +183,7 @@ func TestAcquireUntil(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				defer held.Release()
+				defer held.End()
 				start := time.Now()
 				var deadline time.Time
 				if tc.deadline != 0 {
@@ -233,12 +233,12 @@ func TestCancelLeavesLine(t *testing.T) {
 		go func() {
 			turn, err := q.Acquire(t.Context(), k)
 			if err == nil {
-				turn.Release()
+				turn.End()
 			}
 			next <- err
 		}()
 		synctest.Wait()
-		held.Release()
+		held.End()
 		if err := <-next; err != nil {
 			t.Errorf("next waiter: Acquire = %v", err)
 		}
@@ -269,13 +269,13 @@ func TestHandOffAtDeadline(t *testing.T) {
 			go func() {
 				turn, err := q.Acquire(t.Context(), k)
 				if err == nil {
-					turn.Release()
+					turn.End()
 				}
 				res <- err
 			}()
 			synctest.Wait()
 			time.Sleep(time.Second) // fake time: the deadline instant
-			held.Release()
+			held.End()
 			if err := <-res; err != nil && !errors.Is(err, ErrTimeout) {
 				t.Fatalf("run %d: waiter = %v; want a turn or ErrTimeout", i, err)
 			}
@@ -283,7 +283,7 @@ func TestHandOffAtDeadline(t *testing.T) {
 			if err != nil {
 				t.Fatalf("run %d: later Acquire = %v; the turn was lost", i, err)
 			}
-			turn.Release()
+			turn.End()
 			if n := q.Sessions(); n != 0 {
 				t.Fatalf("run %d: sessions left = %d; want 0", i, n)
 			}
@@ -303,7 +303,7 @@ func TestDepthZero(t *testing.T) {
 	if _, err := q.Acquire(t.Context(), k); !errors.Is(err, ErrQueueFull) {
 		t.Errorf("Acquire = %v; want ErrQueueFull", err)
 	}
-	held.Release()
+	held.End()
 }
 
 func TestNewOptions(t *testing.T) {
@@ -356,7 +356,7 @@ func TestFallback(t *testing.T) {
 		go func() {
 			turn, err := q.Acquire(t.Context(), k)
 			if err == nil {
-				turn.Release()
+				turn.End()
 			}
 			close(got)
 		}()
@@ -366,7 +366,7 @@ func TestFallback(t *testing.T) {
 			t.Fatal("a second turn ran while the first was held")
 		default:
 		}
-		held.Release()
+		held.End()
 		<-got
 		if n := m.fallbacks.Load(); n != 2 {
 			t.Errorf("fallbacks = %d; want 2", n)
@@ -396,7 +396,7 @@ func TestManySessionsConcurrently(t *testing.T) {
 					t.Errorf("session %d: %d turns at once", s, n)
 				}
 				active[s].Add(-1)
-				turn.Release()
+				turn.End()
 			})
 		}
 	}
@@ -417,7 +417,7 @@ func TestNewKey(t *testing.T) {
 }
 
 // BenchmarkTurn is the cost of an uncontended turn in one process:
-// Acquire and Release of a session nobody else uses.
+// Acquire and End of a session nobody else uses.
 func BenchmarkTurn(b *testing.B) {
 	q, err := New(Options{QueueDepth: 4})
 	if err != nil {
@@ -432,7 +432,7 @@ func BenchmarkTurn(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			turn.Release()
+			turn.End()
 		}
 	})
 	b.Run("parallel", func(b *testing.B) {
@@ -446,7 +446,7 @@ func BenchmarkTurn(b *testing.B) {
 					b.Error(err)
 					return
 				}
-				turn.Release()
+				turn.End()
 			}
 		})
 	})
@@ -507,15 +507,15 @@ func TestOldest(t *testing.T) {
 		check(0, nil)
 		// Key 3's turn goes to its first waiter at 50; key 1 is released.
 		now.Store(50)
-		turns[3].Release()
-		turns[1].Release()
+		turns[3].End()
+		turns[1].End()
 		next := <-done
 		check(3, []row{{keys[4], 20, 0}, {keys[0], 30, 0}, {keys[2], 40, 0}})
 		check(5, []row{{keys[4], 20, 0}, {keys[0], 30, 0}, {keys[2], 40, 0}, {keys[3], 50, 1}})
-		next.Release()
-		(<-done).Release()
+		next.End()
+		(<-done).End()
 		for _, i := range []int{0, 2, 4} {
-			turns[i].Release()
+			turns[i].End()
 		}
 		check(5, nil)
 		if n := q.Sessions(); n != 0 {

@@ -20,10 +20,10 @@ import (
 	"github.com/idemgate/idemgate/admin"
 	"github.com/idemgate/idemgate/admin/console"
 	"github.com/idemgate/idemgate/config"
+	"github.com/idemgate/idemgate/internal/clientaddr"
 	"github.com/idemgate/idemgate/internal/identity"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/metered"
-	"github.com/idemgate/idemgate/limiter"
 	"github.com/idemgate/idemgate/proxy"
 	"github.com/idemgate/idemgate/session"
 )
@@ -62,13 +62,13 @@ type App struct {
 	log     *slog.Logger
 	closers closeStack // everything New opened, closed by Close
 
-	store    keystore.Store
-	built    builtStore             // what newStore made: the Redis store, the replay cache
-	ping     pinger                 // nil: the store has nothing to ping
-	epoch    keystore.EpochReporter // store resets (/healthz, metrics)
-	releaser *keystore.Releaser     // claims whose replies were lost; nil without claim ids
+	store   keystore.Store
+	built   builtStore               // what newStore made: the Redis store, the replay cache
+	ping    pinger                   // nil: the store has nothing to ping
+	epoch   keystore.EpochReporter   // store resets (/healthz, metrics)
+	retrier *keystore.ReleaseRetrier // claims whose replies were lost
 	// stopBy is the shutdown deadline (Serve's grace), once draining began:
-	// the releaser's pending releases are tried until then.
+	// the retrier's pending releases are tried until then.
 	stopBy   atomic.Pointer[time.Time]
 	tls      *tlsState
 	reg      *prometheus.Registry
@@ -113,11 +113,9 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 	a.reg, a.metrics, a.reloads = newRegistry(o.Version, o.Revision, &a.limits)
 	ms := metered.New(st.store, a.reg)
 	a.store, a.ping, a.epoch, a.built = ms, st.ping, st.epoch, st
-	if _, ok := st.store.(keystore.ClaimStore); ok {
-		a.releaser = keystore.NewReleaser(ms, keystore.ReleaserOptions{})
-		a.closers.push(a.closeReleaser) // before the store
-	}
-	a.reg.MustRegister(&storeCollector{epoch: a.epoch, releaser: a.releaser})
+	a.retrier = keystore.NewReleaseRetrier(ms, keystore.ReleaseRetrierOptions{})
+	a.closers.push(a.closeRetrier) // before the store
+	a.reg.MustRegister(&storeCollector{epoch: a.epoch, retrier: a.retrier})
 	if st.cache != nil {
 		a.reg.MustRegister(replayCacheCollector{st.cache})
 	}
@@ -132,14 +130,12 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 		Store:           a.store,
 		Transport:       o.Transport,
 		Notices:         st.notices,
-		ClientAddr:      limiter.ClientAddr,
+		ClientAddr:      clientaddr.Resolve,
 		Logger:          a.log.With("component", "proxy"),
 		Metrics:         a.metrics,
 		OnErrorTemplate: a.reloads.templateFailed,
 	}
-	if a.releaser != nil {
-		deps.Releaser = a.releaser
-	}
+	deps.Releaser = a.retrier
 	if deps.Tracer, err = newTracer(cfg, o.Version, a.log, &a.closers); err != nil {
 		return nil, err
 	}
@@ -179,17 +175,17 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 // returns.
 func (a *App) Close() error { return a.closers.close() }
 
-// closeReleaser stops the releaser: its pending releases are tried until
+// closeRetrier stops the release retrier: its pending releases are tried until
 // the shutdown deadline (a second from now when Serve set none), and those
 // left are dropped, counted and logged.
-func (a *App) closeReleaser() error {
+func (a *App) closeRetrier() error {
 	deadline := time.Now().Add(time.Second)
 	if d := a.stopBy.Load(); d != nil {
 		deadline = *d
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	if err := a.releaser.Close(ctx); err != nil {
+	if err := a.retrier.Close(ctx); err != nil {
 		a.log.Error("claims whose replies were lost were not released before shutdown; their keys are held until their leases end", "component", "store", "error", err)
 	}
 	return nil

@@ -19,7 +19,7 @@ func (c *closeStack) push(f func() error) {
 
 // pushCtx adds f, to run before everything pushed earlier, with the
 // shutdown's context: f must return once it is done (the --grace deadline
-// passed), as [proxy.Proxy.Shutdown] and keystore.Releaser.Close do.
+// passed), as [proxy.Proxy.Shutdown] and keystore.ReleaseRetrier.Close do.
 func (c *closeStack) pushCtx(f func(context.Context) error) { c.fns = append(c.fns, f) }
 
 // close runs the closers with no deadline (see closeCtx).

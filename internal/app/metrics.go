@@ -136,8 +136,8 @@ func (c *limitsCollector) Collect(ch chan<- prometheus.Metric) {
 // resets the epoch watcher saw (0 from the start, for alerts) and the
 // releases of claims whose replies were lost.
 type storeCollector struct {
-	epoch    keystore.EpochReporter // nil: no resets to report
-	releaser *keystore.Releaser     // nil: no releases
+	epoch   keystore.EpochReporter // nil: no resets to report
+	retrier *keystore.ReleaseRetrier
 }
 
 var (
@@ -164,10 +164,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		resets = c.epoch.EpochStatus().Resets
 	}
 	ch <- prometheus.MustNewConstMetric(storeResetsDesc, prometheus.CounterValue, float64(resets))
-	var st keystore.ReleaserStats
-	if c.releaser != nil {
-		st = c.releaser.Stats()
-	}
+	st := c.retrier.Stats()
 	ch <- prometheus.MustNewConstMetric(claimReleasesPendingDesc, prometheus.GaugeValue, float64(st.Pending))
 	ch <- prometheus.MustNewConstMetric(claimReleasesDesc, prometheus.CounterValue, float64(st.Released), "released")
 	ch <- prometheus.MustNewConstMetric(claimReleasesDesc, prometheus.CounterValue, float64(st.Dropped), "dropped")

@@ -142,11 +142,7 @@ func newStore(cfg *config.Config, log *slog.Logger, cs *closeStack) (builtStore,
 	}
 	b.store, b.compressed = c, c // its Close is the wrapped store's
 	if rc := cfg.Store.Redis.ReplayCache; b.redis != nil && rc.Enabled() {
-		claims, ok := b.store.(keystore.ClaimStore)
-		if !ok {
-			return b, fmt.Errorf("store.redis.replay_cache: the store (%T) has no claim operations", b.store)
-		}
-		b.cache = replaycache.New(claims, replaycache.Options{
+		b.cache = replaycache.New(b.store, replaycache.Options{
 			MaxEntries:  rc.MaxEntries,
 			MaxBytes:    rc.MaxBytes,
 			Invalidator: b.redis,

@@ -165,7 +165,7 @@ func TestStoreLossFlushAllE2E(t *testing.T) {
 
 // Finding 6 of issue 13, end to end: Redis paused (SIGSTOP) while a keyed
 // write claims; the client gets 503 "not processed". Redis resumes and runs
-// the queued claim; the claim id is released soon after (a releaser round), so a
+// the queued claim; the claim id is released soon after (a release retrier round), so a
 // retry runs instead of getting 409 in progress for a whole lease.
 func TestStoreLossPausedClaimE2E(t *testing.T) {
 	t.Parallel()
@@ -182,7 +182,7 @@ func TestStoreLossPausedClaimE2E(t *testing.T) {
 		t.Fatalf("keyed write with Redis paused = %v; want 503 idempotency_unavailable", a)
 	}
 	t.Logf("503 after %v", time.Since(start).Round(time.Millisecond))
-	time.Sleep(300 * time.Millisecond) // the releaser tries in vain meanwhile
+	time.Sleep(300 * time.Millisecond) // the release retrier tries in vain meanwhile
 	own.Signal(syscall.SIGCONT)
 	resumed := time.Now()
 	var conflicts int
@@ -195,7 +195,7 @@ func TestStoreLossPausedClaimE2E(t *testing.T) {
 			t.Fatalf("retry after SIGCONT = %v; want 201 or 409 in progress", r)
 		}
 		conflicts++
-		// Released, a retry runs within a releaser round or two (250 ms +
+		// Released, a retry runs within a release retrier round or two (250 ms +
 		// a 500 ms attempt; proven on an injected clock in keystore);
 		// unreleased, 409 lasts the whole lease (120 s). The bound between
 		// leaves room for a loaded CI.

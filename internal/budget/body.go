@@ -52,7 +52,7 @@ type ReadOptions struct {
 // A Body is a request body read whole and held against a [Budget]. It is an
 // [io.ReadCloser] over the bytes, to put back as the request's body for the
 // upstream (it has no GetBody, so a Transport can never resend it), and it is
-// the hold: [Body.Release] gives back every byte charged for it, the
+// the hold: [Body.Free] gives back every byte charged for it, the
 // decoded and derived buffers included.
 //
 // A Body belongs to one request's goroutine; its methods are not safe for
@@ -62,13 +62,13 @@ type Body struct {
 	buf    []byte
 	budget *Budget
 	key    limiter.Key
-	held   int64   // bytes charged to budget for key, not yet released
+	held   int64   // bytes charged to budget for key, not yet given back
 	probe  [1]byte // reads one byte past a full buffer, without an allocation
 	over   int     // on error: probe[:over] was read after buf
 	cause  error   // on error: the failed read's own error, if one failed
 }
 
-// Bytes returns the body's bytes. They stay valid after Release (the
+// Bytes returns the body's bytes. They stay valid after Free (the
 // garbage collector frees them), but must then no longer be counted on by
 // anything long-lived.
 func (b *Body) Bytes() []byte { return b.buf }
@@ -76,16 +76,16 @@ func (b *Body) Bytes() []byte { return b.buf }
 // Len returns the body's length in bytes.
 func (b *Body) Len() int { return len(b.buf) }
 
-// Held returns the bytes charged for b and not yet released.
+// Held returns the bytes charged for b and not yet given back.
 func (b *Body) Held() int64 { return b.held }
 
-// Close does nothing: the bytes stay readable until Release.
+// Close does nothing: the bytes stay readable until Free.
 func (*Body) Close() error { return nil }
 
 // Charge charges n more bytes to b's client, for a buffer derived from the
 // body (a canonicalizer's working memory). It returns [ErrOverloaded] and
 // charges nothing when the budget or the client's share would go over. The
-// bytes are given back by [Body.Release].
+// bytes are given back by [Body.Free].
 func (b *Body) Charge(n int64) error {
 	if err := b.budget.Charge(b.key, n); err != nil {
 		return err
@@ -100,16 +100,16 @@ func (b *Body) Charge(n int64) error {
 func (b *Body) Uncharge(n int64) {
 	n = min(n, b.held)
 	if n > 0 {
-		b.budget.Release(b.key, n)
+		b.budget.Refund(b.key, n)
 		b.held -= n
 	}
 }
 
-// Release gives back every byte charged for b. It is idempotent. Call it
+// Free gives back every byte charged for b. It is idempotent. Call it
 // when the request is done with the body and everything derived from it.
-func (b *Body) Release() {
+func (b *Body) Free() {
 	if b.held > 0 {
-		b.budget.Release(b.key, b.held)
+		b.budget.Refund(b.key, b.held)
 		b.held = 0
 	}
 }
@@ -117,7 +117,7 @@ func (b *Body) Release() {
 // ReadBody reads r's body whole for client k, within opt.Limit, the budget
 // and opt.Deadline, and puts the read bytes back as r.Body (with
 // r.ContentLength set and r.GetBody nil) for the upstream. The caller must
-// call [Body.Release] on the returned Body when the request is done.
+// call [Body.Free] on the returned Body when the request is done.
 //
 // On error, r.Body is replaced, when anything was read, by a body that
 // reads the bytes already read, then the rest of the original body (or,
@@ -164,7 +164,7 @@ func (b *Budget) Read(k limiter.Key, src io.Reader, length int64, opt *ReadOptio
 	return body, nil
 }
 
-// read fills b.buf from src (nil: empty). On error it releases everything.
+// read fills b.buf from src (nil: empty). On error it gives everything back.
 func (b *Body) read(src io.Reader, length int64, opt *ReadOptions) error {
 	var o ReadOptions
 	if opt != nil {
@@ -198,7 +198,7 @@ func (b *Body) read(src io.Reader, length int64, opt *ReadOptions) error {
 		size = min(size, length)
 	}
 	if err := b.fill(src, size, length, limit, &o); err != nil {
-		b.Release() // b.buf keeps what was read, for rest
+		b.Free() // b.buf keeps what was read, for rest
 		return err
 	}
 	return nil
@@ -227,7 +227,7 @@ func (f *failedReader) Read([]byte) (int, error) { return 0, f.err }
 
 // fill reads src to its end into b.buf, starting with a buffer of size
 // bytes and doubling it (never past want, when want > 0, nor past limit),
-// charging each buffer before it is allocated and releasing the one it
+// charging each buffer before it is allocated and refunding the one it
 // replaces after the copy. It reads one byte past a full buffer of limit
 // bytes to tell a body of exactly limit bytes from a longer one.
 func (b *Body) fill(src io.Reader, size, want, limit int64, o *ReadOptions) error {
@@ -314,7 +314,7 @@ func (b *Body) grow(buf []byte, extra, want, limit int64) []byte {
 	}
 	nb := make([]byte, len(buf), n)
 	copy(nb, buf)
-	b.budget.Release(b.key, c)
+	b.budget.Refund(b.key, c)
 	b.held -= c
 	return nb
 }

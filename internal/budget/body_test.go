@@ -106,10 +106,10 @@ func TestReadBody(t *testing.T) {
 			if err := req.Body.Close(); err != nil {
 				t.Error(err)
 			}
-			body.Release()
-			body.Release()
+			body.Free()
+			body.Free()
 			if b.Used() != 0 {
-				t.Errorf("after Release twice, used = %d; want 0", b.Used())
+				t.Errorf("after Free twice, used = %d; want 0", b.Used())
 			}
 		})
 	}
@@ -143,9 +143,9 @@ func TestReadBodyChargesAsBytesArrive(t *testing.T) {
 		if length > 0 && body.Held() != length {
 			t.Errorf("known length: held %d at the end; want exactly %d", body.Held(), length)
 		}
-		body.Release()
+		body.Free()
 		if b.Used() != 0 {
-			t.Errorf("used after release %d", b.Used())
+			t.Errorf("used after Free %d", b.Used())
 		}
 	}
 }
@@ -164,7 +164,7 @@ func TestReadBodyAllocs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		body.Release()
+		body.Free()
 	})
 	if allocs != 2 {
 		t.Errorf("allocs per small read = %v; want 2 (buffer and Body)", allocs)
@@ -217,7 +217,7 @@ func TestReadBodyCompleteAtDeadline(t *testing.T) {
 	if err != nil || string(body.Bytes()) != "hello" {
 		t.Fatalf("read %v, %v; want hello: data with EOF is complete", body, err)
 	}
-	body.Release()
+	body.Free()
 }
 
 // eofReader returns all its data with io.EOF in one read.
@@ -257,9 +257,9 @@ func TestBodyCharge(t *testing.T) {
 	if body.Held() != 0 || b.Used() != 0 {
 		t.Errorf("after Uncharge(1000): held %d, used %d; want 0, 0", body.Held(), b.Used())
 	}
-	body.Release()
+	body.Free()
 	if b.Used() != 0 {
-		t.Errorf("used after Release = %d; want 0", b.Used())
+		t.Errorf("used after Free = %d; want 0", b.Used())
 	}
 }
 
@@ -318,7 +318,7 @@ func TestReadBodyRestOnError(t *testing.T) {
 
 // TestReadBodyDropOnError: with DropOnError (enforce mode) a failed read
 // leaves r.Body as it was, so the request no longer reaches the bytes read
-// (released from the budget, they must not stay live through it).
+// (refunded to the budget, they must not stay live through it).
 func TestReadBodyDropOnError(t *testing.T) {
 	t.Parallel()
 	data := bytes.Repeat([]byte("0123456789"), 30) // 300 bytes

@@ -42,8 +42,8 @@ var (
 // requests in flight. Create it with [New]; the zero Budget refuses every
 // non-zero charge.
 type Budget struct {
-	// Collection: bytes released since the last collection this Budget
-	// started, and whether one runs (see Release).
+	// Collection: bytes refunded since the last collection this Budget
+	// started, and whether one runs (see Refund).
 	freed      atomic.Int64
 	collecting atomic.Bool
 
@@ -96,7 +96,7 @@ func (b *Budget) PerClient() int64 {
 // Charge takes n bytes from the budget for client k, all or nothing: if the
 // total or k's share would go over its cap, nothing is charged and Charge
 // returns [ErrOverloaded]. Charging n <= 0 always succeeds and does nothing.
-// Every successful Charge must be matched by a [Budget.Release] of the same
+// Every successful Charge must be matched by a [Budget.Refund] of the same
 // n and k.
 func (b *Budget) Charge(k limiter.Key, n int64) error {
 	if n <= 0 {
@@ -116,10 +116,10 @@ func (b *Budget) Charge(k limiter.Key, n int64) error {
 	return nil
 }
 
-// Release gives back n bytes that client k was charged. Releasing more than
+// Refund gives back n bytes that client k was charged. Refunding more than
 // k holds panics: it is a bookkeeping bug that would silently widen the
 // budget.
-func (b *Budget) Release(k limiter.Key, n int64) {
+func (b *Budget) Refund(k limiter.Key, n int64) {
 	if n <= 0 {
 		return
 	}
@@ -127,7 +127,7 @@ func (b *Budget) Release(k limiter.Key, n int64) {
 	defer b.mu.Unlock()
 	c := b.clients[k]
 	if c < n {
-		panic("budget: released more than was charged")
+		panic("budget: refunded more than was charged")
 	}
 	b.used -= n
 	if c == n {
@@ -135,23 +135,23 @@ func (b *Budget) Release(k limiter.Key, n int64) {
 	} else {
 		b.clients[k] = c - n
 	}
-	b.released(n, b.max)
+	b.refunded(n, b.max)
 }
 
 // collectFloor is the least garbage worth a collection of its own.
 const collectFloor = 4 << 20
 
-// released counts n bytes released. A released body buffer is garbage
+// refunded counts n bytes refunded. A freed body buffer is garbage
 // until the garbage collector runs, and the Go runtime runs it only when
 // the heap has grown by GOGC (100 %) of what was live at the last
 // collection: with the budget full of big bodies turning over, the heap
-// in use reached twice the budget and more, released bodies waiting to be
+// in use reached twice the budget and more, freed bodies waiting to be
 // collected (issue 28). So once half the budget (at least collectFloor)
-// has been released since the last one, a collection is started in the
-// background, one at a time: the garbage of released bodies stays within
-// half the budget. Ordinary traffic (small bodies) releases half the
+// has been refunded since the last one, a collection is started in the
+// background, one at a time: the garbage of freed bodies stays within
+// half the budget. Ordinary traffic (small bodies) refunds half the
 // budget rarely and triggers nothing the runtime would not do anyway.
-func (b *Budget) released(n, cap int64) {
+func (b *Budget) refunded(n, cap int64) {
 	if b.freed.Add(n) < max(cap/2, collectFloor) || !b.collecting.CompareAndSwap(false, true) {
 		return
 	}

@@ -37,14 +37,14 @@ func TestNew(t *testing.T) {
 	}
 }
 
-func TestChargeRelease(t *testing.T) {
+func TestChargeRefund(t *testing.T) {
 	t.Parallel()
 	a, c := key("192.0.2.1"), key("192.0.2.2")
 	b := New(100, 60)
 	steps := []struct {
 		name    string
 		k       limiter.Key
-		n       int64 // > 0 charge, < 0 release
+		n       int64 // > 0 charge, < 0 refund
 		wantErr error
 		used    int64
 		usedA   int64
@@ -64,7 +64,7 @@ func TestChargeRelease(t *testing.T) {
 		if s.n >= 0 {
 			err = b.Charge(s.k, s.n)
 		} else {
-			b.Release(s.k, -s.n)
+			b.Refund(s.k, -s.n)
 		}
 		if !errors.Is(err, s.wantErr) || (s.wantErr == nil && err != nil) {
 			t.Fatalf("%s: err = %v; want %v", s.name, err, s.wantErr)
@@ -78,7 +78,7 @@ func TestChargeRelease(t *testing.T) {
 	}
 }
 
-func TestReleaseMoreThanChargedPanics(t *testing.T) {
+func TestRefundMoreThanChargedPanics(t *testing.T) {
 	t.Parallel()
 	b := New(100, 100)
 	if err := b.Charge(key("192.0.2.1"), 10); err != nil {
@@ -86,10 +86,10 @@ func TestReleaseMoreThanChargedPanics(t *testing.T) {
 	}
 	defer func() {
 		if recover() == nil {
-			t.Error("releasing 11 of 10 did not panic")
+			t.Error("refunding 11 of 10 did not panic")
 		}
 	}()
-	b.Release(key("192.0.2.1"), 11)
+	b.Refund(key("192.0.2.1"), 11)
 }
 
 func TestZeroBudgetRefuses(t *testing.T) {
@@ -102,7 +102,7 @@ func TestZeroBudgetRefuses(t *testing.T) {
 
 // TestChargeConcurrentExact: clients × goroutines race to charge one byte
 // each; exactly max succeed in total, none over a client's share, and
-// releasing them all returns the budget to zero.
+// refunding them all returns the budget to zero.
 func TestChargeConcurrentExact(t *testing.T) {
 	t.Parallel()
 	const clients, perGoroutines, max, perClient = 8, 500, 50, 10
@@ -136,22 +136,22 @@ func TestChargeConcurrentExact(t *testing.T) {
 	if b.Used() != max {
 		t.Errorf("Used = %d; want %d", b.Used(), max)
 	}
-	// Release concurrently too.
+	// Refund concurrently too.
 	for c := range clients {
 		k := limiter.Bucket(netip.AddrFrom4([4]byte{192, 0, 2, byte(c)}))
 		for range perOK[c].Load() {
-			wg.Go(func() { b.Release(k, 1) })
+			wg.Go(func() { b.Refund(k, 1) })
 		}
 	}
 	wg.Wait()
 	if b.Used() != 0 || b.clientCount() != 0 {
-		t.Errorf("after releasing all: used %d, clients %d; want 0, 0", b.Used(), b.clientCount())
+		t.Errorf("after refunding all: used %d, clients %d; want 0, 0", b.Used(), b.clientCount())
 	}
 }
 
-// TestChargeReleaseChurn: many goroutines charge and release in a loop; the
+// TestChargeRefundChurn: many goroutines charge and refund in a loop; the
 // totals never go over and end at zero.
-func TestChargeReleaseChurn(t *testing.T) {
+func TestChargeRefundChurn(t *testing.T) {
 	t.Parallel()
 	const goroutines, rounds, max = 64, 200, 1000
 	b := New(max, max)
@@ -166,7 +166,7 @@ func TestChargeReleaseChurn(t *testing.T) {
 					if b.Used() > max {
 						over.Store(true)
 					}
-					b.Release(k, n)
+					b.Refund(k, n)
 				}
 			}
 		})
@@ -180,9 +180,9 @@ func TestChargeReleaseChurn(t *testing.T) {
 	}
 }
 
-// TestReleaseStartsCollection: once half the budget was released since
+// TestRefundStartsCollection: once half the budget was refunded since
 // the last collection it started, the Budget starts one.
-func TestReleaseStartsCollection(t *testing.T) {
+func TestRefundStartsCollection(t *testing.T) {
 	b := New(16<<20, 16<<20)
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -192,7 +192,7 @@ func TestReleaseStartsCollection(t *testing.T) {
 		if err := b.Charge(k, 1<<20); err != nil {
 			t.Fatal(err)
 		}
-		b.Release(k, 1<<20)
+		b.Refund(k, 1<<20)
 	}
 	for range 500 {
 		runtime.ReadMemStats(&ms)
@@ -201,5 +201,5 @@ func TestReleaseStartsCollection(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Errorf("no collection within 5s after half the budget was released")
+	t.Errorf("no collection within 5s after half the budget was refunded")
 }

@@ -47,7 +47,7 @@ func TestCanonicalizeUnderBudget(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			defer body.Release()
+			defer body.Free()
 			out, charged, canon, err := canonjson.AppendCharged(nil, body.Bytes(), nil, body.Charge)
 			defer body.Uncharge(charged)
 			switch {

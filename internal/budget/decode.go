@@ -21,7 +21,7 @@ const decoderBytes = 64 << 10
 // the last to the first, as RFC 9110 §8.4 lists them in the order applied),
 // for fingerprinting. It reads at most limit decoded bytes (max_body_bytes;
 // <= 0 means no limit but the budget) and charges the decoded buffer, which
-// grows as it fills, to b's hold: [Body.Release] gives it back.
+// grows as it fills, to b's hold: [Body.Free] gives it back.
 //
 // "" and "identity" return b.Bytes() itself. gzip (and x-gzip) and deflate
 // (zlib-wrapped, as RFC 9110 says, or raw, as some clients send it) are
@@ -29,7 +29,7 @@ const decoderBytes = 64 << 10
 // over limit returns [ErrTooLarge]; corrupt data, a bad checksum, a
 // truncated stream or trailing garbage return an error wrapping
 // [ErrInvalid]; a refused charge returns [ErrOverloaded]. On error the
-// decoded buffers stay charged until Release.
+// decoded buffers stay charged until Free.
 //
 // At most maxCodings codings are undone: a value listing more (other than
 // "identity") returns [ErrTooManyCodings], which wraps [ErrInvalid], before
@@ -100,7 +100,7 @@ func (b *Body) decode(coding string, src []byte, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer func() {
-		b.budget.Release(b.key, decoderBytes)
+		b.budget.Refund(b.key, decoderBytes)
 		b.held -= decoderBytes
 	}()
 	var dec io.Reader

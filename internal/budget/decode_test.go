@@ -102,9 +102,9 @@ func TestDecode(t *testing.T) {
 			if tc.wantErr == nil && tc.enc != "" && tc.enc != "Identity" && body.Held() < int64(len(tc.body)+len(tc.want)) {
 				t.Errorf("held %d; want at least body %d + decoded %d", body.Held(), len(tc.body), len(tc.want))
 			}
-			body.Release()
+			body.Free()
 			if b.Used() != 0 {
-				t.Errorf("used after Release = %d; want 0", b.Used())
+				t.Errorf("used after Free = %d; want 0", b.Used())
 			}
 		})
 	}
@@ -127,7 +127,7 @@ func TestDecodeBombHeld(t *testing.T) {
 	if extra := body.Held() - int64(len(src)); extra > 1<<20 {
 		t.Errorf("a bomb stopped at 1 MiB left %d bytes charged; want at most 1 MiB", extra)
 	}
-	body.Release()
+	body.Free()
 }
 
 func FuzzDecode(f *testing.F) {
@@ -151,9 +151,9 @@ func FuzzDecode(f *testing.F) {
 		default:
 			t.Errorf("Decode error %v wraps no sentinel", err)
 		}
-		body.Release()
+		body.Free()
 		if b.Used() != 0 {
-			t.Errorf("used after Release = %d", b.Used())
+			t.Errorf("used after Free = %d", b.Used())
 		}
 	})
 }

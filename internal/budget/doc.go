@@ -12,9 +12,9 @@
 //
 // Buffers derived from a body (its gzip-decoded form from [Body.Decode], a
 // canonicalizer's working memory via [Body.Charge]) are charged to the same
-// hold, and [Body.Release] gives everything back at once. A released
-// buffer is garbage until the next collection: once half the budget was
-// released since the last one it started, a Budget starts a collection, so
+// hold, and [Body.Free] gives everything back at once. A freed buffer is
+// garbage until the next collection: once half the budget was refunded
+// since the last one it started, a Budget starts a collection, so
 // that garbage stays within half the budget however many clients turn
 // bodies over at once.
 //

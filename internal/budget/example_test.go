@@ -34,7 +34,7 @@ func ExampleBudget_ReadBody() {
 	if err != nil {
 		return
 	}
-	defer body.Release()
+	defer body.Free()
 	plain, _ := body.Decode(r.Header.Get("Content-Encoding"), 1<<20)
 	fmt.Printf("%s, %d bytes held of %d\n", plain, b.Used(), b.Max())
 	// Output: {"amount":100}, 14 bytes held of 268435456

@@ -37,7 +37,7 @@ func slowServer(t *testing.T, b *Budget, timeout time.Duration) *httptest.Server
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		defer body.Release()
+		defer body.Free()
 		fmt.Fprintf(w, "%d", body.Len())
 	}))
 	srv.Config.ReadHeaderTimeout = 10 * time.Second

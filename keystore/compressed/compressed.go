@@ -75,20 +75,19 @@ func (o Options) normalize() Options {
 }
 
 // Store wraps a [keystore.Store], compressing the answers it stores. It is
-// safe for concurrent use. It implements [keystore.ClaimStore] and
-// [keystore.Admin]; those methods return an error wrapping
-// [errors.ErrUnsupported] when the inner store does not.
+// safe for concurrent use. It implements [keystore.Admin] and
+// [keystore.UnknownStore]; those methods return an error wrapping
+// [errors.ErrUnsupported] when the inner store does not. It declares every
+// method that carries an answer or an info; the others pass through
+// ([keystore.Wrapper]).
 type Store struct {
-	inner  keystore.Store
-	claims keystore.ClaimStore   // nil when inner is not one
-	admin  keystore.Admin        // nil when inner is not one
-	unk    keystore.UnknownStore // nil when inner is not one
-	opts   atomic.Pointer[Options]
+	keystore.Wrapper
+	opts atomic.Pointer[Options]
 }
 
 var (
-	_ keystore.ClaimStore = (*Store)(nil)
-	_ keystore.Admin      = (*Store)(nil)
+	_ keystore.UnknownStore = (*Store)(nil)
+	_ keystore.Admin        = (*Store)(nil)
 )
 
 // New returns a Store over inner with opts. Close closes inner.
@@ -99,10 +98,7 @@ func New(inner keystore.Store, opts Options) (*Store, error) {
 	if _, err := codec(); err != nil {
 		return nil, err
 	}
-	s := &Store{inner: inner}
-	s.claims, _ = inner.(keystore.ClaimStore)
-	s.admin, _ = inner.(keystore.Admin)
-	s.unk, _ = inner.(keystore.UnknownStore)
+	s := &Store{Wrapper: keystore.Wrap(inner)}
 	s.Set(opts)
 	return s, nil
 }
@@ -210,7 +206,7 @@ func (s *Store) opened(rec keystore.Record) (keystore.Record, error) {
 // Reserve implements [keystore.Store]. A replay whose answer does not open
 // returns an error wrapping keystore.ErrMalformedResponse.
 func (s *Store) Reserve(ctx context.Context, k keystore.Key, opts keystore.ReserveOptions) (keystore.Reservation, error) {
-	res, err := s.inner.Reserve(ctx, k, opts)
+	res, err := s.Wrapper.Reserve(ctx, k, opts)
 	if err != nil || res.Response == nil {
 		return res, err
 	}
@@ -225,66 +221,31 @@ func (s *Store) Complete(ctx context.Context, k keystore.Key, token uint64, resp
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.inner.Complete(ctx, k, token, compress(resp, *s.opts.Load()))
+	return s.Wrapper.Complete(ctx, k, token, compress(resp, *s.opts.Load()))
 }
 
-// CompleteClaim implements [keystore.ClaimStore]; resp is compressed like
+// CompleteClaim implements [keystore.Store]; resp is compressed like
 // Complete's.
 func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Claim, resp *keystore.Response) (keystore.Completion, error) {
-	if s.claims == nil {
-		return 0, fmt.Errorf("compressed: inner store %T has no claim operations: %w", s.inner, errors.ErrUnsupported)
-	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	return s.claims.CompleteClaim(ctx, k, c, compress(resp, *s.opts.Load()))
-}
-
-// ReleaseClaim implements [keystore.ClaimStore].
-func (s *Store) ReleaseClaim(ctx context.Context, k keystore.Key, id keystore.ClaimID, lease time.Duration) error {
-	if s.claims == nil {
-		return fmt.Errorf("compressed: inner store %T has no claim operations: %w", s.inner, errors.ErrUnsupported)
-	}
-	return s.claims.ReleaseClaim(ctx, k, id, lease)
-}
-
-// Release implements [keystore.Store].
-func (s *Store) Release(ctx context.Context, k keystore.Key, token uint64) error {
-	return s.inner.Release(ctx, k, token)
-}
-
-// Renew implements [keystore.Store].
-func (s *Store) Renew(ctx context.Context, k keystore.Key, token uint64, lease time.Duration) (time.Time, error) {
-	return s.inner.Renew(ctx, k, token, lease)
+	return s.Wrapper.CompleteClaim(ctx, k, c, compress(resp, *s.opts.Load()))
 }
 
 // Get implements [keystore.Store]. A completed record whose answer does not
 // open returns an error wrapping keystore.ErrMalformedResponse.
 func (s *Store) Get(ctx context.Context, k keystore.Key) (keystore.Record, error) {
-	rec, err := s.inner.Get(ctx, k)
+	rec, err := s.Wrapper.Get(ctx, k)
 	if err != nil {
 		return rec, err
 	}
 	return s.opened(rec)
 }
 
-// Close implements [keystore.Store]: it closes the inner store.
-func (s *Store) Close() error { return s.inner.Close() }
-
-func (s *Store) adminOrErr() (keystore.Admin, error) {
-	if s.admin == nil {
-		return nil, fmt.Errorf("compressed: inner store %T has no admin operations: %w", s.inner, errors.ErrUnsupported)
-	}
-	return s.admin, nil
-}
-
 // InFlight implements [keystore.Admin].
 func (s *Store) InFlight(ctx context.Context, olderThan time.Duration, limit int) ([]keystore.Record, error) {
-	a, err := s.adminOrErr()
-	if err != nil {
-		return nil, err
-	}
-	recs, err := a.InFlight(ctx, olderThan, limit)
+	recs, err := s.Wrapper.InFlight(ctx, olderThan, limit)
 	var damaged *keystore.DamagedError
 	if err != nil && !errors.As(err, &damaged) {
 		return nil, err
@@ -304,76 +265,35 @@ func (s *Store) InFlight(ctx context.Context, olderThan time.Duration, limit int
 	return out, damaged.OrNil()
 }
 
-// ForceRelease implements [keystore.Admin].
-func (s *Store) ForceRelease(ctx context.Context, k keystore.Key) error {
-	a, err := s.adminOrErr()
-	if err != nil {
-		return err
-	}
-	return a.ForceRelease(ctx, k)
-}
-
 // ForceComplete implements [keystore.Admin]; resp is compressed like
 // Complete's.
 func (s *Store) ForceComplete(ctx context.Context, k keystore.Key, resp *keystore.Response) error {
-	a, err := s.adminOrErr()
-	if err != nil {
-		return err
-	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return a.ForceComplete(ctx, k, compress(resp, *s.opts.Load()))
-}
-
-func (s *Store) unknownsOrErr() (keystore.UnknownStore, error) {
-	if s.unk == nil {
-		return nil, fmt.Errorf("compressed: inner store %T has no unknown-outcome operations: %w", s.inner, errors.ErrUnsupported)
-	}
-	return s.unk, nil
+	return s.Wrapper.ForceComplete(ctx, k, compress(resp, *s.opts.Load()))
 }
 
 // MarkSent implements [keystore.UnknownStore]; info is small and stored
 // as it is.
 func (s *Store) MarkSent(ctx context.Context, k keystore.Key, token uint64, info *keystore.Response) error {
-	u, err := s.unknownsOrErr()
-	if err != nil {
-		return err
-	}
-	return u.MarkSent(ctx, k, token, info)
-}
-
-// MarkUnknown implements [keystore.UnknownStore].
-func (s *Store) MarkUnknown(ctx context.Context, k keystore.Key, token uint64, cause keystore.Cause) error {
-	u, err := s.unknownsOrErr()
-	if err != nil {
-		return err
-	}
-	return u.MarkUnknown(ctx, k, token, cause)
+	return s.Wrapper.MarkSent(ctx, k, token, info)
 }
 
 // Resolve implements [keystore.UnknownStore]; resp is compressed like
 // Complete's.
 func (s *Store) Resolve(ctx context.Context, k keystore.Key, id keystore.ClaimID, resp *keystore.Response) error {
-	u, err := s.unknownsOrErr()
-	if err != nil {
-		return err
-	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if resp != nil {
 		resp = compress(resp, *s.opts.Load())
 	}
-	return u.Resolve(ctx, k, id, resp)
+	return s.Wrapper.Resolve(ctx, k, id, resp)
 }
 
 // Unknown implements [keystore.UnknownStore]. Unknown records hold no
 // answer, so nothing is opened.
 func (s *Store) Unknown(ctx context.Context, limit int) ([]keystore.Record, error) {
-	u, err := s.unknownsOrErr()
-	if err != nil {
-		return nil, err
-	}
-	return u.Unknown(ctx, limit)
+	return s.Wrapper.Unknown(ctx, limit)
 }

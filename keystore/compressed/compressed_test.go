@@ -490,9 +490,6 @@ func TestClaimAndAdmin(t *testing.T) {
 	}
 
 	bare := mustNew(t, storeOnly{m}, on)
-	if _, err := bare.CompleteClaim(ctx, k, res.Claim, want); !errors.Is(err, errors.ErrUnsupported) {
-		t.Errorf("CompleteClaim on a plain Store = %v; want ErrUnsupported", err)
-	}
 	if err := bare.ForceRelease(ctx, k); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("ForceRelease on a plain Store = %v; want ErrUnsupported", err)
 	}

@@ -655,7 +655,7 @@ func (s *Store) release(sh *shard, k keystore.Key, e *entry) {
 	s.dropKey(sh, k)
 }
 
-// CompleteClaim implements [keystore.ClaimStore]. A vanished record cannot
+// CompleteClaim implements [keystore.Store]. A vanished record cannot
 // happen here (the store loses nothing), but the semantics are the Redis
 // store's: an absent record is created completed.
 func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Claim, resp *keystore.Response) (keystore.Completion, error) {
@@ -704,7 +704,7 @@ func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Cl
 	return keystore.Completed, nil
 }
 
-// ReleaseClaim implements [keystore.ClaimStore].
+// ReleaseClaim implements [keystore.Store].
 func (s *Store) ReleaseClaim(ctx context.Context, k keystore.Key, id keystore.ClaimID, lease time.Duration) error {
 	if err := s.check(ctx); err != nil {
 		return err

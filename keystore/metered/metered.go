@@ -36,13 +36,14 @@ const (
 
 // New returns s with its operations measured on reg (nil: measured but not
 // registered). The result also implements [keystore.Admin] and
-// [keystore.ClaimStore] by forwarding to s (whose operations are timed as
-// well); when s does not implement one, its methods fail. It panics if reg already holds the families (as
-// promauto does): one Store per registry.
+// [keystore.UnknownStore] by forwarding to s (whose operations are timed as
+// well); when s does not implement one, its methods fail with an error
+// wrapping [errors.ErrUnsupported]. It panics if reg already holds the
+// families (as promauto does): one Store per registry.
 func New(s keystore.Store, reg prometheus.Registerer) *Store {
 	f := promauto.With(reg)
 	ms := &Store{
-		inner: s,
+		Wrapper: keystore.Wrap(s),
 		duration: f.NewHistogramVec(latency.HistogramOpts(
 			"idemgate_store_operation_duration_seconds",
 			"Duration of idempotency store operations, by operation."), []string{"op"}),
@@ -59,9 +60,6 @@ func New(s keystore.Store, reg prometheus.Registerer) *Store {
 			Help: "Answers not stored because the claim had been taken over, released or repaired by an operator while the request ran.",
 		}),
 	}
-	ms.admin, _ = s.(keystore.Admin)
-	ms.claims, _ = s.(keystore.ClaimStore)
-	ms.unknowns, _ = s.(keystore.UnknownStore)
 	// Series that exist from the start, so that rate() sees the first
 	// failure.
 	for _, op := range []string{opReserve, opComplete, opRelease, opRenew, opGet} {
@@ -75,12 +73,10 @@ func New(s keystore.Store, reg prometheus.Registerer) *Store {
 
 // Store is a [keystore.Store] and [keystore.Admin] that records metrics
 // about the store it wraps. Build it with [New]. It is safe for concurrent
-// use when the wrapped store is.
+// use when the wrapped store is. It declares every operation (each is
+// timed); Close and Unwrap pass through ([keystore.Wrapper]).
 type Store struct {
-	inner     keystore.Store
-	admin     keystore.Admin           // nil when inner is not one
-	claims    keystore.ClaimStore      // nil when inner is not one
-	unknowns  keystore.UnknownStore    // nil when inner is not one
+	keystore.Wrapper
 	duration  *prometheus.HistogramVec // op
 	errs      *prometheus.CounterVec   // op, kind
 	takeovers *prometheus.CounterVec   // route
@@ -93,28 +89,18 @@ var (
 	_ keystore.UnknownStore = (*Store)(nil)
 )
 
-// errNoAdmin is returned by the admin methods of a Store whose store
-// has none; errNoClaims by the claim methods of one that is no
-// [keystore.ClaimStore].
-var (
-	errNoAdmin   = errors.New("metered: the store has no admin operations")
-	errNoClaims  = errors.New("metered: the store has no claim operations")
-	errNoUnknown = errors.New("metered: the store has no unknown-outcome operations")
-)
-
-// Unwrap returns the wrapped store.
-func (s *Store) Unwrap() keystore.Store { return s.inner }
-
-// done records one operation's duration and, for a failure, its kind.
-func (s *Store) done(op string, start time.Time, err error) {
+// done records the duration of one operation started at start and, for a
+// failure in *err, its kind. Operations defer it.
+func (s *Store) done(op string, start time.Time, err *error) {
 	s.duration.WithLabelValues(op).Observe(time.Since(start).Seconds())
-	if kind := errorKind(err); kind != "" {
+	if kind := errorKind(*err); kind != "" {
 		s.errs.WithLabelValues(op, kind).Inc()
 	}
 }
 
 // errorKind classifies a store error for idemgate_store_errors_total: ""
-// for success and for the answers that are part of normal operation.
+// for success, for the answers that are part of normal operation and for
+// an operation the store does not have.
 func errorKind(err error) string {
 	switch {
 	case err == nil,
@@ -122,7 +108,8 @@ func errorKind(err error) string {
 		errors.Is(err, keystore.ErrInFlight),
 		errors.Is(err, keystore.ErrFingerprintMismatch),
 		errors.Is(err, keystore.ErrLeaseLost),
-		errors.Is(err, keystore.ErrOutcomeUnknown):
+		errors.Is(err, keystore.ErrOutcomeUnknown),
+		errors.Is(err, errors.ErrUnsupported):
 		return ""
 	case errors.Is(err, keystore.ErrFull):
 		return "full"
@@ -137,10 +124,9 @@ func errorKind(err error) string {
 }
 
 // Reserve implements [keystore.Store].
-func (s *Store) Reserve(ctx context.Context, k keystore.Key, opts keystore.ReserveOptions) (keystore.Reservation, error) {
-	start := time.Now()
-	res, err := s.inner.Reserve(ctx, k, opts)
-	s.done(opReserve, start, err)
+func (s *Store) Reserve(ctx context.Context, k keystore.Key, opts keystore.ReserveOptions) (res keystore.Reservation, err error) {
+	defer s.done(opReserve, time.Now(), &err)
+	res, err = s.Wrapper.Reserve(ctx, k, opts)
 	if err == nil && res.Takeover {
 		s.takeovers.WithLabelValues(opts.Route).Inc()
 	}
@@ -148,109 +134,76 @@ func (s *Store) Reserve(ctx context.Context, k keystore.Key, opts keystore.Reser
 }
 
 // Complete implements [keystore.Store].
-func (s *Store) Complete(ctx context.Context, k keystore.Key, token uint64, resp *keystore.Response) error {
-	start := time.Now()
-	err := s.inner.Complete(ctx, k, token, resp)
-	s.done(opComplete, start, err)
+func (s *Store) Complete(ctx context.Context, k keystore.Key, token uint64, resp *keystore.Response) (err error) {
+	defer s.done(opComplete, time.Now(), &err)
+	err = s.Wrapper.Complete(ctx, k, token, resp)
 	if errors.Is(err, keystore.ErrLeaseLost) || errors.Is(err, keystore.ErrNotFound) {
 		s.late.Inc()
 	}
 	return err
 }
 
-// CompleteClaim implements [keystore.ClaimStore]. Only ErrLeaseLost counts
+// CompleteClaim implements [keystore.Store]. Only ErrLeaseLost counts
 // as a rejected late completion: another claim holds the key. A record that
 // vanished is recreated, and an earlier attempt that stored the answer
 // (its reply lost) is Completed, so neither counts.
-func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Claim, resp *keystore.Response) (keystore.Completion, error) {
-	if s.claims == nil {
-		return 0, errNoClaims
-	}
-	start := time.Now()
-	how, err := s.claims.CompleteClaim(ctx, k, c, resp)
-	s.done(opCompleteClaim, start, err)
+func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Claim, resp *keystore.Response) (how keystore.Completion, err error) {
+	defer s.done(opCompleteClaim, time.Now(), &err)
+	how, err = s.Wrapper.CompleteClaim(ctx, k, c, resp)
 	if errors.Is(err, keystore.ErrLeaseLost) {
 		s.late.Inc()
 	}
 	return how, err
 }
 
-// ReleaseClaim implements [keystore.ClaimStore].
-func (s *Store) ReleaseClaim(ctx context.Context, k keystore.Key, id keystore.ClaimID, lease time.Duration) error {
-	if s.claims == nil {
-		return errNoClaims
-	}
-	start := time.Now()
-	err := s.claims.ReleaseClaim(ctx, k, id, lease)
-	s.done(opReleaseClaim, start, err)
-	return err
+// ReleaseClaim implements [keystore.Store].
+func (s *Store) ReleaseClaim(ctx context.Context, k keystore.Key, id keystore.ClaimID, lease time.Duration) (err error) {
+	defer s.done(opReleaseClaim, time.Now(), &err)
+	return s.Wrapper.ReleaseClaim(ctx, k, id, lease)
 }
 
 // Release implements [keystore.Store].
-func (s *Store) Release(ctx context.Context, k keystore.Key, token uint64) error {
-	start := time.Now()
-	err := s.inner.Release(ctx, k, token)
-	s.done(opRelease, start, err)
-	return err
+func (s *Store) Release(ctx context.Context, k keystore.Key, token uint64) (err error) {
+	defer s.done(opRelease, time.Now(), &err)
+	return s.Wrapper.Release(ctx, k, token)
 }
 
 // Renew implements [keystore.Store].
-func (s *Store) Renew(ctx context.Context, k keystore.Key, token uint64, lease time.Duration) (time.Time, error) {
-	start := time.Now()
-	end, err := s.inner.Renew(ctx, k, token, lease)
-	s.done(opRenew, start, err)
-	return end, err
+func (s *Store) Renew(ctx context.Context, k keystore.Key, token uint64, lease time.Duration) (_ time.Time, err error) {
+	defer s.done(opRenew, time.Now(), &err)
+	return s.Wrapper.Renew(ctx, k, token, lease)
 }
 
 // Get implements [keystore.Store].
-func (s *Store) Get(ctx context.Context, k keystore.Key) (keystore.Record, error) {
-	start := time.Now()
-	rec, err := s.inner.Get(ctx, k)
-	s.done(opGet, start, err)
-	return rec, err
+func (s *Store) Get(ctx context.Context, k keystore.Key) (_ keystore.Record, err error) {
+	defer s.done(opGet, time.Now(), &err)
+	return s.Wrapper.Get(ctx, k)
 }
-
-// Close implements [keystore.Store]: it closes the wrapped store.
-func (s *Store) Close() error { return s.inner.Close() }
 
 // InFlight implements [keystore.Admin].
 func (s *Store) InFlight(ctx context.Context, olderThan time.Duration, limit int) ([]keystore.Record, error) {
-	if s.admin == nil {
-		return nil, errNoAdmin
-	}
 	start := time.Now()
-	recs, err := s.admin.InFlight(ctx, olderThan, limit)
-	var damaged *keystore.DamagedError
-	if errors.As(err, &damaged) {
+	recs, err := s.Wrapper.InFlight(ctx, olderThan, limit)
+	failed := err
+	if damaged := (*keystore.DamagedError)(nil); errors.As(err, &damaged) {
 		// The store answered: the skipped records are the admin API's to
 		// count (idemgate_admin_damaged_records_total), not a store error.
-		s.done(opInFlight, start, nil)
-		return recs, err
+		failed = nil
 	}
-	s.done(opInFlight, start, err)
+	s.done(opInFlight, start, &failed)
 	return recs, err
 }
 
 // ForceRelease implements [keystore.Admin].
-func (s *Store) ForceRelease(ctx context.Context, k keystore.Key) error {
-	if s.admin == nil {
-		return errNoAdmin
-	}
-	start := time.Now()
-	err := s.admin.ForceRelease(ctx, k)
-	s.done(opForceRelease, start, err)
-	return err
+func (s *Store) ForceRelease(ctx context.Context, k keystore.Key) (err error) {
+	defer s.done(opForceRelease, time.Now(), &err)
+	return s.Wrapper.ForceRelease(ctx, k)
 }
 
 // ForceComplete implements [keystore.Admin].
-func (s *Store) ForceComplete(ctx context.Context, k keystore.Key, resp *keystore.Response) error {
-	if s.admin == nil {
-		return errNoAdmin
-	}
-	start := time.Now()
-	err := s.admin.ForceComplete(ctx, k, resp)
-	s.done(opForceComplete, start, err)
-	return err
+func (s *Store) ForceComplete(ctx context.Context, k keystore.Key, resp *keystore.Response) (err error) {
+	defer s.done(opForceComplete, time.Now(), &err)
+	return s.Wrapper.ForceComplete(ctx, k, resp)
 }
 
 // InitRoutes makes the takeover series of the named routes exist at 0, so
@@ -262,45 +215,25 @@ func (s *Store) InitRoutes(names ...string) {
 }
 
 // MarkSent implements [keystore.UnknownStore].
-func (s *Store) MarkSent(ctx context.Context, k keystore.Key, token uint64, info *keystore.Response) error {
-	if s.unknowns == nil {
-		return errNoUnknown
-	}
-	start := time.Now()
-	err := s.unknowns.MarkSent(ctx, k, token, info)
-	s.done(opMarkSent, start, err)
-	return err
+func (s *Store) MarkSent(ctx context.Context, k keystore.Key, token uint64, info *keystore.Response) (err error) {
+	defer s.done(opMarkSent, time.Now(), &err)
+	return s.Wrapper.MarkSent(ctx, k, token, info)
 }
 
 // MarkUnknown implements [keystore.UnknownStore].
-func (s *Store) MarkUnknown(ctx context.Context, k keystore.Key, token uint64, cause keystore.Cause) error {
-	if s.unknowns == nil {
-		return errNoUnknown
-	}
-	start := time.Now()
-	err := s.unknowns.MarkUnknown(ctx, k, token, cause)
-	s.done(opMarkUnknown, start, err)
-	return err
+func (s *Store) MarkUnknown(ctx context.Context, k keystore.Key, token uint64, cause keystore.Cause) (err error) {
+	defer s.done(opMarkUnknown, time.Now(), &err)
+	return s.Wrapper.MarkUnknown(ctx, k, token, cause)
 }
 
 // Resolve implements [keystore.UnknownStore].
-func (s *Store) Resolve(ctx context.Context, k keystore.Key, id keystore.ClaimID, resp *keystore.Response) error {
-	if s.unknowns == nil {
-		return errNoUnknown
-	}
-	start := time.Now()
-	err := s.unknowns.Resolve(ctx, k, id, resp)
-	s.done(opResolve, start, err)
-	return err
+func (s *Store) Resolve(ctx context.Context, k keystore.Key, id keystore.ClaimID, resp *keystore.Response) (err error) {
+	defer s.done(opResolve, time.Now(), &err)
+	return s.Wrapper.Resolve(ctx, k, id, resp)
 }
 
 // Unknown implements [keystore.UnknownStore].
-func (s *Store) Unknown(ctx context.Context, limit int) ([]keystore.Record, error) {
-	if s.unknowns == nil {
-		return nil, errNoUnknown
-	}
-	start := time.Now()
-	recs, err := s.unknowns.Unknown(ctx, limit)
-	s.done(opUnknown, start, err)
-	return recs, err
+func (s *Store) Unknown(ctx context.Context, limit int) (_ []keystore.Record, err error) {
+	defer s.done(opUnknown, time.Now(), &err)
+	return s.Wrapper.Unknown(ctx, limit)
 }

@@ -273,7 +273,7 @@ func version(v []any, i int) keystore.FingerprintVersion {
 	return keystore.FingerprintVersion(n)
 }
 
-// CompleteClaim implements [keystore.ClaimStore] in one round trip, which
+// CompleteClaim implements [keystore.Store] in one round trip, which
 // also publishes ctx's [keystore.FoldedNotice], if any.
 func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Claim, resp *keystore.Response) (keystore.Completion, error) {
 	if err := s.check(ctx); err != nil {
@@ -310,7 +310,7 @@ func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Cl
 	return 0, fmt.Errorf("redisstore: complete claim: unexpected reply %v", rest)
 }
 
-// ReleaseClaim implements [keystore.ClaimStore] in one round trip.
+// ReleaseClaim implements [keystore.Store] in one round trip.
 func (s *Store) ReleaseClaim(ctx context.Context, k keystore.Key, id keystore.ClaimID, lease time.Duration) error {
 	if err := s.check(ctx); err != nil {
 		return err

@@ -96,7 +96,7 @@ func TestFlushAllDuringClaim(t *testing.T) {
 }
 
 // Finding 6 of issue 13: Redis paused (SIGSTOP) while a claim is sent. The
-// claim times out (the client gets 503) and is handed to the Releaser;
+// claim times out (the client gets 503) and is handed to the ReleaseRetrier;
 // Redis resumes and may run the queued claim; within a second of it
 // answering, the key is free and a retry's claim wins.
 func TestLostClaimReplyReleased(t *testing.T) {
@@ -114,7 +114,7 @@ func TestLostClaimReplyReleased(t *testing.T) {
 	if _, err := s.Reserve(ctx, storetest.NewTestKey(t), opts(keystore.NewClaimID())); err != nil {
 		t.Fatal(err)
 	}
-	r := keystore.NewReleaser(s, keystore.ReleaserOptions{})
+	r := keystore.NewReleaseRetrier(s, keystore.ReleaseRetrierOptions{})
 	defer r.Close(ctx)
 
 	released, control := storetest.NewTestKey(t), storetest.NewTestKey(t)
@@ -132,9 +132,9 @@ func TestLostClaimReplyReleased(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	time.Sleep(time.Second) // the pause goes on; the releaser keeps trying
+	time.Sleep(time.Second) // the pause goes on; the release retrier keeps trying
 	if st := r.Stats(); st.Pending != 1 || st.Released != 0 {
-		t.Fatalf("Releaser while Redis is paused: %+v; want 1 pending", st)
+		t.Fatalf("ReleaseRetrier while Redis is paused: %+v; want 1 pending", st)
 	}
 	own.Signal(syscall.SIGCONT)
 	resumed := time.Now()
@@ -160,10 +160,10 @@ func TestLostClaimReplyReleased(t *testing.T) {
 		t.Errorf("a new claim won %v after Redis resumed; want within a second", took)
 	}
 	// A timed-out attempt may have done the release when Redis resumed; the
-	// Releaser then learns it on its next attempt.
-	testutil.Eventually(t, time.Second, "the Releaser to finish", func() error {
+	// ReleaseRetrier then learns it on its next attempt.
+	testutil.Eventually(t, time.Second, "the ReleaseRetrier to finish", func() error {
 		if st := r.Stats(); st.Pending != 0 || st.Released != 1 {
-			return fmt.Errorf("releaser %+v; want 1 released", st)
+			return fmt.Errorf("release retrier %+v; want 1 released", st)
 		}
 		return nil
 	})

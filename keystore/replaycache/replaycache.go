@@ -69,12 +69,14 @@ const EntryOverhead = 256
 
 const numShards = 16
 
-// Store is a [keystore.ClaimStore] and [keystore.Admin] that answers
+// Store is a [keystore.Store] and [keystore.Admin] that answers
 // replays from its cache and forwards everything else to the store it
-// wraps. Create it with [New]; it is safe for concurrent use.
+// wraps ([keystore.Wrapper]): it declares only Reserve, the operator
+// repairs (which invalidate) and Close. An unknown record is never cached,
+// so the unknown-outcome operations have nothing to invalidate. Create it
+// with [New]; it is safe for concurrent use.
 type Store struct {
-	inner    keystore.ClaimStore
-	admin    keystore.Admin // nil if inner is not one
+	keystore.Wrapper
 	inv      Invalidator
 	now      func() time.Time
 	maxItems int64
@@ -115,13 +117,13 @@ type item struct {
 }
 
 var (
-	_ keystore.ClaimStore = (*Store)(nil)
-	_ keystore.Admin      = (*Store)(nil)
+	_ keystore.Store = (*Store)(nil)
+	_ keystore.Admin = (*Store)(nil)
 )
 
 // New wraps inner. When opts.Invalidator is set, a goroutine subscribes to
 // invalidations until Close. Close closes inner too.
-func New(inner keystore.ClaimStore, opts Options) *Store {
+func New(inner keystore.Store, opts Options) *Store {
 	if opts.MaxEntries <= 0 {
 		opts.MaxEntries = 100_000
 	}
@@ -132,14 +134,13 @@ func New(inner keystore.ClaimStore, opts Options) *Store {
 		opts.Now = time.Now
 	}
 	s := &Store{
-		inner:    inner,
+		Wrapper:  keystore.Wrap(inner),
 		inv:      opts.Invalidator,
 		now:      opts.Now,
 		maxItems: int64(opts.MaxEntries),
 		maxBytes: opts.MaxBytes,
 		done:     make(chan struct{}),
 	}
-	s.admin, _ = inner.(keystore.Admin)
 	for i := range s.shards {
 		s.shards[i].m = make(map[keystore.Key]*item)
 	}
@@ -190,7 +191,7 @@ func (s *Store) Reserve(ctx context.Context, k keystore.Key, opts keystore.Reser
 	}
 	s.misses.Add(1)
 	gen := s.gen.Load()
-	res, err := s.inner.Reserve(ctx, k, opts)
+	res, err := s.Wrapper.Reserve(ctx, k, opts)
 	if err == nil && res.Response != nil && res.TTL > 0 {
 		s.add(k, gen, &item{
 			key:     k,
@@ -330,133 +331,33 @@ func (s *Store) Stats() Stats {
 	return Stats{Hits: s.hits.Load(), Misses: s.misses.Load(), Purges: s.resets.Load(), Entries: s.items.Load(), Bytes: s.bytes.Load()}
 }
 
-// Unwrap returns the wrapped store.
-func (s *Store) Unwrap() keystore.ClaimStore { return s.inner }
-
-// Complete implements [keystore.Store].
-func (s *Store) Complete(ctx context.Context, k keystore.Key, token uint64, resp *keystore.Response) error {
-	return s.inner.Complete(ctx, k, token, resp)
-}
-
-// Release implements [keystore.Store].
-func (s *Store) Release(ctx context.Context, k keystore.Key, token uint64) error {
-	return s.inner.Release(ctx, k, token)
-}
-
-// Renew implements [keystore.Store].
-func (s *Store) Renew(ctx context.Context, k keystore.Key, token uint64, lease time.Duration) (time.Time, error) {
-	return s.inner.Renew(ctx, k, token, lease)
-}
-
-// Get implements [keystore.Store]; it always asks the store.
-func (s *Store) Get(ctx context.Context, k keystore.Key) (keystore.Record, error) {
-	return s.inner.Get(ctx, k)
-}
-
-// CompleteClaim implements [keystore.ClaimStore].
-func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Claim, resp *keystore.Response) (keystore.Completion, error) {
-	return s.inner.CompleteClaim(ctx, k, c, resp)
-}
-
-// ReleaseClaim implements [keystore.ClaimStore].
-func (s *Store) ReleaseClaim(ctx context.Context, k keystore.Key, id keystore.ClaimID, lease time.Duration) error {
-	return s.inner.ReleaseClaim(ctx, k, id, lease)
-}
-
-// errNoAdmin is returned by the admin methods when the wrapped store has
-// none.
-var errNoAdmin = errors.New("replaycache: the wrapped store has no admin operations")
-
-// InFlight implements [keystore.Admin].
-func (s *Store) InFlight(ctx context.Context, olderThan time.Duration, limit int) ([]keystore.Record, error) {
-	if s.admin == nil {
-		return nil, errNoAdmin
-	}
-	return s.admin.InFlight(ctx, olderThan, limit)
-}
-
 // ForceRelease implements [keystore.Admin]; the key is then invalidated on
 // every replica. The error is the store's, or else the publication's.
 func (s *Store) ForceRelease(ctx context.Context, k keystore.Key) error {
-	if s.admin == nil {
-		return errNoAdmin
-	}
-	err := s.admin.ForceRelease(ctx, k)
+	err := s.Wrapper.ForceRelease(ctx, k)
 	return errors.Join(err, s.invalidateAfter(ctx, k, err))
 }
 
 // ForceComplete implements [keystore.Admin]; the key is then invalidated on
 // every replica. The error is the store's, or else the publication's.
 func (s *Store) ForceComplete(ctx context.Context, k keystore.Key, resp *keystore.Response) error {
-	if s.admin == nil {
-		return errNoAdmin
-	}
-	err := s.admin.ForceComplete(ctx, k, resp)
+	err := s.Wrapper.ForceComplete(ctx, k, resp)
 	return errors.Join(err, s.invalidateAfter(ctx, k, err))
 }
 
 // invalidateAfter invalidates k after a repair, unless the store refused it
-// with a sentinel (nothing changed).
+// with a sentinel or has no repairs (nothing changed).
 func (s *Store) invalidateAfter(ctx context.Context, k keystore.Key, err error) error {
-	if errors.Is(err, keystore.ErrNotFound) || errors.Is(err, keystore.ErrLeaseLost) {
+	if errors.Is(err, keystore.ErrNotFound) || errors.Is(err, keystore.ErrLeaseLost) || errors.Is(err, errors.ErrUnsupported) {
 		s.drop(k)
 		return nil
 	}
 	return s.Invalidate(ctx, k)
 }
 
-// errNoUnknown is returned by the unknown-outcome methods when the wrapped
-// store has none.
-var errNoUnknown = errors.New("replaycache: the wrapped store has no unknown-outcome operations")
-
-func (s *Store) unknowns() (keystore.UnknownStore, error) {
-	u, ok := s.inner.(keystore.UnknownStore)
-	if !ok {
-		return nil, errNoUnknown
-	}
-	return u, nil
-}
-
-// MarkSent implements [keystore.UnknownStore].
-func (s *Store) MarkSent(ctx context.Context, k keystore.Key, token uint64, info *keystore.Response) error {
-	u, err := s.unknowns()
-	if err != nil {
-		return err
-	}
-	return u.MarkSent(ctx, k, token, info)
-}
-
-// MarkUnknown implements [keystore.UnknownStore].
-func (s *Store) MarkUnknown(ctx context.Context, k keystore.Key, token uint64, cause keystore.Cause) error {
-	u, err := s.unknowns()
-	if err != nil {
-		return err
-	}
-	return u.MarkUnknown(ctx, k, token, cause)
-}
-
-// Resolve implements [keystore.UnknownStore]. An unknown record is never
-// cached, so there is nothing to invalidate.
-func (s *Store) Resolve(ctx context.Context, k keystore.Key, id keystore.ClaimID, resp *keystore.Response) error {
-	u, err := s.unknowns()
-	if err != nil {
-		return err
-	}
-	return u.Resolve(ctx, k, id, resp)
-}
-
-// Unknown implements [keystore.UnknownStore].
-func (s *Store) Unknown(ctx context.Context, limit int) ([]keystore.Record, error) {
-	u, err := s.unknowns()
-	if err != nil {
-		return nil, err
-	}
-	return u.Unknown(ctx, limit)
-}
-
 // Ping forwards to the wrapped store's Ping, if it has one.
 func (s *Store) Ping(ctx context.Context) error {
-	if p, ok := s.inner.(interface{ Ping(context.Context) error }); ok {
+	if p, ok := s.Unwrap().(interface{ Ping(context.Context) error }); ok {
 		return p.Ping(ctx)
 	}
 	return nil
@@ -470,7 +371,7 @@ func (s *Store) Close() error {
 		s.closed.Store(true)
 		s.cancel()
 		<-s.done
-		err = s.inner.Close()
+		err = s.Wrapper.Close()
 	})
 	return err
 }

@@ -64,7 +64,7 @@ func complete(t *testing.T, s keystore.Store, k keystore.Key, body string) {
 	if err != nil || res.Token == 0 {
 		t.Fatalf("Reserve = %+v, %v; want a claim", res, err)
 	}
-	if _, err := s.(keystore.ClaimStore).CompleteClaim(t.Context(), k, res.Claim, &keystore.Response{Status: 201, Body: []byte(body)}); err != nil {
+	if _, err := s.CompleteClaim(t.Context(), k, res.Claim, &keystore.Response{Status: 201, Body: []byte(body)}); err != nil {
 		t.Fatal(err)
 	}
 }

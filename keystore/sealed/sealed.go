@@ -93,13 +93,13 @@ func (k Key) ID() byte {
 }
 
 // Store wraps a [keystore.Store], sealing the answers it stores. It is safe
-// for concurrent use. It implements [keystore.ClaimStore] and
-// [keystore.Admin]; those methods return an error wrapping
-// [errors.ErrUnsupported] when the inner store does not.
+// for concurrent use. It implements [keystore.Admin] and
+// [keystore.UnknownStore]; those methods return an error wrapping
+// [errors.ErrUnsupported] when the inner store does not. It declares every
+// method that carries an answer or an info; the others pass through
+// ([keystore.Wrapper]).
 type Store struct {
-	inner   keystore.Store
-	claims  keystore.ClaimStore // nil when inner is not one
-	admin   keystore.Admin      // nil when inner is not one
+	keystore.Wrapper
 	current sealer
 	byID    map[byte][]cipher.AEAD // current and older keys
 }
@@ -120,9 +120,7 @@ func New(inner keystore.Store, current Key, older ...Key) (*Store, error) {
 	if inner == nil {
 		return nil, errors.New("sealed: nil inner store")
 	}
-	s := &Store{inner: inner, byID: map[byte][]cipher.AEAD{}}
-	s.admin, _ = inner.(keystore.Admin)
-	s.claims, _ = inner.(keystore.ClaimStore)
+	s := &Store{Wrapper: keystore.Wrap(inner), byID: map[byte][]cipher.AEAD{}}
 	for i, k := range append([]Key{current}, older...) {
 		if !k.ok {
 			return nil, fmt.Errorf("sealed: key %d is the zero Key; use ParseKey", i)
@@ -210,7 +208,7 @@ func (s *Store) open(k keystore.Key, sealed *keystore.Response) (*keystore.Respo
 // Reserve implements [keystore.Store]. A replay whose answer does not open
 // returns ErrUnsealable.
 func (s *Store) Reserve(ctx context.Context, k keystore.Key, opts keystore.ReserveOptions) (keystore.Reservation, error) {
-	res, err := s.inner.Reserve(ctx, k, opts)
+	res, err := s.Wrapper.Reserve(ctx, k, opts)
 	if ue := (*keystore.UnknownError)(nil); errors.As(err, &ue) && ue.Info != nil {
 		info, oerr := s.open(k, ue.Info)
 		if oerr != nil {
@@ -234,43 +232,22 @@ func (s *Store) Complete(ctx context.Context, k keystore.Key, token uint64, resp
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.inner.Complete(ctx, k, token, s.seal(k, resp))
+	return s.Wrapper.Complete(ctx, k, token, s.seal(k, resp))
 }
 
-// CompleteClaim implements [keystore.ClaimStore]; resp is sealed like
+// CompleteClaim implements [keystore.Store]; resp is sealed like
 // Complete's.
 func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Claim, resp *keystore.Response) (keystore.Completion, error) {
-	if s.claims == nil {
-		return 0, fmt.Errorf("sealed: inner store %T has no claim operations: %w", s.inner, errors.ErrUnsupported)
-	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	return s.claims.CompleteClaim(ctx, k, c, s.seal(k, resp))
-}
-
-// ReleaseClaim implements [keystore.ClaimStore].
-func (s *Store) ReleaseClaim(ctx context.Context, k keystore.Key, id keystore.ClaimID, lease time.Duration) error {
-	if s.claims == nil {
-		return fmt.Errorf("sealed: inner store %T has no claim operations: %w", s.inner, errors.ErrUnsupported)
-	}
-	return s.claims.ReleaseClaim(ctx, k, id, lease)
-}
-
-// Release implements [keystore.Store].
-func (s *Store) Release(ctx context.Context, k keystore.Key, token uint64) error {
-	return s.inner.Release(ctx, k, token)
-}
-
-// Renew implements [keystore.Store].
-func (s *Store) Renew(ctx context.Context, k keystore.Key, token uint64, lease time.Duration) (time.Time, error) {
-	return s.inner.Renew(ctx, k, token, lease)
+	return s.Wrapper.CompleteClaim(ctx, k, c, s.seal(k, resp))
 }
 
 // Get implements [keystore.Store]. A completed record whose answer does not
 // open returns ErrUnsealable.
 func (s *Store) Get(ctx context.Context, k keystore.Key) (keystore.Record, error) {
-	rec, err := s.inner.Get(ctx, k)
+	rec, err := s.Wrapper.Get(ctx, k)
 	if err == nil && rec.Info != nil {
 		if rec.Info, err = s.open(k, rec.Info); err != nil {
 			return keystore.Record{}, err
@@ -287,23 +264,9 @@ func (s *Store) Get(ctx context.Context, k keystore.Key) (keystore.Record, error
 	return rec, nil
 }
 
-// Close implements [keystore.Store]: it closes the inner store.
-func (s *Store) Close() error { return s.inner.Close() }
-
-func (s *Store) adminOrErr() (keystore.Admin, error) {
-	if s.admin == nil {
-		return nil, fmt.Errorf("sealed: inner store %T has no admin operations: %w", s.inner, errors.ErrUnsupported)
-	}
-	return s.admin, nil
-}
-
 // InFlight implements [keystore.Admin].
 func (s *Store) InFlight(ctx context.Context, olderThan time.Duration, limit int) ([]keystore.Record, error) {
-	a, err := s.adminOrErr()
-	if err != nil {
-		return nil, err
-	}
-	recs, err := a.InFlight(ctx, olderThan, limit)
+	recs, err := s.Wrapper.InFlight(ctx, olderThan, limit)
 	damaged := &keystore.DamagedError{}
 	if err != nil && !errors.As(err, &damaged) {
 		return nil, err
@@ -325,25 +288,12 @@ func (s *Store) InFlight(ctx context.Context, olderThan time.Duration, limit int
 	return out, damaged.OrNil()
 }
 
-// ForceRelease implements [keystore.Admin].
-func (s *Store) ForceRelease(ctx context.Context, k keystore.Key) error {
-	a, err := s.adminOrErr()
-	if err != nil {
-		return err
-	}
-	return a.ForceRelease(ctx, k)
-}
-
 // ForceComplete implements [keystore.Admin]; resp is sealed like Complete's.
 func (s *Store) ForceComplete(ctx context.Context, k keystore.Key, resp *keystore.Response) error {
-	a, err := s.adminOrErr()
-	if err != nil {
-		return err
-	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return a.ForceComplete(ctx, k, s.seal(k, resp))
+	return s.Wrapper.ForceComplete(ctx, k, s.seal(k, resp))
 }
 
 // The sealed plaintext:
@@ -458,57 +408,28 @@ func decodePlain(b []byte) (*keystore.Response, error) {
 	return r, nil
 }
 
-func (s *Store) unknownsOrErr() (keystore.UnknownStore, error) {
-	u, ok := s.inner.(keystore.UnknownStore)
-	if !ok {
-		return nil, fmt.Errorf("sealed: inner store %T has no unknown-outcome operations: %w", s.inner, errors.ErrUnsupported)
-	}
-	return u, nil
-}
-
 // MarkSent implements [keystore.UnknownStore]; info (the original's
 // method, path, key and request id) is sealed like an answer.
 func (s *Store) MarkSent(ctx context.Context, k keystore.Key, token uint64, info *keystore.Response) error {
-	u, err := s.unknownsOrErr()
-	if err != nil {
-		return err
-	}
 	if info == nil {
 		info = &keystore.Response{}
 	}
-	return u.MarkSent(ctx, k, token, s.seal(k, info))
-}
-
-// MarkUnknown implements [keystore.UnknownStore].
-func (s *Store) MarkUnknown(ctx context.Context, k keystore.Key, token uint64, cause keystore.Cause) error {
-	u, err := s.unknownsOrErr()
-	if err != nil {
-		return err
-	}
-	return u.MarkUnknown(ctx, k, token, cause)
+	return s.Wrapper.MarkSent(ctx, k, token, s.seal(k, info))
 }
 
 // Resolve implements [keystore.UnknownStore]; resp is sealed like
 // Complete's.
 func (s *Store) Resolve(ctx context.Context, k keystore.Key, id keystore.ClaimID, resp *keystore.Response) error {
-	u, err := s.unknownsOrErr()
-	if err != nil {
-		return err
-	}
 	if resp != nil {
 		resp = s.seal(k, resp)
 	}
-	return u.Resolve(ctx, k, id, resp)
+	return s.Wrapper.Resolve(ctx, k, id, resp)
 }
 
 // Unknown implements [keystore.UnknownStore]; an info that does not open
 // is left out of its record.
 func (s *Store) Unknown(ctx context.Context, limit int) ([]keystore.Record, error) {
-	u, err := s.unknownsOrErr()
-	if err != nil {
-		return nil, err
-	}
-	recs, err := u.Unknown(ctx, limit)
+	recs, err := s.Wrapper.Unknown(ctx, limit)
 	for i := range recs {
 		if recs[i].Info != nil {
 			recs[i].Info, _ = s.open(recs[i].Key, recs[i].Info)

@@ -530,16 +530,6 @@ func testAdmin(t *testing.T, s keystore.Store, advance func(time.Duration)) {
 	}
 }
 
-// claims returns s as a [keystore.ClaimStore]; every backend must be one.
-func claims(t *testing.T, s keystore.Store) keystore.ClaimStore {
-	t.Helper()
-	cs, ok := s.(keystore.ClaimStore)
-	if !ok {
-		t.Fatalf("%T does not implement keystore.ClaimStore", s)
-	}
-	return cs
-}
-
 func claimOpts(fingerprint string, id keystore.ClaimID) keystore.ReserveOptions {
 	o := opts(fingerprint)
 	o.ClaimID = id
@@ -586,12 +576,11 @@ func testClaimIDs(t *testing.T, s keystore.Store, advance func(time.Duration)) {
 // fence rejection.
 func testCompleteClaimOwnRecord(t *testing.T, s keystore.Store, advance func(time.Duration)) {
 	ctx := t.Context()
-	cs := claims(t, s)
 	k := NewTestKey(t)
 	res := mustReserve(t, s, k, claimOpts("a", keystore.NewClaimID()))
 	want := sampleResponse()
 	for i := range 2 {
-		how, err := cs.CompleteClaim(ctx, k, res.Claim, want)
+		how, err := s.CompleteClaim(ctx, k, res.Claim, want)
 		if err != nil || how != keystore.Completed {
 			t.Fatalf("CompleteClaim #%d = %v, %v; want completed", i, how, err)
 		}
@@ -605,7 +594,7 @@ func testCompleteClaimOwnRecord(t *testing.T, s keystore.Store, advance func(tim
 	k2 := NewTestKey(t)
 	res2 := mustReserve(t, s, k2, claimOpts("a", keystore.NewClaimID()))
 	advance(Lease + 100*time.Millisecond)
-	if how, err := cs.CompleteClaim(ctx, k2, res2.Claim, want); err != nil || how != keystore.Completed {
+	if how, err := s.CompleteClaim(ctx, k2, res2.Claim, want); err != nil || how != keystore.Completed {
 		t.Errorf("CompleteClaim after the lease, no takeover = %v, %v; want completed", how, err)
 	}
 }
@@ -614,10 +603,9 @@ func testCompleteClaimOwnRecord(t *testing.T, s keystore.Store, advance func(tim
 // key, or when the claim was released or repaired by an operator.
 func testCompleteClaimFenced(t *testing.T, s keystore.Store, advance func(time.Duration)) {
 	ctx := t.Context()
-	cs := claims(t, s)
 	fenced := func(name string, k keystore.Key, c keystore.Claim) {
 		t.Helper()
-		how, err := cs.CompleteClaim(ctx, k, c, &keystore.Response{Status: 299})
+		how, err := s.CompleteClaim(ctx, k, c, &keystore.Response{Status: 299})
 		if !errors.Is(err, keystore.ErrLeaseLost) || errors.Is(err, keystore.ErrNotFound) {
 			t.Errorf("%s: CompleteClaim = %v, %v; want ErrLeaseLost", name, how, err)
 		}
@@ -628,7 +616,7 @@ func testCompleteClaimFenced(t *testing.T, s keystore.Store, advance func(time.D
 	advance(Lease + 100*time.Millisecond)
 	nw := mustReserve(t, s, k, claimOpts("a", keystore.NewClaimID()))
 	fenced("after a takeover", k, old.Claim)
-	if how, err := cs.CompleteClaim(ctx, k, nw.Claim, sampleResponse()); err != nil || how != keystore.Completed {
+	if how, err := s.CompleteClaim(ctx, k, nw.Claim, sampleResponse()); err != nil || how != keystore.Completed {
 		t.Fatalf("CompleteClaim by the new holder = %v, %v", how, err)
 	}
 	fenced("after the new holder completed", k, old.Claim)
@@ -677,12 +665,11 @@ func testCompleteClaimFenced(t *testing.T, s keystore.Store, advance func(time.D
 // the claim under a key that has none: to the store, the two are the same.
 func testCompleteClaimVanished(t *testing.T, s keystore.Store, advance func(time.Duration)) {
 	ctx := t.Context()
-	cs := claims(t, s)
 	res := mustReserve(t, s, NewTestKey(t), claimOpts("a", keystore.NewClaimID()))
 	c := res.Claim
 	k := NewTestKey(t) // no record
 	want := sampleResponse()
-	how, err := cs.CompleteClaim(ctx, k, c, want)
+	how, err := s.CompleteClaim(ctx, k, c, want)
 	if err != nil || how != keystore.Recreated {
 		t.Fatalf("CompleteClaim on a vanished record = %v, %v; want recreated", how, err)
 	}
@@ -698,7 +685,7 @@ func testCompleteClaimVanished(t *testing.T, s keystore.Store, advance func(time
 		t.Fatalf("Get: no response")
 	}
 	assertResponse(t, rec.Response, want)
-	if again, err := cs.CompleteClaim(ctx, k, c, want); err != nil || again != keystore.Completed {
+	if again, err := s.CompleteClaim(ctx, k, c, want); err != nil || again != keystore.Completed {
 		t.Errorf("CompleteClaim again = %v, %v; want completed (already)", again, err)
 	}
 	got := mustReserve(t, s, k, opts("a"))
@@ -717,7 +704,7 @@ func testCompleteClaimVanished(t *testing.T, s keystore.Store, advance func(time
 	}
 	// Past Expires there is nothing to keep the answer for.
 	k2 := NewTestKey(t)
-	if how, err := cs.CompleteClaim(ctx, k2, c, want); err != nil || how != keystore.Expired {
+	if how, err := s.CompleteClaim(ctx, k2, c, want); err != nil || how != keystore.Expired {
 		t.Errorf("CompleteClaim past the claim's retention = %v, %v; want expired", how, err)
 	}
 	if _, err := s.Get(ctx, k2); !errors.Is(err, keystore.ErrNotFound) {
@@ -729,12 +716,11 @@ func testCompleteClaimVanished(t *testing.T, s keystore.Store, advance func(time
 // request claims it at once, and the released claim's completion is fenced.
 func testReleaseClaimFreesKey(t *testing.T, s keystore.Store, advance func(time.Duration)) {
 	ctx := t.Context()
-	cs := claims(t, s)
 	k := NewTestKey(t)
 	id := keystore.NewClaimID()
 	res := mustReserve(t, s, k, claimOpts("a", id))
 	for i := range 2 { // safe to repeat
-		if err := cs.ReleaseClaim(ctx, k, id, Lease); err != nil {
+		if err := s.ReleaseClaim(ctx, k, id, Lease); err != nil {
 			t.Fatalf("ReleaseClaim #%d = %v", i, err)
 		}
 	}
@@ -747,10 +733,10 @@ func testReleaseClaimFreesKey(t *testing.T, s keystore.Store, advance func(time.
 	if nw.Token == 0 || nw.Token == res.Token || nw.Takeover {
 		t.Fatalf("Reserve after ReleaseClaim = %+v; want a new claim", nw)
 	}
-	if how, err := cs.CompleteClaim(ctx, k, res.Claim, sampleResponse()); !errors.Is(err, keystore.ErrLeaseLost) {
+	if how, err := s.CompleteClaim(ctx, k, res.Claim, sampleResponse()); !errors.Is(err, keystore.ErrLeaseLost) {
 		t.Errorf("the released claim's CompleteClaim = %v, %v; want ErrLeaseLost", how, err)
 	}
-	if how, err := cs.CompleteClaim(ctx, k, nw.Claim, sampleResponse()); err != nil || how != keystore.Completed {
+	if how, err := s.CompleteClaim(ctx, k, nw.Claim, sampleResponse()); err != nil || how != keystore.Completed {
 		t.Errorf("the new claim's CompleteClaim = %v, %v; want completed", how, err)
 	}
 }
@@ -758,20 +744,19 @@ func testReleaseClaimFreesKey(t *testing.T, s keystore.Store, advance func(time.
 // ReleaseClaim leaves a record of another claim, or a completed one, alone.
 func testReleaseClaimLeavesOthers(t *testing.T, s keystore.Store, advance func(time.Duration)) {
 	ctx := t.Context()
-	cs := claims(t, s)
 	k := NewTestKey(t)
 	res := mustReserve(t, s, k, claimOpts("a", keystore.NewClaimID()))
-	if err := cs.ReleaseClaim(ctx, k, keystore.NewClaimID(), Lease); err != nil {
+	if err := s.ReleaseClaim(ctx, k, keystore.NewClaimID(), Lease); err != nil {
 		t.Fatalf("ReleaseClaim(other id) = %v", err)
 	}
 	if _, err := s.Reserve(ctx, k, opts("a")); !errors.Is(err, keystore.ErrInFlight) {
 		t.Errorf("Reserve after another id's release = %v; want ErrInFlight (the claim holds)", err)
 	}
-	if how, err := cs.CompleteClaim(ctx, k, res.Claim, sampleResponse()); err != nil || how != keystore.Completed {
+	if how, err := s.CompleteClaim(ctx, k, res.Claim, sampleResponse()); err != nil || how != keystore.Completed {
 		t.Fatalf("CompleteClaim = %v, %v; want completed", how, err)
 	}
 	// A completed claim ran: releasing its id keeps the answer.
-	if err := cs.ReleaseClaim(ctx, k, res.Claim.ID, Lease); err != nil {
+	if err := s.ReleaseClaim(ctx, k, res.Claim.ID, Lease); err != nil {
 		t.Fatalf("ReleaseClaim(completed claim) = %v", err)
 	}
 	got := mustReserve(t, s, k, opts("a"))
@@ -786,11 +771,10 @@ func testReleaseClaimLeavesOthers(t *testing.T, s keystore.Store, advance func(t
 // nothing, for a lease; other claims are not affected.
 func testTombstonedLateClaim(t *testing.T, s keystore.Store, advance func(time.Duration)) {
 	ctx := t.Context()
-	cs := claims(t, s)
 	k, k2 := NewTestKey(t), NewTestKey(t)
 	id := keystore.NewClaimID()
 	for _, key := range []keystore.Key{k, k2} {
-		if err := cs.ReleaseClaim(ctx, key, id, Lease); err != nil {
+		if err := s.ReleaseClaim(ctx, key, id, Lease); err != nil {
 			t.Fatalf("ReleaseClaim before the claim = %v", err)
 		}
 	}
@@ -828,7 +812,6 @@ func testTombstonedLateClaim(t *testing.T, s keystore.Store, advance func(time.D
 // compared with it only in that version.
 func testFingerprintVersionRoundTrip(t *testing.T, s keystore.Store, advance func(time.Duration)) {
 	ctx := t.Context()
-	cs := claims(t, s)
 	v2 := func(fingerprint string) keystore.ReserveOptions {
 		o := claimOpts(fingerprint, keystore.NewClaimID())
 		o.FingerprintVersion = 2
@@ -854,7 +837,7 @@ func testFingerprintVersionRoundTrip(t *testing.T, s keystore.Store, advance fun
 	if _, err := s.Reserve(ctx, k, v2("b")); !errors.As(err, &me) || me.Version != 2 {
 		t.Errorf("Reserve(other fingerprint) in version 2 = %v; want a MismatchError naming version 2", err)
 	}
-	if _, err := cs.CompleteClaim(ctx, k, res.Claim, sampleResponse()); err != nil {
+	if _, err := s.CompleteClaim(ctx, k, res.Claim, sampleResponse()); err != nil {
 		t.Fatal(err)
 	}
 	got := mustReserve(t, s, k, v2("a"))
@@ -884,7 +867,6 @@ func testFingerprintVersionRoundTrip(t *testing.T, s keystore.Store, advance fun
 // the takeover is a replay), or the takeover wins (and it is fenced).
 func testConcurrentCompleteClaimAndTakeover(t *testing.T, s keystore.Store, advance func(time.Duration)) {
 	ctx := t.Context()
-	cs := claims(t, s)
 	for range 20 {
 		k := NewTestKey(t)
 		old := mustReserve(t, s, k, claimOpts("a", keystore.NewClaimID()))
@@ -893,7 +875,7 @@ func testConcurrentCompleteClaimAndTakeover(t *testing.T, s keystore.Store, adva
 		var how keystore.Completion
 		var res keystore.Reservation
 		var wg sync.WaitGroup
-		wg.Go(func() { how, completeErr = cs.CompleteClaim(ctx, k, old.Claim, sampleResponse()) })
+		wg.Go(func() { how, completeErr = s.CompleteClaim(ctx, k, old.Claim, sampleResponse()) })
 		wg.Go(func() { res, reserveErr = s.Reserve(ctx, k, claimOpts("a", keystore.NewClaimID())) })
 		wg.Wait()
 		switch {
@@ -1049,10 +1031,6 @@ func Bench(b *testing.B, newStore func(b *testing.B) keystore.Store) {
 	})
 	b.Run("ReserveCompleteClaim", func(b *testing.B) {
 		s := newStore(b)
-		cs, ok := s.(keystore.ClaimStore)
-		if !ok {
-			b.Skip("not a keystore.ClaimStore")
-		}
 		var n atomic.Uint64
 		base := fmt.Sprint(time.Now().UnixNano())
 		b.ReportAllocs()
@@ -1068,7 +1046,7 @@ func Bench(b *testing.B, newStore func(b *testing.B) keystore.Store) {
 					b.Error(err)
 					return
 				}
-				if _, err := cs.CompleteClaim(ctx, k, res.Claim, resp); err != nil {
+				if _, err := s.CompleteClaim(ctx, k, res.Claim, resp); err != nil {
 					b.Error(err)
 					return
 				}
@@ -1297,7 +1275,7 @@ func testResolveFirstWins(t *testing.T, s keystore.Store, advance func(time.Dura
 	if err := us.Resolve(ctx, k, res.Claim.ID, nil); !errors.Is(err, keystore.ErrLeaseLost) {
 		t.Errorf("second Resolve (release) = %v; want ErrLeaseLost", err)
 	}
-	if _, err := claims(t, s).CompleteClaim(ctx, k, res.Claim, &keystore.Response{Status: 299}); !errors.Is(err, keystore.ErrLeaseLost) && err != nil {
+	if _, err := s.CompleteClaim(ctx, k, res.Claim, &keystore.Response{Status: 299}); !errors.Is(err, keystore.ErrLeaseLost) && err != nil {
 		t.Errorf("the holder's late completion after a resolution = %v", err)
 	}
 	got := mustReserve(t, s, k, holdOpts("a"))
@@ -1347,7 +1325,7 @@ func testUnknownResolvedByHolder(t *testing.T, s keystore.Store, advance func(ti
 		t.Fatalf("Reserve(Hold) = %v; want ErrOutcomeUnknown", err)
 	}
 	want := sampleResponse()
-	how, err := claims(t, s).CompleteClaim(ctx, k, res.Claim, want)
+	how, err := s.CompleteClaim(ctx, k, res.Claim, want)
 	if err != nil || how != keystore.Completed {
 		t.Fatalf("CompleteClaim by the unknown record's own claim = %v, %v; want Completed", how, err)
 	}

@@ -140,7 +140,7 @@ func testMutualExclusion(t *testing.T, addrs []string) {
 				x.mu.Lock()
 				x.active--
 				x.mu.Unlock()
-				turn.Release()
+				turn.End()
 			})
 		}
 	}
@@ -393,7 +393,7 @@ func TestHolderWaitingCountsAsWaiting(t *testing.T) {
 			mu.Lock()
 			order = append(order, i)
 			mu.Unlock()
-			turn.Release()
+			turn.End()
 		})
 		testutil.Eventually(t, 5*time.Second, fmt.Sprintf("%d waiting", i), func() error {
 			if n := waiting.Load(); n != int64(i) {
@@ -483,7 +483,7 @@ func TestUnreachableFallsBack(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Acquire with Redis down = %v; want a local turn", err)
 	}
-	turn.Release()
+	turn.End()
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("fallback took %v; want about one call timeout (200ms)", d)
 	}
@@ -547,7 +547,7 @@ func TestKeyPrefix(t *testing.T) {
 }
 
 // BenchmarkTurnRedis is the cost of an uncontended turn with the Redis
-// lock: Acquire (one acquire script) and Release (one release script), on
+// lock: Acquire (one acquire script) and End (one release script), on
 // a local Redis.
 func BenchmarkTurnRedis(b *testing.B) {
 	addrs := redisAddrs(b, redistest.Standalone)
@@ -565,7 +565,7 @@ func BenchmarkTurnRedis(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			turn.Release()
+			turn.End()
 		}
 	})
 	b.Run("parallel", func(b *testing.B) {
@@ -579,7 +579,7 @@ func BenchmarkTurnRedis(b *testing.B) {
 					b.Error(err)
 					return
 				}
-				turn.Release()
+				turn.End()
 			}
 		})
 	})

@@ -1,4 +1,4 @@
-package limiter_test
+package clientaddr_test
 
 import (
 	"maps"
@@ -7,10 +7,10 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/idemgate/idemgate/limiter"
+	"github.com/idemgate/idemgate/internal/clientaddr"
 )
 
-func TestStripClientAddrHeaders(t *testing.T) {
+func TestStripHeaders(t *testing.T) {
 	t.Parallel()
 	h := http.Header{
 		"X-Real-Ip":           {"1.2.3.4"},
@@ -42,7 +42,7 @@ func TestStripClientAddrHeaders(t *testing.T) {
 		"X_Real_Ip_Note":  {"other"},
 		"Content-Type":    {"application/json"},
 	}
-	if n := limiter.StripClientAddrHeaders(h); n != 20 {
+	if n := clientaddr.StripHeaders(h); n != 20 {
 		t.Errorf("removed %d; want 20", n)
 	}
 	var kept []string
@@ -54,20 +54,20 @@ func TestStripClientAddrHeaders(t *testing.T) {
 	if !slices.Equal(kept, want) {
 		t.Errorf("kept %q; want %q", kept, want)
 	}
-	if n := limiter.StripClientAddrHeaders(nil); n != 0 {
+	if n := clientaddr.StripHeaders(nil); n != 0 {
 		t.Errorf("nil map: %d", n)
 	}
 }
 
 // A trusted peer's own headers stay; the "_" spellings, a client's passed
 // through, go.
-func TestStripFoldedClientAddrHeaders(t *testing.T) {
+func TestStripFoldedHeaders(t *testing.T) {
 	t.Parallel()
 	h := http.Header{
 		"X-Real-Ip": {"1"}, "X-Forwarded-For": {"1"}, "Forwarded": {"for=1"},
 		"X_Real_Ip": {"2"}, "X-Forwarded_For": {"2"}, "true_client_ip": {"2"}, "X_Custom_Header": {"k"},
 	}
-	if n := limiter.StripFoldedClientAddrHeaders(h); n != 3 {
+	if n := clientaddr.StripFoldedHeaders(h); n != 3 {
 		t.Errorf("removed %d; want 3", n)
 	}
 	kept := slices.Sorted(maps.Keys(h))
@@ -89,14 +89,14 @@ func TestTrusted(t *testing.T) {
 		{"192.0.2.1", false},
 		{"2001:db8::1", false},
 	} {
-		if got := limiter.Trusted(netip.MustParseAddr(tc.peer), trusted); got != tc.want {
+		if got := clientaddr.Trusted(netip.MustParseAddr(tc.peer), trusted); got != tc.want {
 			t.Errorf("Trusted(%s) = %v; want %v", tc.peer, got, tc.want)
 		}
 	}
-	if limiter.Trusted(netip.Addr{}, trusted) {
+	if clientaddr.Trusted(netip.Addr{}, trusted) {
 		t.Error("invalid peer trusted")
 	}
-	if limiter.Trusted(netip.MustParseAddr("10.0.0.1"), nil) {
+	if clientaddr.Trusted(netip.MustParseAddr("10.0.0.1"), nil) {
 		t.Error("trusted with no prefixes")
 	}
 }
@@ -105,7 +105,7 @@ func TestStripAllocs(t *testing.T) {
 	h := http.Header{"X-Real-Ip": {"1"}, "Content-Type": {"a"}, "Accept": {"b"}}
 	if a := testing.AllocsPerRun(100, func() {
 		h["X-Real-Ip"] = nil
-		limiter.StripClientAddrHeaders(h)
+		clientaddr.StripHeaders(h)
 	}); a != 0 {
 		t.Errorf("allocs = %v; want 0", a)
 	}

@@ -1,16 +1,16 @@
-package limiter_test
+package clientaddr_test
 
 import (
 	"net/netip"
 	"strings"
 	"testing"
 
-	"github.com/idemgate/idemgate/limiter"
+	"github.com/idemgate/idemgate/internal/clientaddr"
 )
 
-// FuzzClientAddr checks that ClientAddr never panics and only ever returns the
+// FuzzResolve checks that Resolve never panics and only ever returns the
 // peer or an entry that no untrusted or garbage entry stands right of.
-func FuzzClientAddr(f *testing.F) {
+func FuzzResolve(f *testing.F) {
 	f.Add("10.0.0.1", "1.2.3.4, 198.51.100.1", "10.0.0.7")
 	f.Add("10.0.0.1", "garbage, 10.0.0.2", "")
 	f.Add("203.0.113.9", "1.2.3.4", "")
@@ -20,7 +20,7 @@ func FuzzClientAddr(f *testing.F) {
 	f.Fuzz(func(t *testing.T, peerText, line1, line2 string) {
 		peer, _ := netip.ParseAddr(peerText)
 		xff := []string{line1, line2}
-		got := limiter.ClientAddr(peer, xff, trusted)
+		got := clientaddr.Resolve(peer, xff, trusted)
 
 		canon := func(a netip.Addr) netip.Addr { return a.Unmap().WithZone("") }
 		isTrusted := func(a netip.Addr) bool {
@@ -53,7 +53,7 @@ func FuzzClientAddr(f *testing.F) {
 
 		if got != canon(peer) {
 			if !isTrusted(canon(peer)) {
-				t.Fatalf("ClientAddr(%v, %q) = %v; want the untrusted peer", peer, xff, got)
+				t.Fatalf("Resolve(%v, %q) = %v; want the untrusted peer", peer, xff, got)
 			}
 			// got must be one of the entries, and every entry right of the
 			// first one equal to it must be a valid trusted address.
@@ -65,15 +65,15 @@ func FuzzClientAddr(f *testing.F) {
 					break
 				}
 				if !ok || !isTrusted(a) {
-					t.Fatalf("ClientAddr(%v, %q) = %v, left of the entry %q", peer, xff, got, e)
+					t.Fatalf("Resolve(%v, %q) = %v, left of the entry %q", peer, xff, got, e)
 				}
 			}
 			if !found {
-				t.Fatalf("ClientAddr(%v, %q) = %v, which is neither the peer nor in the header", peer, xff, got)
+				t.Fatalf("Resolve(%v, %q) = %v, which is neither the peer nor in the header", peer, xff, got)
 			}
 		}
 		if got.Zone() != "" || got.Is4In6() {
-			t.Fatalf("ClientAddr(%v, %q) = %v; want no zone and no mapped form", peer, xff, got)
+			t.Fatalf("Resolve(%v, %q) = %v; want no zone and no mapped form", peer, xff, got)
 		}
 	})
 }

@@ -1,9 +1,6 @@
-package limiter
+package clientaddr
 
-import (
-	"net/netip"
-	"strings"
-)
+import "strings"
 
 // clientAddrHeaders are the request headers, besides the X-Forwarded-*
 // family, through which a request can claim a client address: DESIGN.md's
@@ -14,7 +11,7 @@ var clientAddrHeaders = [...]string{
 	"X-Client-Ip", "X-Cluster-Client-Ip", "Cf-Connecting-Ip", "Fastly-Client-Ip",
 }
 
-// StripClientAddrHeaders removes from h every header through which a client
+// StripHeaders removes from h every header through which a client
 // could claim an address: X-Real-IP, True-Client-IP, Forwarded, X-Client-IP,
 // X-Cluster-Client-IP, CF-Connecting-IP, Fastly-Client-IP and every
 // X-Forwarded-* header (X-Forwarded-For, -Host, -Proto, -Port, -Prefix, ...),
@@ -27,20 +24,20 @@ var clientAddrHeaders = [...]string{
 // package does not import net/http). Call it for a request whose TCP peer is
 // not trusted ([Trusted] is false) before forwarding it: DESIGN.md, "Bounds"
 // (issue 15). Then set X-Forwarded-For/-Host/-Proto afresh from the
-// connection. For a trusted peer, call [StripFoldedClientAddrHeaders], keep
+// connection. For a trusted peer, call [StripFoldedHeaders], keep
 // what it sent under the proper names and append to X-Forwarded-For (its
 // X-Real-IP names the client it saw).
-func StripClientAddrHeaders(h map[string][]string) int {
+func StripHeaders(h map[string][]string) int {
 	return stripClientAddr(h, false)
 }
 
-// StripFoldedClientAddrHeaders removes from h the client-address headers
-// (as [StripClientAddrHeaders] names them) spelled with a "_": no proxy sets
+// StripFoldedHeaders removes from h the client-address headers (as
+// [StripHeaders] names them) spelled with a "_": no proxy sets
 // X_Real_IP or X-Forwarded_For, so from a trusted peer they are a client's
 // own, passed through (Envoy allows underscores by default), which a WSGI
 // upstream would read as, or in place of, the proxy's X-Real-IP. It returns
 // the number of header names removed.
-func StripFoldedClientAddrHeaders(h map[string][]string) int {
+func StripFoldedHeaders(h map[string][]string) int {
 	return stripClientAddr(h, true)
 }
 
@@ -92,12 +89,4 @@ func fold(c byte) byte {
 		return '-'
 	}
 	return c
-}
-
-// Trusted reports whether peer, a request's TCP peer address, lies in one of
-// the trusted prefixes (client_ip.trusted_proxies), with the same
-// normalization as [ClientAddr]: zones dropped, IPv4-mapped IPv6 addresses
-// unmapped. An invalid peer is never trusted. Trusted allocates nothing.
-func Trusted(peer netip.Addr, trusted []netip.Prefix) bool {
-	return isTrusted(canonical(peer), trusted)
 }

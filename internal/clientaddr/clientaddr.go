@@ -1,11 +1,18 @@
-package limiter
+// Package clientaddr decides which address a request comes from, for the
+// limits and the body budget: the TCP peer, or, behind the proxies of
+// client_ip.trusted_proxies, the rightmost X-Forwarded-For entry that is
+// not a trusted proxy ([Resolve]); and which request headers could claim
+// another address, to be removed before a request goes upstream
+// ([StripHeaders]; DESIGN.md, Bounds and Hardening). It does not import
+// net/http: headers are plain maps.
+package clientaddr
 
 import (
 	"net/netip"
 	"strings"
 )
 
-// ClientAddr returns the address of the client a request is counted for.
+// Resolve returns the address of the client a request is counted for.
 //
 // peer is the TCP peer's address. xff holds every X-Forwarded-For header line
 // of the request, in order (r.Header.Values("X-Forwarded-For")); each line may
@@ -13,8 +20,8 @@ import (
 // proxies in front of idemgate.
 //
 // When peer is not inside a trusted prefix (always, when trusted is empty),
-// ClientAddr returns peer and ignores xff: a client cannot choose its own
-// address. When it is, ClientAddr walks the entries of all lines from the
+// Resolve returns peer and ignores xff: a client cannot choose its own
+// address. When it is, Resolve walks the entries of all lines from the
 // right, skipping trusted entries, and returns the first entry that is not
 // trusted (nginx's real_ip_recursive, Envoy's xff_trusted_cidrs). If every
 // entry is trusted, it returns the leftmost one. An entry that is not an IP
@@ -26,8 +33,8 @@ import (
 // The result has no zone and IPv4-mapped IPv6 addresses are unmapped; the same
 // is done to every address before it is compared with trusted, so the prefix
 // 10.0.0.0/8 also trusts ::ffff:10.0.0.1. An invalid peer is returned as it
-// is. ClientAddr allocates nothing.
-func ClientAddr(peer netip.Addr, xff []string, trusted []netip.Prefix) netip.Addr {
+// is. Resolve allocates nothing.
+func Resolve(peer netip.Addr, xff []string, trusted []netip.Prefix) netip.Addr {
 	hop := canonical(peer)
 	if !isTrusted(hop, trusted) {
 		return hop
@@ -89,4 +96,12 @@ func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
 		}
 	}
 	return false
+}
+
+// Trusted reports whether peer, a request's TCP peer address, lies in one of
+// the trusted prefixes (client_ip.trusted_proxies), with the same
+// normalization as [Resolve]: zones dropped, IPv4-mapped IPv6 addresses
+// unmapped. An invalid peer is never trusted. Trusted allocates nothing.
+func Trusted(peer netip.Addr, trusted []netip.Prefix) bool {
+	return isTrusted(canonical(peer), trusted)
 }

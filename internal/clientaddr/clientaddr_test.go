@@ -1,13 +1,13 @@
-package limiter_test
+package clientaddr_test
 
 import (
 	"net/netip"
 	"testing"
 
-	"github.com/idemgate/idemgate/limiter"
+	"github.com/idemgate/idemgate/internal/clientaddr"
 )
 
-func TestClientAddr(t *testing.T) {
+func TestResolve(t *testing.T) {
 	t.Parallel()
 	trusted := []netip.Prefix{
 		netip.MustParsePrefix("10.0.0.0/8"),
@@ -53,15 +53,15 @@ func TestClientAddr(t *testing.T) {
 			t.Parallel()
 			var peer netip.Addr
 			if tt.peer != "" {
-				peer = mustAddr(t, tt.peer)
+				peer = netip.MustParseAddr(tt.peer)
 			}
-			got := limiter.ClientAddr(peer, tt.xff, tt.trusted)
+			got := clientaddr.Resolve(peer, tt.xff, tt.trusted)
 			want := netip.Addr{}
 			if tt.want != "" {
-				want = mustAddr(t, tt.want)
+				want = netip.MustParseAddr(tt.want)
 			}
 			if got != want {
-				t.Errorf("ClientAddr(%v, %q) = %v; want %v", peer, tt.xff, got, want)
+				t.Errorf("Resolve(%v, %q) = %v; want %v", peer, tt.xff, got, want)
 			}
 		})
 	}
@@ -69,11 +69,23 @@ func TestClientAddr(t *testing.T) {
 
 // TestClientAddrAllocs is not parallel: testing.AllocsPerRun refuses to run
 // beside parallel tests.
-func TestClientAddrAllocs(t *testing.T) {
-	peer := mustAddr(t, "10.0.0.1")
+func TestResolveAllocs(t *testing.T) {
+	peer := netip.MustParseAddr("10.0.0.1")
 	xff := []string{"1.2.3.4, 198.51.100.1", "10.0.0.7, 10.0.0.8"}
 	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
-	if got := testing.AllocsPerRun(100, func() { limiter.ClientAddr(peer, xff, trusted) }); got != 0 {
-		t.Errorf("ClientAddr allocates %v times; want 0", got)
+	if got := testing.AllocsPerRun(100, func() { clientaddr.Resolve(peer, xff, trusted) }); got != 0 {
+		t.Errorf("Resolve allocates %v times; want 0", got)
 	}
+}
+
+func BenchmarkResolve(b *testing.B) {
+	peer := netip.MustParseAddr("10.0.0.1")
+	xff := []string{"1.2.3.4, 198.51.100.1", "10.0.0.7, 10.0.0.8"}
+	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			clientaddr.Resolve(peer, xff, trusted)
+		}
+	})
 }

@@ -16,7 +16,7 @@ import (
 // hung is a real memory store whose ReleaseClaim hangs until the caller's
 // deadline while down is set, as a paused Redis does.
 type hung struct {
-	keystore.ClaimStore
+	keystore.Store
 	down   atomic.Bool
 	calls  atomic.Int64
 	poison keystore.Key // ReleaseClaim on it always fails, as on a foreign value
@@ -34,7 +34,7 @@ func (h *hung) ReleaseClaim(ctx context.Context, k keystore.Key, id keystore.Cla
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	err := h.ClaimStore.ReleaseClaim(ctx, k, id, lease)
+	err := h.Store.ReleaseClaim(ctx, k, id, lease)
 	if err == nil {
 		h.mu.Lock()
 		h.released = append(h.released, time.Now())
@@ -61,17 +61,17 @@ func claimOpts(id keystore.ClaimID) keystore.ReserveOptions {
 func newHung(t *testing.T) *hung {
 	s := memstore.New(memstore.Options{})
 	t.Cleanup(func() { s.Close() })
-	return &hung{ClaimStore: s}
+	return &hung{Store: s}
 }
 
 // Finding 6 of issue 13: claims made while the store did not answer hold
 // their keys until the store answers again; then every one is released
 // within a second and the keys are free.
-func TestReleaserFreesKeysWithinASecondOfTheStoreAnswering(t *testing.T) {
+func TestReleaseRetrierFreesKeysWithinASecondOfTheStoreAnswering(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
 		h := newHung(t)
-		r := keystore.NewReleaser(h, keystore.ReleaserOptions{Now: time.Now})
+		r := keystore.NewReleaseRetrier(h, keystore.ReleaseRetrierOptions{Now: time.Now})
 		defer r.Close(ctx)
 
 		const n = 100
@@ -122,11 +122,11 @@ func TestReleaserFreesKeysWithinASecondOfTheStoreAnswering(t *testing.T) {
 
 // A release that reaches the store before its claim turns the claim into
 // a no-op.
-func TestReleaserBeforeTheClaim(t *testing.T) {
+func TestReleaseRetrierBeforeTheClaim(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
 		h := newHung(t)
-		r := keystore.NewReleaser(h, keystore.ReleaserOptions{})
+		r := keystore.NewReleaseRetrier(h, keystore.ReleaseRetrierOptions{})
 		defer r.Close(ctx)
 		k, id := keystore.NewKey("k"), keystore.NewClaimID()
 		r.Add(k, id, lease)
@@ -143,11 +143,11 @@ func TestReleaserBeforeTheClaim(t *testing.T) {
 	})
 }
 
-func TestReleaserBounded(t *testing.T) {
+func TestReleaseRetrierBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHung(t)
 		h.down.Store(true)
-		r := keystore.NewReleaser(h, keystore.ReleaserOptions{MaxPending: 3})
+		r := keystore.NewReleaseRetrier(h, keystore.ReleaseRetrierOptions{MaxPending: 3})
 		for i := range 5 {
 			want := i < 3
 			if got := r.Add(keystore.NewKey(string(rune(i))), keystore.NewClaimID(), lease); got != want {
@@ -184,11 +184,11 @@ func TestReleaserBounded(t *testing.T) {
 }
 
 // Close flushes what it can before its deadline.
-func TestReleaserCloseFlushes(t *testing.T) {
+func TestReleaseRetrierCloseFlushes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHung(t)
 		h.down.Store(true)
-		r := keystore.NewReleaser(h, keystore.ReleaserOptions{})
+		r := keystore.NewReleaseRetrier(h, keystore.ReleaseRetrierOptions{})
 		for i := range 10 {
 			r.Add(keystore.NewKey(string(rune(i))), keystore.NewClaimID(), lease)
 		}
@@ -213,11 +213,11 @@ func TestReleaserCloseFlushes(t *testing.T) {
 }
 
 // A release that keeps failing on its own does not hold the others back.
-func TestReleaserPoisonedRelease(t *testing.T) {
+func TestReleaseRetrierPoisonedRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHung(t)
 		h.poison = keystore.NewKey("poison")
-		r := keystore.NewReleaser(h, keystore.ReleaserOptions{})
+		r := keystore.NewReleaseRetrier(h, keystore.ReleaseRetrierOptions{})
 		r.Add(h.poison, keystore.NewClaimID(), lease)
 		for i := range 5 {
 			r.Add(keystore.NewKey(string(rune(i))), keystore.NewClaimID(), lease)

@@ -9,19 +9,20 @@ import (
 	"time"
 )
 
-// Releaser releases claims whose replies were lost (DESIGN.md §8): a claim
-// that timed out may still be made when the store answers again, and would
-// then hold the key for a whole lease although nothing ran. The caller hands
-// such a claim to [Releaser.Add] as soon as the claim fails, and the Releaser
-// calls [ClaimStore.ReleaseClaim] until the store answers: within about
+// ReleaseRetrier retries, in the background, the releases of claims whose
+// replies were lost (DESIGN.md §8): a claim that timed out may still be made
+// when the store answers again, and would then hold the key for a whole
+// lease although nothing ran. The caller hands such a claim to
+// [ReleaseRetrier.Add] as soon as the claim fails, and the ReleaseRetrier
+// calls [Store.ReleaseClaim] until the store answers: within about
 // Interval + AttemptTimeout (750 ms by default) of the store answering again.
 //
 // It is bounded: at most MaxPending releases wait at once; more are dropped
-// and counted. [Releaser.Close] tries the pending releases until its
+// and counted. [ReleaseRetrier.Close] tries the pending releases until its
 // context is done (the shutdown deadline), then drops and counts the rest.
 // It is safe for concurrent use.
-type Releaser struct {
-	store    ClaimStore
+type ReleaseRetrier struct {
+	store    Store
 	max      int
 	interval time.Duration
 	attempt  time.Duration
@@ -46,8 +47,9 @@ type pendingRelease struct {
 	added time.Time
 }
 
-// ReleaserOptions configure a [Releaser]. Zero fields take the defaults.
-type ReleaserOptions struct {
+// ReleaseRetrierOptions configure a [ReleaseRetrier]. Zero fields take the
+// defaults.
+type ReleaseRetrierOptions struct {
 	// MaxPending is the most releases waiting at once. Default 10,000.
 	MaxPending int
 	// Interval is the wait between two rounds of attempts while releases
@@ -60,8 +62,8 @@ type ReleaserOptions struct {
 	Now func() time.Time
 }
 
-// ReleaserStats are a [Releaser]'s counters, for metrics.
-type ReleaserStats struct {
+// ReleaseRetrierStats are a [ReleaseRetrier]'s counters, for metrics.
+type ReleaseRetrierStats struct {
 	// Pending is the number of releases waiting.
 	Pending int
 	// Oldest is how long the oldest pending release has waited.
@@ -77,9 +79,9 @@ type ReleaserStats struct {
 // the store answers.
 const parallelReleases = 16
 
-// NewReleaser returns a Releaser for s and starts its goroutine; Close
-// stops it.
-func NewReleaser(s ClaimStore, opts ReleaserOptions) *Releaser {
+// NewReleaseRetrier returns a ReleaseRetrier for s and starts its
+// goroutine; Close stops it.
+func NewReleaseRetrier(s Store, opts ReleaseRetrierOptions) *ReleaseRetrier {
 	if opts.MaxPending <= 0 {
 		opts.MaxPending = 10_000
 	}
@@ -92,7 +94,7 @@ func NewReleaser(s ClaimStore, opts ReleaserOptions) *Releaser {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	r := &Releaser{
+	r := &ReleaseRetrier{
 		store:    s,
 		max:      opts.MaxPending,
 		interval: opts.Interval,
@@ -109,9 +111,9 @@ func NewReleaser(s ClaimStore, opts ReleaserOptions) *Releaser {
 
 // Add queues the release of claim id on key, whose tombstone lives for
 // lease (the claim's lease). It reports false, and counts a drop, when
-// MaxPending releases wait already or the Releaser is closed; and false,
-// without counting, for a zero id or a lease <= 0.
-func (r *Releaser) Add(key Key, id ClaimID, lease time.Duration) bool {
+// MaxPending releases wait already or the ReleaseRetrier is closed; and
+// false, without counting, for a zero id or a lease <= 0.
+func (r *ReleaseRetrier) Add(key Key, id ClaimID, lease time.Duration) bool {
 	if id.IsZero() || lease <= 0 {
 		return false
 	}
@@ -130,10 +132,10 @@ func (r *Releaser) Add(key Key, id ClaimID, lease time.Duration) bool {
 	return true
 }
 
-// Stats returns the Releaser's counters.
-func (r *Releaser) Stats() ReleaserStats {
+// Stats returns the ReleaseRetrier's counters.
+func (r *ReleaseRetrier) Stats() ReleaseRetrierStats {
 	r.mu.Lock()
-	st := ReleaserStats{Pending: len(r.pending)}
+	st := ReleaseRetrierStats{Pending: len(r.pending)}
 	now := r.now()
 	for _, p := range r.pending {
 		st.Oldest = max(st.Oldest, now.Sub(p.added))
@@ -147,7 +149,7 @@ func (r *Releaser) Stats() ReleaserStats {
 // Close stops taking releases, tries the pending ones until ctx is done,
 // then drops the rest and returns an error that counts them (nil when none
 // was dropped). Later calls return nil.
-func (r *Releaser) Close(ctx context.Context) error {
+func (r *ReleaseRetrier) Close(ctx context.Context) error {
 	first := false
 	r.once.Do(func() {
 		first = true
@@ -182,7 +184,7 @@ func (r *Releaser) Close(ctx context.Context) error {
 	return fmt.Errorf("keystore: %d releases of claims with lost replies dropped at shutdown: %w", n, context.Cause(ctx))
 }
 
-func (r *Releaser) loop(ctx context.Context) {
+func (r *ReleaseRetrier) loop(ctx context.Context) {
 	defer close(r.done)
 	for {
 		if !r.round(ctx) {
@@ -210,7 +212,7 @@ func (r *Releaser) loop(ctx context.Context) {
 // to the back, so that a release that keeps failing on its own (a foreign
 // value at its key) cannot hold the others; if it does, the rest go in
 // parallel.
-func (r *Releaser) round(ctx context.Context) bool {
+func (r *ReleaseRetrier) round(ctx context.Context) bool {
 	r.mu.Lock()
 	batch := append([]*pendingRelease(nil), r.pending...)
 	r.mu.Unlock()
@@ -255,7 +257,7 @@ func (r *Releaser) round(ctx context.Context) bool {
 
 // release makes one attempt and reports whether p is finished with: done,
 // or impossible because the store is closed (counted as dropped).
-func (r *Releaser) release(ctx context.Context, p *pendingRelease) bool {
+func (r *ReleaseRetrier) release(ctx context.Context, p *pendingRelease) bool {
 	actx, cancel := context.WithTimeout(ctx, r.attempt)
 	defer cancel()
 	err := r.store.ReleaseClaim(actx, p.key, p.id, p.lease)
