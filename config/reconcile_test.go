@@ -34,7 +34,9 @@ func TestValidateReconcile(t *testing.T) {
 		{"head, statuses and every", func(_ *Config, rc *Reconcile) {
 			rc.Method, rc.Found, rc.Absent, rc.Status, rc.Every = "HEAD", []int{200, 204}, []int{404, 410}, 201, time.Second
 		}, "", nil, ""},
-		{"hold inherited", func(c *Config, _ *Reconcile) { c.Routes[1].UnknownOutcome, c.Idempotency.UnknownOutcome = "", UnknownHold }, "", nil, ""},
+		{"hold inherited", func(c *Config, _ *Reconcile) {
+			c.Routes[1].UnknownOutcome, c.Idempotency.UnknownOutcome = "", UnknownHold
+		}, "", nil, ""},
 		{"post", func(_ *Config, rc *Reconcile) { rc.Method = "POST" }, "routes[1].reconcile.method", ErrInvalid, "GET or HEAD"},
 		{"lower-case get", func(_ *Config, rc *Reconcile) { rc.Method = "get" }, "routes[1].reconcile.method", ErrInvalid, ""},
 		{"no path", func(_ *Config, rc *Reconcile) { rc.Path = "" }, "routes[1].reconcile.path", ErrRequired, ""},
