@@ -32,6 +32,9 @@ const (
 	opMarkUnknown   = "mark_unknown"
 	opResolve       = "resolve"
 	opUnknown       = "unknown"
+	opAcquireProbe  = "acquire_probe"
+	opEndProbe      = "end_probe"
+	opProbeStatus   = "probe_status"
 )
 
 // New returns s with its operations measured on reg (nil: measured but not
@@ -303,4 +306,37 @@ func (s *Store) Unknown(ctx context.Context, limit int) ([]keystore.Record, erro
 	recs, err := s.unknowns.Unknown(ctx, limit)
 	s.done(opUnknown, start, err)
 	return recs, err
+}
+
+// AcquireProbe implements [keystore.UnknownStore].
+func (s *Store) AcquireProbe(ctx context.Context, k keystore.Key, ttl time.Duration) (keystore.ProbeLease, bool, error) {
+	if s.unknowns == nil {
+		return keystore.ProbeLease{}, false, errNoUnknown
+	}
+	start := time.Now()
+	l, ok, err := s.unknowns.AcquireProbe(ctx, k, ttl)
+	s.done(opAcquireProbe, start, err)
+	return l, ok, err
+}
+
+// EndProbe implements [keystore.UnknownStore].
+func (s *Store) EndProbe(ctx context.Context, k keystore.Key, owner string, st keystore.ProbeState, hold, keep time.Duration) error {
+	if s.unknowns == nil {
+		return errNoUnknown
+	}
+	start := time.Now()
+	err := s.unknowns.EndProbe(ctx, k, owner, st, hold, keep)
+	s.done(opEndProbe, start, err)
+	return err
+}
+
+// ProbeStatus implements [keystore.UnknownStore].
+func (s *Store) ProbeStatus(ctx context.Context, k keystore.Key) (keystore.ProbeState, bool, error) {
+	if s.unknowns == nil {
+		return keystore.ProbeState{}, false, errNoUnknown
+	}
+	start := time.Now()
+	st, ok, err := s.unknowns.ProbeStatus(ctx, k)
+	s.done(opProbeStatus, start, err)
+	return st, ok, err
 }

@@ -516,3 +516,31 @@ func (s *Store) Unknown(ctx context.Context, limit int) ([]keystore.Record, erro
 	}
 	return recs, err
 }
+
+// AcquireProbe implements [keystore.UnknownStore]; a probe's lease and
+// state hold no client data.
+func (s *Store) AcquireProbe(ctx context.Context, k keystore.Key, ttl time.Duration) (keystore.ProbeLease, bool, error) {
+	u, err := s.unknownsOrErr()
+	if err != nil {
+		return keystore.ProbeLease{}, false, err
+	}
+	return u.AcquireProbe(ctx, k, ttl)
+}
+
+// EndProbe implements [keystore.UnknownStore].
+func (s *Store) EndProbe(ctx context.Context, k keystore.Key, owner string, st keystore.ProbeState, hold, keep time.Duration) error {
+	u, err := s.unknownsOrErr()
+	if err != nil {
+		return err
+	}
+	return u.EndProbe(ctx, k, owner, st, hold, keep)
+}
+
+// ProbeStatus implements [keystore.UnknownStore].
+func (s *Store) ProbeStatus(ctx context.Context, k keystore.Key) (keystore.ProbeState, bool, error) {
+	u, err := s.unknownsOrErr()
+	if err != nil {
+		return keystore.ProbeState{}, false, err
+	}
+	return u.ProbeStatus(ctx, k)
+}
