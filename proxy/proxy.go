@@ -32,6 +32,7 @@ type Proxy struct {
 	notices    keystore.Notices // completion notices (wait.go)
 	waiters    waiters
 	late       lateCalls // upstream calls kept past their timeout (late.go)
+	probes     *prober   // reconcile probes (reconcile.go)
 	// defIdentity is the identity when the stages name none: the exact
 	// values of Idempotency.IdentityHeaders.
 	defIdentity *identity.Resolver
@@ -95,7 +96,7 @@ func newProxy(opts Options) (*Proxy, error) {
 	if id.ReuseStatus == 0 {
 		id.ReuseStatus = http.StatusConflict
 	}
-	p := &Proxy{opts: opts, log: opts.Logger, drop: make(map[string]bool), metrics: opts.Metrics}
+	p := &Proxy{opts: opts, log: opts.Logger, drop: make(map[string]bool), metrics: opts.Metrics, probes: newProber()}
 	p.budget = budget.New(opts.MaxBufferedBytes, opts.MaxBufferedBytesPerClient)
 	for _, s := range id.ReleaseStatuses {
 		if s < 100 || s >= len(p.releasable) {
@@ -137,6 +138,7 @@ func (p *Proxy) Close() error { return p.Shutdown(context.Background()) }
 // are taken over after their lease). It returns nil either way.
 func (p *Proxy) Shutdown(ctx context.Context) error {
 	tasks, claims := p.renewals.close(ctx)
+	p.probes.close()
 	if n := p.extendKept(); n > 0 {
 		p.log.Warn("shutdown deadline passed with upstream calls kept past their timeout; their leases were extended to the end of their late wait",
 			"kept_calls", n)

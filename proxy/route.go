@@ -36,6 +36,7 @@ type route struct {
 
 	lateWait time.Duration // late_answer_wait (late.go)
 	hold     bool          // unknown_outcome: hold (unknown.go)
+	probe    *probeSpec    // the reconcile probe, or nil (reconcile.go)
 }
 
 // stages is a compiled Stages: its route table and the chain after the
@@ -121,6 +122,8 @@ func (p *Proxy) compileRoutes(st Stages) (*stages, error) {
 			errs = append(errs, fmt.Errorf("proxy: route %q: session parameter %q not in path %s", rc.Name, rc.Session.Param, rc.Path))
 		}
 		if err := p.compilePolicy(r, global); err != nil {
+			errs = append(errs, err)
+		} else if err := compileProbe(r); err != nil {
 			errs = append(errs, err)
 		}
 		if _, ok := p.opts.Store.(keystore.UnknownStore); r.hold && rc.Idempotent && !ok {
