@@ -31,8 +31,8 @@ type lookupUpstream struct {
 	last    *http.Request // the last lookup
 	mode    atomic.Value  // "found", "absent", "denied", "error", "other"
 	lookups atomic.Int64
-	inside  atomic.Int64 // lookups running now
-	most    atomic.Int64 // the most lookups ever running at once
+	inside  atomic.Int64  // lookups running now
+	most    atomic.Int64  // the most lookups ever running at once
 	gate    chan struct{} // when not nil, lookups wait for it to close
 	arrived chan struct{} // a lookup arrived (buffered)
 }
@@ -161,7 +161,9 @@ func (tp *testProxy) write(t *testing.T, key string) result {
 	return tp.do(t, "POST", "/carts/c%201/pay", key, `{"amount":1}`, "Authorization", "Bearer tok", "Cookie", "sid=abc", "Accept-Encoding", "gzip")
 }
 
-func unknownStore(tp *testProxy) keystore.UnknownStore { return tp.p.opts.Store.(keystore.UnknownStore) }
+func unknownStore(tp *testProxy) keystore.UnknownStore {
+	return tp.p.opts.Store.(keystore.UnknownStore)
+}
 
 // waitProbes waits until the record of key has been probed n times.
 func waitProbes(t *testing.T, tp *testProxy, key string, n int) keystore.ProbeState {
