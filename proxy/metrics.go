@@ -161,6 +161,11 @@ func (m *Metrics) initRoutes(rs []*route, st Stages) {
 	for _, r := range rs {
 		limited := st.Edge != nil || st.RouteLimits[r.Name] != nil
 		m.initRoute(r.Name, r.Idempotent, limited, r.reuseStatus)
+		if r.probe != nil {
+			for _, res := range keystore.ProbeResults {
+				m.probes.WithLabelValues(r.Name, res)
+			}
+		}
 		if r.Session != (Session{}) && st.Sessions != nil {
 			m.requests.WithLabelValues(r.Name, OutcomeSessionBusy, "503")
 		}

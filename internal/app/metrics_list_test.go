@@ -222,6 +222,11 @@ routes:
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	// A route with a reconcile probe, for its family; added after Validate,
+	// which requires encryption_key_env for it (an environment variable a
+	// parallel test cannot set).
+	cfg.Routes = append(cfg.Routes, config.Route{Name: "order", Method: "POST", Path: "/orders/{id}/pay", Idempotent: true,
+		UnknownOutcome: config.UnknownHold, Reconcile: &config.Reconcile{Path: "/orders/{id}"}})
 	a, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler), Version: "v-test", Revision: "abc123", AdminToken: "0123456789abcdef0123"})
 	if err != nil {
 		t.Fatal(err)
