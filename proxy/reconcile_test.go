@@ -413,3 +413,59 @@ func TestReconcileOneProberAtATime(t *testing.T) {
 		})
 	}
 }
+
+// TestReconcileRedis (issue 26, Proof, on real Redis): two replicas on one
+// Redis. A write through A breaks; A's first probe finds it and a retry
+// through B replays the probe's answer. Another write's probes answer
+// absent: the early one (the write may still run) does not count; B's
+// loop releases the key after two absents `every` apart, and the next
+// retry runs once.
+func TestReconcileRedis(t *testing.T) {
+	t.Parallel()
+	addr := os.Getenv("IDEMGATE_TEST_REDIS_ADDR")
+	if addr == "" {
+		t.Skip("IDEMGATE_TEST_REDIS_ADDR is not set")
+	}
+	c, err := redisstore.NewClient(redisstore.ClientOptions{Addrs: []string{addr}, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	st, err := redisstore.New(c, redisstore.Options{KeyPrefix: fmt.Sprintf("reconcile-redis-%d:", time.Now().UnixNano())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := newLookupUpstream(t, "found", false)
+	a, m := newReconcileProxy(t, up.URL, st, time.Second)
+	b, mb := newReconcileProxy(t, up.URL, st, time.Second)
+	if r := a.write(t, "k.found"); r.status != http.StatusBadGateway {
+		t.Fatalf("first through A = %v; want 502", r)
+	}
+	eventually(t, func() string { return "A's probe never found the write" }, func() bool { return probes(m, keystore.ProbeFound) == 1 })
+	if r := b.write(t, "k.found"); r.status != http.StatusCreated || string(r.body) != `{"order":"o-1"}` || r.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("retry through B = %v; want the probe's answer replayed as 201", r)
+	}
+	up.mode.Store("absent")
+	a.write(t, "k.absent")
+	eventually(t, func() string { return "A's first probe never went out" }, func() bool { return probes(m, keystore.ProbeAbsent) >= 1 })
+	wantUnknown(t, "retry through B after an early absent", b.write(t, "k.absent"))
+	eventually(t, func() string {
+		ps, ok, err := st.ProbeStatus(context.Background(), b.scopeOf("k.absent"))
+		return fmt.Sprintf("not released; %d lookups; probe state %+v %v %v", up.lookups.Load(), ps, ok, err)
+	}, func() bool {
+		b.p.ReconcileUnknown(context.Background(), 100)
+		return probes(mb, keystore.ProbeReleased) == 1
+	})
+	if absents := probes(m, keystore.ProbeAbsent) + probes(mb, keystore.ProbeAbsent); absents < 2 {
+		t.Errorf("probes{absent} = %v before the release; want at least 2 (the early one and the first that counts)", absents)
+	}
+	if r := b.write(t, "k.absent"); r.status != http.StatusCreated || r.header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("retry through B after the release = %v; want it run", r)
+	}
+	if n := up.executions("k.absent"); n != 2 {
+		t.Errorf("executions of k.absent = %d; want 2 (the original, then the retry after the release, once)", n)
+	}
+	if n := up.executions("k.found"); n != 1 {
+		t.Errorf("executions of k.found = %d; want 1", n)
+	}
+}
