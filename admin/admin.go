@@ -238,6 +238,44 @@ type claim struct {
 	Sent     bool      `json:"sent,omitempty"`
 	Cause    string    `json:"cause,omitempty"`
 	Original *original `json:"original,omitempty"`
+	// Probe is an unknown record's reconcile probe state; ResolvedBy is
+	// "probe" on a record a probe resolved.
+	Probe      *probeView `json:"probe,omitempty"`
+	ResolvedBy string     `json:"resolved_by,omitempty"`
+}
+
+// probeView is an unknown record's reconcile probe state.
+type probeView struct {
+	Probes      int        `json:"probes"`
+	Last        string     `json:"last"`
+	LastAt      time.Time  `json:"last_at"`
+	AbsentSince *time.Time `json:"absent_since,omitempty"`
+}
+
+// addProbe adds rec's reconcile probe state to c: the state of an unknown
+// record, or resolved_by: probe on a record a probe resolved. A state
+// that cannot be read is left out.
+func (h *Handler) addProbe(ctx context.Context, c *claim, rec keystore.Record) {
+	us, ok := h.o.Store.(keystore.UnknownStore)
+	if !ok || (rec.State != keystore.StateUnknown && rec.State != keystore.StateCompleted) {
+		return
+	}
+	st, ok, err := us.ProbeStatus(ctx, rec.Key)
+	if err != nil || !ok || st.ClaimID != rec.ClaimID {
+		return
+	}
+	if rec.State == keystore.StateCompleted {
+		if st.Resolved {
+			c.ResolvedBy = "probe"
+		}
+		return
+	}
+	v := &probeView{Probes: st.Probes, Last: st.Last, LastAt: st.LastAt.UTC()}
+	if !st.AbsentSince.IsZero() {
+		t := st.AbsentSince.UTC()
+		v.AbsentSince = &t
+	}
+	c.Probe = v
 }
 
 // original is what a sent mark keeps of the original request.
@@ -394,6 +432,7 @@ func (h *Handler) listUnknown(w http.ResponseWriter, r *http.Request) {
 	out := make([]claim, len(recs))
 	for i, rec := range recs {
 		out[i] = h.view(rec, false)
+		h.addProbe(ctx, &out[i], rec)
 	}
 	h.log(r, "list_unknown", http.StatusOK, "", "", slog.Int("count", len(out)), slog.Int("damaged", skipped))
 	h.ok(w, r, "list_unknown", map[string]any{"unknown": out, "limit": limit, "truncated": len(out) == limit, "damaged": skipped})
@@ -486,7 +525,9 @@ func (h *Handler) inspect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.log(r, "inspect", http.StatusOK, k.String(), "", slog.String("state", rec.State.String()), slog.String("route", rec.Route), slog.Bool("body", withBody))
-	h.ok(w, r, "inspect", h.view(rec, withBody))
+	c := h.view(rec, withBody)
+	h.addProbe(ctx, &c, rec)
+	h.ok(w, r, "inspect", c)
 }
 
 // reasonOnly is the body of a release. ClaimID, when set, fences the

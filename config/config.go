@@ -627,6 +627,11 @@ type Route struct {
 	LateAnswerWait *time.Duration `mapstructure:"late_answer_wait"`
 	// UnknownOutcome overrides idempotency.unknown_outcome ("" inherits).
 	UnknownOutcome string `mapstructure:"unknown_outcome"`
+	// Reconcile, when set, is the route's reconcile probe (DESIGN.md,
+	// Unknown outcomes, 3): a lookup the proxy sends upstream to learn
+	// whether an unknown record's write ran. Needs unknown_outcome: hold
+	// and idempotency.encryption_key_env; refused on protocol: graphql.
+	Reconcile *Reconcile `mapstructure:"reconcile"`
 	// Retention overrides idempotency.retention when non-zero.
 	Retention time.Duration `mapstructure:"retention"`
 	// ReleaseStatuses, when set (even empty), replaces
@@ -637,6 +642,44 @@ type Route struct {
 	// Errors is merged over the global errors for this route's answers.
 	Errors *Errors `mapstructure:"errors"`
 }
+
+// Reconcile is a route's reconcile probe: a GET or HEAD of Path on the
+// route's upstream, with the original request's Host, identity headers
+// and cookies, whose status says whether an unknown record's write ran.
+type Reconcile struct {
+	// Method is GET (also "") or HEAD.
+	Method string `mapstructure:"method"`
+	// Path is a path template whose placeholders are {key} (the
+	// idempotency key) and the route's path parameters, each one whole
+	// segment, filled percent-encoded. Required.
+	Path string `mapstructure:"path"`
+	// Found are the statuses that mean the write ran: the record completes
+	// with the probe's answer. Default [200].
+	Found []int `mapstructure:"found"`
+	// Absent are the statuses that mean it did not: the key is released
+	// once two absent answers at least Every apart agree, late enough.
+	// Default [404].
+	Absent []int `mapstructure:"absent"`
+	// Status, when non-zero, replaces the probe's status in the completed
+	// record (the original write's status, such as 201).
+	Status int `mapstructure:"status"`
+	// Every is how often an unknown record is probed again. Default 30s;
+	// at least 1s.
+	Every time.Duration `mapstructure:"every"`
+}
+
+// Reconcile defaults.
+const (
+	DefaultReconcileEvery = 30 * time.Second
+	MinReconcileEvery     = time.Second
+)
+
+// ReconcileFound and ReconcileAbsent are the default found and absent
+// statuses of a [Reconcile].
+var (
+	ReconcileFound  = []int{200}
+	ReconcileAbsent = []int{404}
+)
 
 // ProtocolGraphQL is the value of [Route.Protocol] for GraphQL over HTTP.
 const ProtocolGraphQL = "graphql"

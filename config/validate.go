@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -638,6 +639,9 @@ func (c *Config) validateRoutes(p *problems) {
 		}
 		checkMode(p, key+".mode", r.Mode, true)
 		c.validateRoutePolicy(p, key, r)
+		if r.Reconcile != nil {
+			c.validateReconcile(p, key, r, tmpls[i])
+		}
 		if s := r.Session; s != nil {
 			skey := key + ".session"
 			switch {
@@ -750,6 +754,77 @@ func (c *Config) validateLateWait(p *problems, key string, r *Route) {
 	}
 	p.add(key+".late_answer_wait", ErrRange, "%s plus %s exceeds %s: %s", waitKey, timeoutKey, limit, lateOutlived)
 }
+
+// validateReconcile checks a route's reconcile probe (DESIGN.md, Unknown
+// outcomes, 3). tmpl is the route's parsed path, nil when it is invalid.
+func (c *Config) validateReconcile(p *problems, key string, r *Route, tmpl *pathtmpl.Template) {
+	rc, key := r.Reconcile, key+".reconcile"
+	switch {
+	case !r.Idempotent:
+		p.add(key, ErrConflict, "is set, but the route is not idempotent")
+		return
+	case r.Protocol == ProtocolGraphQL:
+		p.add(key, ErrConflict, "is refused on protocol: graphql routes (a GraphQL lookup is a query in a body, not a path); keep unknown_outcome: hold and resolve unknown records through the admin API")
+		return
+	}
+	if cmp.Or(r.UnknownOutcome, c.Idempotency.UnknownOutcome) != UnknownHold {
+		p.add(key, ErrConflict, "is set, but the route's unknown_outcome is not hold: none of its records becomes unknown, so there is nothing to probe; set unknown_outcome: hold")
+	}
+	if c.Idempotency.EncryptionKeyEnv == "" {
+		p.add(key, ErrRequired, "needs idempotency.encryption_key_env: the probe carries the original's identity headers and cookies, which the record keeps sealed until it resolves")
+	}
+	switch rc.Method {
+	case "", "GET", "HEAD":
+	default:
+		p.add(key+".method", ErrInvalid, "%q: want GET or HEAD (a probe must never write)", rc.Method)
+	}
+	if rc.Path == "" {
+		p.add(key+".path", ErrRequired, "is required, like \"/orders/by-ref/{key}\"")
+	} else if t, err := pathtmpl.Parse(rc.Path); err != nil {
+		p.add(key+".path", ErrInvalid, "%v", err)
+	} else {
+		for _, name := range t.Params() {
+			switch {
+			case name == ReconcileKey:
+			case tmpl == nil:
+			case !tmpl.HasParam(name):
+				p.add(key+".path", ErrInvalid, "{%s} is neither {%s} (the idempotency key) nor a parameter of path %q", name, ReconcileKey, r.Path)
+			}
+		}
+		if tmpl != nil && tmpl.HasParam(ReconcileKey) && t.HasParam(ReconcileKey) {
+			p.add(key+".path", ErrConflict, "{%s} is the idempotency key, but path %q has a parameter {%s} too; rename the route's parameter", ReconcileKey, r.Path, ReconcileKey)
+		}
+	}
+	seen := map[int]string{}
+	for _, l := range []struct {
+		name string
+		v    []int
+	}{{"found", rc.Found}, {"absent", rc.Absent}} {
+		for j, st := range l.v {
+			sk := fmt.Sprintf("%s.%s[%d]", key, l.name, j)
+			switch {
+			case st < 200 || st > 599:
+				p.add(sk, ErrRange, "%d: want a final HTTP status from 200 to 599", st)
+			case st == 401 || st == 403:
+				p.add(sk, ErrInvalid, "%d means the probe's credentials were refused, which says nothing about the write; it always leaves the record unknown", st)
+			case seen[st] != "":
+				p.add(sk, ErrDuplicate, "%d is listed in %s already", st, seen[st])
+			default:
+				seen[st] = l.name
+			}
+		}
+	}
+	if rc.Status != 0 && (rc.Status < 200 || rc.Status > 599 || rc.Status == 304) {
+		p.add(key+".status", ErrRange, "%d: want a status from 200 to 599 that can be replayed (not 304), or 0 to keep the probe's", rc.Status)
+	}
+	if rc.Every != 0 && rc.Every < MinReconcileEvery {
+		p.add(key+".every", ErrRange, "%s: want at least %s (0 means %s)", rc.Every, fmtDur(MinReconcileEvery), fmtDur(DefaultReconcileEvery))
+	}
+}
+
+// ReconcileKey is the placeholder of a reconcile path that the
+// idempotency key fills.
+const ReconcileKey = "key"
 
 // lateOutlived says why a kept call must end within max_lease.
 const lateOutlived = "a kept call's claim stops being renewed while its late answer may still come, and a retry could take the key over and run the write twice; lower the timeout or late_answer_wait, or raise max_lease"

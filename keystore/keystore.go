@@ -484,6 +484,21 @@ type UnknownStore interface {
 	// Unknown lists up to limit (0: all) unknown records, oldest claim
 	// first, with their Info.
 	Unknown(ctx context.Context, limit int) ([]Record, error)
+
+	// AcquireProbe takes the probe lease of key (see [ProbeState]) for
+	// ttl, unless another owner's lease runs: then ok is false. The lease
+	// comes with the state the last probe left (the zero state when there
+	// is none). The lease lives beside the record, whatever its state.
+	AcquireProbe(ctx context.Context, key Key, ttl time.Duration) (l ProbeLease, ok bool, err error)
+
+	// EndProbe records st as key's probe state, kept for keep, if owner
+	// still holds the probe lease (else ErrLeaseLost, and nothing
+	// changes), and keeps the lease for hold from now, so that no replica
+	// probes the record again before (hold 0 gives it up).
+	EndProbe(ctx context.Context, key Key, owner string, st ProbeState, hold, keep time.Duration) error
+
+	// ProbeStatus returns key's probe state; ok is false when it has none.
+	ProbeStatus(ctx context.Context, key Key) (st ProbeState, ok bool, err error)
 }
 
 // Admin is what the admin API needs beyond [Store]: operator repairs that

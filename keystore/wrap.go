@@ -155,6 +155,34 @@ func (w *Wrapper) Unknown(ctx context.Context, limit int) ([]Record, error) {
 	return u.Unknown(ctx, limit)
 }
 
+// AcquireProbe forwards to the inner store's [UnknownStore]; a probe's
+// lease and state hold no client data.
+func (w *Wrapper) AcquireProbe(ctx context.Context, key Key, ttl time.Duration) (ProbeLease, bool, error) {
+	u, err := w.unknownOps()
+	if err != nil {
+		return ProbeLease{}, false, err
+	}
+	return u.AcquireProbe(ctx, key, ttl)
+}
+
+// EndProbe forwards to the inner store's [UnknownStore].
+func (w *Wrapper) EndProbe(ctx context.Context, key Key, owner string, st ProbeState, hold, keep time.Duration) error {
+	u, err := w.unknownOps()
+	if err != nil {
+		return err
+	}
+	return u.EndProbe(ctx, key, owner, st, hold, keep)
+}
+
+// ProbeStatus forwards to the inner store's [UnknownStore].
+func (w *Wrapper) ProbeStatus(ctx context.Context, key Key) (ProbeState, bool, error) {
+	u, err := w.unknownOps()
+	if err != nil {
+		return ProbeState{}, false, err
+	}
+	return u.ProbeStatus(ctx, key)
+}
+
 var (
 	_ UnknownStore = (*Wrapper)(nil)
 	_ Admin        = (*Wrapper)(nil)

@@ -42,6 +42,7 @@ type Metrics struct {
 	lateKept    prometheus.Gauge
 	lateDrop    *prometheus.CounterVec // route
 	unknowns    *prometheus.CounterVec // route, cause
+	probes      *prometheus.CounterVec // route, result (reconcile.go)
 }
 
 // Limiter label values of idemgate_limiter_rejections_total.
@@ -131,6 +132,10 @@ func NewMetrics(reg prometheus.Registerer, version, revision string) *Metrics {
 			Name: "idemgate_unknown_outcomes_total",
 			Help: "Keyed writes on unknown_outcome: hold routes whose outcome became unknown and that are held until resolved, by route name and cause (broken, late_timeout, lapsed, shutdown).",
 		}, []string{"route", "cause"}),
+		probes: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "idemgate_reconcile_probes_total",
+			Help: "Reconcile probes of unknown records, by route name and result (found, absent, released, denied, other, error, lost).",
+		}, []string{"route", "result"}),
 	}
 	// Series that exist from the start, so that rate() sees the first
 	// event. The routes' series are made by initRoutes.
@@ -156,6 +161,11 @@ func (m *Metrics) initRoutes(rs []*route, st Policy) {
 	for _, r := range rs {
 		limited := st.Edge != nil || st.RouteLimits[r.Name] != nil
 		m.initRoute(r.Name, r.Idempotent, limited, r.reuseStatus)
+		if r.probe != nil {
+			for _, res := range keystore.ProbeResults {
+				m.probes.WithLabelValues(r.Name, res)
+			}
+		}
 		if r.Session != (Session{}) && st.Sessions != nil {
 			m.requests.WithLabelValues(r.Name, OutcomeSessionBusy, "503")
 		}
@@ -230,6 +240,13 @@ func (m *Metrics) lateHeld(delta float64) {
 func (m *Metrics) unknownOutcome(route string, cause keystore.Cause) {
 	if m != nil {
 		m.unknowns.WithLabelValues(route, cause.String()).Inc()
+	}
+}
+
+// reconcileProbe counts a reconcile probe by its result.
+func (m *Metrics) reconcileProbe(route, result string) {
+	if m != nil {
+		m.probes.WithLabelValues(route, result).Inc()
 	}
 }
 

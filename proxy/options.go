@@ -186,6 +186,22 @@ type Idempotency struct {
 	LateAnswerMax int
 }
 
+// Reconcile is a route's reconcile probe (DESIGN.md, Unknown outcomes, 3).
+type Reconcile struct {
+	// Method is GET (also "") or HEAD.
+	Method string
+	// Path is a path template: {key} is the idempotency key, other
+	// placeholders the route's path parameters.
+	Path string
+	// Found and Absent are the statuses that mean the write ran, and
+	// that it did not. Nil: [200] and [404].
+	Found, Absent []int
+	// Status, when > 0, replaces a found answer's status.
+	Status int
+	// Every is how often an unknown record is probed again. Default 30s.
+	Every time.Duration
+}
+
 // Values of UnknownOutcome.
 const (
 	UnknownTakeover = "takeover"
@@ -249,6 +265,9 @@ type Route struct {
 	LateAnswerWait *time.Duration
 	// UnknownOutcome is UnknownTakeover, UnknownHold or "" (inherit).
 	UnknownOutcome string
+	// Reconcile, when set, is the route's reconcile probe (reconcile.go);
+	// only on a keyed route with unknown_outcome: hold.
+	Reconcile *Reconcile
 	// ReuseStatus overrides Idempotency.ReuseStatus when > 0.
 	ReuseStatus int
 	// MaxBodyBytes overrides Idempotency.MaxBodyBytes when > 0.

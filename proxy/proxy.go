@@ -27,6 +27,7 @@ type Proxy struct {
 	renewals renewer
 	waiters  waiters
 	late     lateCalls // upstream calls kept past their timeout (late.go)
+	probes   *prober   // reconcile probes (reconcile.go)
 }
 
 // absolute reports whether u can be an upstream: an absolute URL.
@@ -50,7 +51,7 @@ func New(d Deps) *Proxy {
 	if d.Notices == nil {
 		d.Notices = new(keystore.Hub)
 	}
-	p := &Proxy{deps: d, log: d.Logger, metrics: d.Metrics, budget: budget.New(0, 0)}
+	p := &Proxy{deps: d, log: d.Logger, metrics: d.Metrics, budget: budget.New(0, 0), probes: newProber()}
 	p.renewals.init(d.Store, d.Logger, d.Now)
 	p.upstream = p.newUpstream()
 	// The order is DESIGN.md's and is authoritative; chain_test.go pins it.
@@ -85,6 +86,7 @@ func (p *Proxy) Close() error { return p.Shutdown(context.Background()) }
 // are taken over after their lease). It returns nil either way.
 func (p *Proxy) Shutdown(ctx context.Context) error {
 	tasks, claims := p.renewals.close(ctx)
+	p.probes.close()
 	if n := p.extendKept(); n > 0 {
 		p.log.Warn("shutdown deadline passed with upstream calls kept past their timeout; their leases were extended to the end of their late wait",
 			"kept_calls", n)

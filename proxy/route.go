@@ -37,6 +37,7 @@ type route struct {
 
 	lateWait time.Duration // late_answer_wait (late.go)
 	hold     bool          // unknown_outcome: hold (unknown.go)
+	probe    *probeSpec    // the reconcile probe, or nil (reconcile.go)
 }
 
 // snapshot is a compiled [Policy]: its route table, its values made ready
@@ -128,6 +129,8 @@ func (p *Proxy) compileRoutes(pol Policy) (*snapshot, error) {
 			errs = append(errs, fmt.Errorf("proxy: route %q: session parameter %q not in path %s", rc.Name, rc.Session.Param, rc.Path))
 		}
 		if err := compilePolicy(r, id, global); err != nil {
+			errs = append(errs, err)
+		} else if err := compileProbe(r); err != nil {
 			errs = append(errs, err)
 		}
 		if _, ok := p.deps.Store.(keystore.UnknownStore); r.hold && rc.Idempotent && !ok {

@@ -39,6 +39,9 @@ func (p *Proxy) markSent(w http.ResponseWriter, r *http.Request, ex *exchange) b
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
 	defer cancel()
 	info := keystore.UnknownInfo(r.Method, r.URL.RequestURI(), ex.key, ex.id)
+	if ex.route.probe != nil {
+		p.probeInfo(info, r, ex)
+	}
 	if err := us.MarkSent(ctx, ex.claimKey, ex.claimToken, info); err != nil {
 		p.log.Error("writing the sent mark failed; the request was not forwarded", "error", err, logRequestID, ex.id, logRoute, ex.route.Name)
 		writeProblem(w, r, problemUnavailable)
@@ -62,6 +65,9 @@ func (p *Proxy) markUnknown(ctx context.Context, route, requestID string, sk key
 		return false
 	}
 	p.unknownOutcome(route, sk, requestID, cause)
+	if cause != keystore.CauseShutdown {
+		p.probeSoon(route, sk) // the first probe, at the moment of unknown (reconcile.go)
+	}
 	return true
 }
 
@@ -85,4 +91,5 @@ func (p *Proxy) markedLapsed(r *http.Request, sk keystore.Key, err error) {
 		id = ue.Info.Header.Get(keystore.InfoRequestID)
 	}
 	p.unknownOutcome(routeName(r), sk, id, keystore.CauseLapsed)
+	p.probeSoon(routeName(r), sk)
 }

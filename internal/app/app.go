@@ -295,6 +295,9 @@ func proxyRoutes(cfg *config.Config) []proxy.Route {
 		if r.Session != nil {
 			pr.Session = proxy.Session{Param: r.Session.Param, Header: r.Session.Header}
 		}
+		if rc := r.Reconcile; rc != nil {
+			pr.Reconcile = &proxy.Reconcile{Method: rc.Method, Path: rc.Path, Found: rc.Found, Absent: rc.Absent, Status: rc.Status, Every: rc.Every}
+		}
 		routes = append(routes, pr)
 	}
 	return routes

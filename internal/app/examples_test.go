@@ -126,6 +126,7 @@ func ucpCode(t *testing.T, a ucpAnswer) string {
 // TestExampleUCP drives the chapter's flows through examples/ucp.yaml. It is
 // README's "Fronting UCP" walkthrough, step by step.
 func TestExampleUCP(t *testing.T) {
+	t.Setenv("IDEMGATE_ENCRYPTION_KEY", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=") // the probe's sealed identity
 	shop := newShop(t)
 	base := exampleApp(t, "ucp.yaml", shop.URL) + "/ucp/v1"
 	const agent = `profile="https://platform.example.com/.well-known/ucp"`

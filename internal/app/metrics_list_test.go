@@ -222,6 +222,10 @@ routes:
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	// A route with a reconcile probe, for its family; added after Validate,
+	// which requires encryption_key_env for it (an environment variable a
+	// parallel test cannot set).
+	cfg.Routes = append(cfg.Routes, reconcileRoute)
 	a, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler), Version: "v-test", Revision: "abc123", AdminToken: "0123456789abcdef0123"})
 	if err != nil {
 		t.Fatal(err)
@@ -253,6 +257,11 @@ routes:
 	}
 }
 
+// reconcileRoute is a route with a reconcile probe, whose family the
+// metrics tests need.
+var reconcileRoute = config.Route{Name: "order", Method: "POST", Path: "/orders/{id}/pay", Idempotent: true,
+	UnknownOutcome: config.UnknownHold, Reconcile: &config.Reconcile{Path: "/orders/{id}"}}
+
 // TestMetricsMatchListRedis: with the Redis store, the pool's families
 // replace the memory store's.
 func TestMetricsMatchListRedis(t *testing.T) {
@@ -260,6 +269,7 @@ func TestMetricsMatchListRedis(t *testing.T) {
 	addr := redistest.Addr(t)
 	list := readMetricsList(t)
 	cfg := e2eConfig(t, e2eYAML(echoUpstream(t), addr, e2ePrefix(t), ""))
+	cfg.Routes = append(cfg.Routes, reconcileRoute) // see TestMetricsMatchList
 	a, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

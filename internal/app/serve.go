@@ -125,6 +125,10 @@ func (a *App) Serve(ctx context.Context, grace time.Duration, lns *Listeners) er
 	g.Go(func() error { return serveOn(a.public, pub) })
 	g.Go(func() error { return serveOn(a.admin, adm) })
 	a.startReload(gctx, g)
+	g.Go(func() error {
+		runReconcile(gctx, a.proxy, time.After, a.log)
+		return nil
+	})
 	if a.tls.http != nil {
 		h := watch(a.tls.http, limited(lns.HTTP), n, nil)
 		g.Go(func() error { return serveOn(a.tls.http, h) })

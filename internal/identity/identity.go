@@ -423,3 +423,14 @@ func (r *Resolver) Stats() Stats {
 }
 
 type keyStats struct{ loads, errors atomic.Uint64 }
+
+// HeaderNames returns the request headers the identity reads, canonical:
+// the configured headers and the JWT's own header, if it has one (a
+// reconcile probe carries them). The slice is a new one.
+func (r *Resolver) HeaderNames() []string {
+	out := slices.Clone(r.headers)
+	if r.jwt != nil && r.jwt.header != "" {
+		out = append(out, textproto.CanonicalMIMEHeaderKey(r.jwt.header))
+	}
+	return out
+}

@@ -3,6 +3,7 @@ package identity_test
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"testing"
 
 	"github.com/idemgate/idemgate/internal/identity"
@@ -188,5 +189,21 @@ func TestLookupClaimsErrors(t *testing.T) {
 	headers, _ := identity.New(identity.Options{Headers: []string{"Authorization"}})
 	if _, err := headers.Lookup(http.Header{}, map[string]json.RawMessage{"sub": json.RawMessage(`"b"`)}); err == nil {
 		t.Errorf("Lookup with claims on a header resolver = nil; want an error")
+	}
+}
+
+func TestHeaderNames(t *testing.T) {
+	t.Parallel()
+	r, err := identity.New(identity.Options{Headers: []string{"authorization", "x-tenant"}, Cookies: []string{"sid"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := r.HeaderNames()
+	if !slices.Equal(got, []string{"Authorization", "X-Tenant"}) {
+		t.Errorf("HeaderNames = %q; want [Authorization X-Tenant]", got)
+	}
+	got[0] = "changed"
+	if r.HeaderNames()[0] != "Authorization" {
+		t.Error("HeaderNames shares its slice with the resolver")
 	}
 }

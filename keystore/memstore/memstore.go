@@ -87,6 +87,7 @@ type Store struct {
 	lastSweep atomic.Int64 // offset from base of the last sweep's start
 
 	shards [numShards]shard
+	probes probeTable // reconcile probes' leases and states (probe.go)
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -929,6 +930,9 @@ func (s *Store) sweep() {
 		sh.arena.trim()
 		sh.mu.Unlock()
 	}
+	s.probes.mu.Lock()
+	s.probes.sweep(now)
+	s.probes.mu.Unlock()
 }
 
 // compact moves the records of the shard's emptiest pages to fresh ones

@@ -32,6 +32,9 @@ const (
 	opMarkUnknown   = "mark_unknown"
 	opResolve       = "resolve"
 	opUnknown       = "unknown"
+	opAcquireProbe  = "acquire_probe"
+	opEndProbe      = "end_probe"
+	opProbeStatus   = "probe_status"
 )
 
 // New returns s with its operations measured on reg (nil: measured but not
@@ -236,4 +239,22 @@ func (s *Store) Resolve(ctx context.Context, k keystore.Key, id keystore.ClaimID
 func (s *Store) Unknown(ctx context.Context, limit int) (_ []keystore.Record, err error) {
 	defer s.done(opUnknown, time.Now(), &err)
 	return s.Wrapper.Unknown(ctx, limit)
+}
+
+// AcquireProbe implements [keystore.UnknownStore].
+func (s *Store) AcquireProbe(ctx context.Context, k keystore.Key, ttl time.Duration) (_ keystore.ProbeLease, _ bool, err error) {
+	defer s.done(opAcquireProbe, time.Now(), &err)
+	return s.Wrapper.AcquireProbe(ctx, k, ttl)
+}
+
+// EndProbe implements [keystore.UnknownStore].
+func (s *Store) EndProbe(ctx context.Context, k keystore.Key, owner string, st keystore.ProbeState, hold, keep time.Duration) (err error) {
+	defer s.done(opEndProbe, time.Now(), &err)
+	return s.Wrapper.EndProbe(ctx, k, owner, st, hold, keep)
+}
+
+// ProbeStatus implements [keystore.UnknownStore].
+func (s *Store) ProbeStatus(ctx context.Context, k keystore.Key) (_ keystore.ProbeState, _ bool, err error) {
+	defer s.done(opProbeStatus, time.Now(), &err)
+	return s.Wrapper.ProbeStatus(ctx, k)
 }

@@ -120,6 +120,7 @@ var Cases = []Case{
 	{"ResolveRelease", testResolveRelease},
 	{"UnknownResolvedByHolder", testUnknownResolvedByHolder},
 	{"ConcurrentLapsedHoldOneMark", testConcurrentLapsedHoldOneMark},
+	{"ProbeLease", testProbeLease},
 }
 
 // Run runs every case of the suite against the stores f makes.
