@@ -25,10 +25,9 @@ type claim struct {
 	ClaimID      string     `json:"claim_id"`
 	Sent         bool       `json:"sent"`
 	Cause        string     `json:"cause"`
-	// Probe is the record's reconcile-probe state as the admin API sends
-	// it, shown by the "probe-state" template (templates/probe.html), the
-	// one place to change when the API's shape is fixed.
-	Probe json.RawMessage `json:"probe"`
+	// Probe is the record's reconcile-probe state (nil: never probed),
+	// shown by the "probe-state" template (templates/probe.html) only.
+	Probe *probeState `json:"probe"`
 	// ResolvedBy names who resolved an unknown record (the holder, a
 	// probe, an operator), when the admin API says; shown on the resolve
 	// page.
@@ -184,4 +183,14 @@ func (h *Handler) listBusiest(ctx context.Context, r *http.Request) (out []limit
 	}
 	json.Unmarshal(res.Body, &body)
 	return body.Limiters, true, ""
+}
+
+// probeState is an unknown record's reconcile-probe state as the admin API
+// sends it (admin's probeView): how many probes went out, the last one's
+// result and time, and since when the upstream has answered absent.
+type probeState struct {
+	Probes      int        `json:"probes"`
+	Last        string     `json:"last"`
+	LastAt      time.Time  `json:"last_at"`
+	AbsentSince *time.Time `json:"absent_since"`
 }

@@ -3,7 +3,6 @@ package console
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"html/template"
 	"log/slog"
@@ -50,19 +49,6 @@ var funcs = template.FuncMap{
 			return s[:16] + "…"
 		}
 		return s
-	},
-	// probe shows a record's probe state as the admin API gives it: a
-	// string as is, anything else as compact JSON.
-	"probe": func(b json.RawMessage) string {
-		var s string
-		if json.Unmarshal(b, &s) == nil {
-			return s
-		}
-		var out bytes.Buffer
-		if json.Compact(&out, b) != nil {
-			return string(b)
-		}
-		return out.String()
 	},
 }
 
