@@ -35,8 +35,13 @@ const statusClientClosed = 499
 func (p *Proxy) logAccess(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ex := exchangeOf(r)
-		// A kept call logs when it ends (late.go).
-		defer func() { ex.after(func() { p.logExchange(r, ex) }) }()
+		defer func() {
+			if !ex.kept() {
+				p.logExchange(r, ex)
+				return
+			}
+			ex.after(func() { p.logExchange(r, ex) }) // a kept call logs when it ends (late.go)
+		}()
 		next.ServeHTTP(w, r)
 	})
 }

@@ -90,7 +90,13 @@ func (p *Proxy) runClaimed(w http.ResponseWriter, r *http.Request, next http.Han
 	lease := p.renewals.start(sk, res.Token, opts.Lease, opts.MaxLease)
 	ex.claimKey, ex.claimToken, ex.lease = sk, res.Token, lease
 	p.metrics.claimHeld(1)
-	defer ex.after(func() { p.metrics.claimHeld(-1) }) // a kept call holds it on (late.go)
+	defer func() {
+		if !ex.kept() {
+			p.metrics.claimHeld(-1)
+			return
+		}
+		ex.after(func() { p.metrics.claimHeld(-1) }) // a kept call holds it on (late.go)
+	}()
 	ex.keyed = true
 	ex.outcome = OutcomeExecuted
 	recorded := false

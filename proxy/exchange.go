@@ -27,9 +27,10 @@ type exchange struct {
 	id     string     // request ID
 	client netip.Addr // client address (after trusted proxies)
 
-	snap     *snapshot // the policy this request runs on, from start to end (Proxy.Apply)
-	pastEdge bool      // the request passed the edge limit (for metrics)
-	observed bool      // observe mode forwarded a keyed write unclaimed
+	ctx      exchangeCtx // the request's context from the outermost stage on (withExchange)
+	snap     *snapshot   // the policy this request runs on, from start to end (Proxy.Apply)
+	pastEdge bool        // the request passed the edge limit (for metrics)
+	observed bool        // observe mode forwarded a keyed write unclaimed
 
 	route   *route         // nil: no route matched
 	match   pathtmpl.Match // the route's match: normalized path parameters
@@ -88,8 +89,25 @@ func exchangeOf(r *http.Request) *exchange {
 	return ex
 }
 
+// withExchange returns r with ex in its context. The context lives in ex
+// (what context.WithValue would allocate, issue 31).
 func withExchange(r *http.Request, ex *exchange) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
+	ex.ctx = exchangeCtx{Context: r.Context(), ex: ex}
+	return r.WithContext(&ex.ctx)
+}
+
+// exchangeCtx is context.WithValue(parent, exchangeKey{}, ex) kept inside
+// ex: a request's context carrying its exchange.
+type exchangeCtx struct {
+	context.Context
+	ex *exchange
+}
+
+func (c *exchangeCtx) Value(key any) any {
+	if key == (exchangeKey{}) {
+		return c.ex
+	}
+	return c.Context.Value(key)
 }
 
 // begin is the outermost stage: it starts the request's exchange, takes or
@@ -102,8 +120,10 @@ func (p *Proxy) begin(next http.Handler) http.Handler {
 		ex := &exchange{ResponseWriter: w, start: time.Now(), snap: p.cur.Load()}
 		h := ex.snap.requestID
 		ex.id = problem.RequestID(r.Header.Get(h))
-		r.Header.Set(h, ex.id)
-		w.Header().Set(h, ex.id)
+		// Header.Set for both, with one array for their values.
+		ids := &[2]string{ex.id, ex.id}
+		r.Header[h] = ids[0:1:1]
+		w.Header()[h] = ids[1:2:2]
 		ex.client = p.deps.ClientAddr(remoteAddr(r), r.Header.Values("X-Forwarded-For"), ex.snap.src.TrustedProxies)
 		next.ServeHTTP(ex, withExchange(r, ex))
 	})

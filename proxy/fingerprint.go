@@ -79,8 +79,14 @@ var fingerprintPool = sync.Pool{New: func() any {
 func (st *fingerprintState) sum(pre string, parts [4]string, payload []byte) keystore.Fingerprint {
 	st.writeHead(pre, parts, len(payload))
 	st.h.Write(payload)
+	return st.fingerprint()
+}
+
+// fingerprint returns the hash's sum. It is summed into st's own buffer:
+// a local array passed to the hash.Hash interface escapes (an allocation).
+func (st *fingerprintState) fingerprint() keystore.Fingerprint {
 	var fp keystore.Fingerprint
-	st.h.Sum(fp[:0])
+	copy(fp[:], st.h.Sum(st.head[:0]))
 	return fp
 }
 
@@ -89,9 +95,7 @@ func (st *fingerprintState) sum(pre string, parts [4]string, payload []byte) key
 func (st *fingerprintState) sumForm(pre string, parts [4]string) keystore.Fingerprint {
 	st.writeHead(pre, parts, st.form.Len())
 	st.form.WriteTo(st.h)
-	var fp keystore.Fingerprint
-	st.h.Sum(fp[:0])
-	return fp
+	return st.fingerprint()
 }
 
 // writeHead resets the hash and writes pre, the parts and the payload's
@@ -331,6 +335,9 @@ func (p *Proxy) reserve(ctx context.Context, r *http.Request, ex *exchange, sk k
 	}
 	o.FingerprintVersion = currentFingerprint
 	res, err := p.deps.Store.Reserve(ctx, sk, o)
+	if err == nil {
+		return res, nil // before errors.As, whose target escapes: an allocation
+	}
 	var me *keystore.MismatchError
 	if errors.As(err, &me) && me.Version.Normalize() != currentFingerprint {
 		if fp, ok, _ := p.requestFingerprint(r, ex, me.Version.Normalize()); ok {

@@ -44,17 +44,25 @@ func NewTransport() *http.Transport {
 // when the upstream sent no headers within the timeout.
 var errHeaderTimeout = errors.New("upstream sent no response headers in time")
 
-// bufferPool recycles ReverseProxy's copy buffers.
+// bufferPool recycles ReverseProxy's copy buffers. It pools them as
+// pointers to arrays, which a slice converts to without allocating (a
+// *[]byte would be an allocation per Put).
 type bufferPool struct{ p sync.Pool }
 
+const copyBufferSize = 32 << 10
+
 func (b *bufferPool) Get() []byte {
-	if v, ok := b.p.Get().(*[]byte); ok {
-		return *v
+	if v, ok := b.p.Get().(*[copyBufferSize]byte); ok {
+		return v[:]
 	}
-	return make([]byte, 32<<10)
+	return make([]byte, copyBufferSize)
 }
 
-func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
+func (b *bufferPool) Put(buf []byte) {
+	if len(buf) == copyBufferSize {
+		b.p.Put((*[copyBufferSize]byte)(buf))
+	}
+}
 
 // upstreamCall is the per-request state of the upstream stage, kept in the
 // request's exchange.
@@ -64,6 +72,7 @@ type upstreamCall struct {
 	capture      *capture    // keyed writes: what is kept for storage
 	headerTimer  *time.Timer // pass-through: the response-header deadline
 	late         *lateCall   // keyed writes with a late wait (late.go)
+	trace        httptrace.ClientTrace
 }
 
 func (p *Proxy) newUpstream() http.Handler {
@@ -131,9 +140,10 @@ func (p *Proxy) newUpstream() http.Handler {
 // traceWrites returns ctx with a trace that marks call's request headers
 // written when they reach the wire.
 func (p *Proxy) traceWrites(ctx context.Context, call *upstreamCall) context.Context {
-	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteHeaders: func() { call.wroteHeaders.Store(true) },
-	})
+	// The trace lives in the call, which lives in the exchange: no
+	// allocation of its own (issue 31).
+	call.trace = httptrace.ClientTrace{WroteHeaders: func() { call.wroteHeaders.Store(true) }}
+	return httptrace.WithClientTrace(ctx, &call.trace)
 }
 
 // callOf returns the upstream call of a request the upstream stage runs
@@ -260,9 +270,11 @@ func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
 		}
 		return
 	}
-	out.Set("X-Forwarded-For", peer.String())
-	out.Set("X-Forwarded-Host", in.Host)
-	out.Set("X-Forwarded-Proto", proto)
+	// Header.Set for the three, with one array for their values.
+	vals := &[3]string{peer.String(), in.Host, proto}
+	out["X-Forwarded-For"] = vals[0:1:1]
+	out["X-Forwarded-Host"] = vals[1:2:2]
+	out["X-Forwarded-Proto"] = vals[2:3:3]
 }
 
 // modifyResponse runs when the upstream's headers arrived.
