@@ -101,7 +101,7 @@ func (p *Proxy) logExchange(r *http.Request, ex *exchange) {
 		slog.String(logOutcome, outcome),
 		slog.Float64(logDuration, float64(time.Since(ex.start).Microseconds())/1000),
 		slog.Int64(logBytes, ex.written),
-		slog.String(logClient, ex.client.String()),
+		slog.String(logClient, ex.clientString()),
 		slog.String(logRequestID, ex.id),
 	}
 	if ex.waited > 0 {

@@ -23,9 +23,10 @@ import (
 type exchange struct {
 	http.ResponseWriter
 
-	start  time.Time
-	id     string     // request ID
-	client netip.Addr // client address (after trusted proxies)
+	start      time.Time
+	id         string     // request ID
+	client     netip.Addr // client address (after trusted proxies)
+	clientText string     // client.String(), once asked (clientString)
 
 	ctx      exchangeCtx // the request's context from the outermost stage on (withExchange)
 	snap     *snapshot   // the policy this request runs on, from start to end (Proxy.Apply)
@@ -127,6 +128,15 @@ func (p *Proxy) begin(next http.Handler) http.Handler {
 		ex.client = p.deps.ClientAddr(remoteAddr(r), r.Header.Values("X-Forwarded-For"), ex.snap.src.TrustedProxies)
 		next.ServeHTTP(ex, withExchange(r, ex))
 	})
+}
+
+// clientString returns ex.client.String(), made once: the access log and
+// X-Forwarded-For both want it (issue 31).
+func (ex *exchange) clientString() string {
+	if ex.clientText == "" {
+		ex.clientText = ex.client.String()
+	}
+	return ex.clientText
 }
 
 // clientAddr returns the client address the proxy decided for r; the zero

@@ -60,6 +60,11 @@ type fingerprintState struct {
 	head  []byte
 	canon []byte
 	form  canonform.Form
+	// held is the body the fingerprint running now charges (nil: none),
+	// and charge its Charge, made once per pooled state: a method value
+	// made per request is an allocation (issue 31).
+	held   *budget.Body
+	charge func(int64) error
 }
 
 // keepCanonMax is the largest canonical-JSON buffer a pooled
@@ -71,7 +76,9 @@ type fingerprintState struct {
 const keepCanonMax = 64 << 10
 
 var fingerprintPool = sync.Pool{New: func() any {
-	return &fingerprintState{h: sha256.New(), head: make([]byte, 0, 256), canon: make([]byte, 0, 4096)}
+	st := &fingerprintState{h: sha256.New(), head: make([]byte, 0, 256), canon: make([]byte, 0, 4096)}
+	st.charge = func(n int64) error { return st.held.Charge(n) }
+	return st
 }}
 
 // sum hashes the head parts, each length-prefixed after the first byte
@@ -174,7 +181,8 @@ func fingerprintHeld(v keystore.FingerprintVersion, method, escapedPath, rawQuer
 	defer fingerprintPool.Put(st)
 	var charge func(int64) error
 	if held != nil {
-		charge = held.Charge
+		st.held, charge = held, st.charge
+		defer func() { st.held = nil }() // before the Put above
 	}
 	pre := versionByte(v)
 	kind, payload := kindRaw, body

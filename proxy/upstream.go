@@ -271,7 +271,13 @@ func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
 		return
 	}
 	// Header.Set for the three, with one array for their values.
-	vals := &[3]string{peer.String(), in.Host, proto}
+	var peerText string
+	if ex := exchangeOf(in); peer == ex.client {
+		peerText = ex.clientString() // the access log's too
+	} else {
+		peerText = peer.String()
+	}
+	vals := &[3]string{peerText, in.Host, proto}
 	out["X-Forwarded-For"] = vals[0:1:1]
 	out["X-Forwarded-Host"] = vals[1:2:2]
 	out["X-Forwarded-Proto"] = vals[2:3:3]
