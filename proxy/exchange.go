@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"net/netip"
@@ -40,6 +41,7 @@ type exchange struct {
 
 	key     string           // the key check passed this key (keycheck.go)
 	body    []byte           // keyed writes: the body, read whole (body.go)
+	bodyR   bytes.Reader     // keyed writes: the body as sent upstream (rewrite)
 	fp      fingerprintInput // keyed writes: the body as its fingerprint reads it
 	held    *budget.Body     // the body's hold on max_buffered_bytes: charge derived buffers to it
 	keyed   bool             // a keyed write under a claim

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -123,8 +122,10 @@ func (p *Proxy) newUpstream() http.Handler {
 		} else {
 			// Only the wait for response headers is bounded: streams and
 			// upgrades run on.
-			var cancel context.CancelCauseFunc
-			ctx, cancel = context.WithCancelCause(ctx)
+			// cancel is declared here, never assigned again: the timer's
+			// closure then holds a copy, not a variable moved to the heap.
+			cctx, cancel := context.WithCancelCause(ctx)
+			ctx = cctx
 			defer cancel(nil)
 			call.headerTimer = time.AfterFunc(timeout, func() { cancel(errHeaderTimeout) })
 			defer call.headerTimer.Stop()
@@ -182,7 +183,8 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 		// the headers first (Go issue 22088). ReverseProxy's own wrapper
 		// hides the held body from that check. One write less per keyed
 		// request (issue 17).
-		pr.Out.Body = io.NopCloser(bytes.NewReader(ex.held.Bytes()))
+		ex.bodyR.Reset(ex.held.Bytes()) // in the exchange: no allocation of its own
+		pr.Out.Body = io.NopCloser(&ex.bodyR)
 	}
 	noResend(pr.Out)
 
