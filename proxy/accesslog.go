@@ -91,6 +91,9 @@ func (p *Proxy) logExchange(r *http.Request, ex *exchange) {
 		level = slog.LevelWarn
 	}
 	p.metrics.observeRequest(r, ex, status, outcome, time.Since(ex.start))
+	if !p.log.Enabled(context.Background(), level) {
+		return // as LogAttrs would, before its attributes are made
+	}
 	attrs := []slog.Attr{
 		slog.String(logHost, r.Host),
 		slog.String(logMethod, r.Method),

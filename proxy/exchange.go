@@ -39,19 +39,20 @@ type exchange struct {
 	outcome string
 	code    string // problem code, "" when the upstream answered
 
-	key     string           // the key check passed this key (keycheck.go)
-	body    []byte           // keyed writes: the body, read whole (body.go)
-	bodyR   bytes.Reader     // keyed writes: the body as sent upstream (rewrite)
-	fp      fingerprintInput // keyed writes: the body as its fingerprint reads it
-	held    *budget.Body     // the body's hold on max_buffered_bytes: charge derived buffers to it
-	keyed   bool             // a keyed write under a claim
-	sent    sendState        // how far the request got to the upstream
-	capture *capture         // keyed writes: the answer kept for storage
-	call    upstreamCall     // the upstream stage's state, once it runs
-	span    trace.Span       // the server span; nil without tracing (tracing.go)
-	finish  func()           // keyed writes: records the answer (once)
-	gql     *gql.Request     // GraphQL routes: the parsed request of a keyed write
-	waited  time.Duration    // how long it waited for the original (wait.go)
+	key      string           // the key check passed this key (keycheck.go)
+	body     []byte           // keyed writes: the body, read whole (body.go)
+	bodyR    bytes.Reader     // keyed writes: the body as sent upstream (rewrite)
+	fp       fingerprintInput // keyed writes: the body as its fingerprint reads it
+	held     *budget.Body     // the body's hold on max_buffered_bytes: charge derived buffers to it
+	keyed    bool             // a keyed write under a claim
+	recorded bool             // keyed writes: finish ran (claim.go)
+	sent     sendState        // how far the request got to the upstream
+	capture  *capture         // keyed writes: the answer kept for storage
+	call     upstreamCall     // the upstream stage's state, once it runs
+	span     trace.Span       // the server span; nil without tracing (tracing.go)
+	finish   func()           // keyed writes: records the answer (once)
+	gql      *gql.Request     // GraphQL routes: the parsed request of a keyed write
+	waited   time.Duration    // how long it waited for the original (wait.go)
 	// late is the upstream call that runs on after the client got its
 	// 504 (late.go); nil while the handler owns the request.
 	late *lateCall
