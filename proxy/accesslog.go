@@ -35,8 +35,13 @@ const statusClientClosed = 499
 func (p *Proxy) logAccess(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ex := exchangeOf(r)
-		// A kept call logs when it ends (late.go).
-		defer func() { ex.after(func() { p.logExchange(r, ex) }) }()
+		defer func() {
+			if !ex.kept() {
+				p.logExchange(r, ex)
+				return
+			}
+			ex.after(func() { p.logExchange(r, ex) }) // a kept call logs when it ends (late.go)
+		}()
 		next.ServeHTTP(w, r)
 	})
 }
@@ -86,6 +91,9 @@ func (p *Proxy) logExchange(r *http.Request, ex *exchange) {
 		level = slog.LevelWarn
 	}
 	p.metrics.observeRequest(r, ex, status, outcome, time.Since(ex.start))
+	if !p.log.Enabled(context.Background(), level) {
+		return // as LogAttrs would, before its attributes are made
+	}
 	attrs := []slog.Attr{
 		slog.String(logHost, r.Host),
 		slog.String(logMethod, r.Method),
@@ -96,7 +104,7 @@ func (p *Proxy) logExchange(r *http.Request, ex *exchange) {
 		slog.String(logOutcome, outcome),
 		slog.Float64(logDuration, float64(time.Since(ex.start).Microseconds())/1000),
 		slog.Int64(logBytes, ex.written),
-		slog.String(logClient, ex.client.String()),
+		slog.String(logClient, ex.clientString()),
 		slog.String(logRequestID, ex.id),
 	}
 	if ex.waited > 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -11,6 +12,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idemgate/idemgate/internal/canonjson"
 	"github.com/idemgate/idemgate/keystore/memstore"
@@ -95,6 +98,21 @@ func newBenchIdemgate(b *testing.B, upstream string, mods ...func(*Options)) *ht
 		tr.CloseIdleConnections()
 	})
 	return srv
+}
+
+// benchLogged gives a benchmarked idemgate cmd/idemgate's access log (a
+// JSON handler at level info whose times are UTC, here to io.Discard) and
+// metrics on a registry of its own.
+func benchLogged(o *Options) {
+	o.Logger = slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey && len(groups) == 0 {
+				a.Value = slog.TimeValue(a.Value.Time().UTC())
+			}
+			return a
+		},
+	}))
+	o.Metrics = NewMetrics(prometheus.NewRegistry(), "bench", "")
 }
 
 // benchPost sends one POST of benchReqBody and checks the answer: want
@@ -183,6 +201,33 @@ func BenchmarkProxy(b *testing.B) {
 		if got := up.hits.Load() - before; got != int64(b.N) {
 			b.Errorf("upstream ran %d requests; want b.N = %d", got, b.N)
 		}
+	})
+
+	// As deployed (issue 31): the access log on, JSON as cmd/idemgate
+	// writes it (to io.Discard here), and the metrics recorded.
+	b.Run("passthrough_logged", func(b *testing.B) {
+		target := newBenchIdemgate(b, up.URL, benchLogged).URL + "/ucp/v1/orders"
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				benchPost(b, client, target, "", false)
+			}
+		})
+	})
+
+	b.Run("first_write_logged", func(b *testing.B) {
+		target := newBenchIdemgate(b, up.URL, benchLogged).URL + "/ucp/v1/carts"
+		var seq atomic.Uint64
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			buf := make([]byte, 0, 32)
+			for pb.Next() {
+				buf = strconv.AppendUint(append(buf[:0], "bench-"...), seq.Add(1), 36)
+				benchPost(b, client, target, string(buf), false)
+			}
+		})
 	})
 
 	b.Run("replay", func(b *testing.B) {

@@ -9,21 +9,31 @@ import (
 	"github.com/idemgate/idemgate/limiter"
 )
 
+// free gives held back to the budget now, or when a kept call ends
+// ([exchange.after]).
+func (ex *exchange) free(held *budget.Body) {
+	if !ex.kept() {
+		held.Free()
+		return
+	}
+	ex.after(held.Free)
+}
+
 // readBody reads a keyed request's body whole (DESIGN.md, Bounds), within
 // max_body_bytes, the max_buffered_bytes budget and the client's share of
 // it (charged as the bytes arrive, never from Content-Length), before
 // request_body_timeout from the end of its headers, and puts it back for the
 // upstream. The hold on the budget is left in the exchange (ex.held), so
 // that the buffers derived from the body (its decoded form, its canonical
-// JSON) are charged to it too. The caller calls free when the request is
-// done: it gives every byte back.
+// JSON) are charged to it too. The caller gives every byte back with
+// [exchange.free] when the request is done.
 //
 // On error, observe mode (observe) forwards the request as it came: what
 // was read is put back in front of the rest (or of the same failure).
 // Enforce mode answers the problem and closes the connection after it,
 // reading nothing more: the rest of the body was not read, and net/http
 // would otherwise read it first, from a client that may never send it.
-func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request, observe bool) (body []byte, free func(), prob *proxyProblem) {
+func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request, observe bool) (body []byte, held *budget.Body, prob *proxyProblem) {
 	ex := exchangeOf(r)
 	opt := budget.ReadOptions{Limit: ex.route.maxBody, Writer: w, DropOnError: !observe}
 	if d := ex.snap.src.RequestBodyTimeout; d > 0 {
@@ -34,7 +44,7 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request, observe bool) (
 	held, err := p.budget.ReadBody(limiter.Bucket(ex.client), r, &opt)
 	if err == nil {
 		ex.held = held
-		return held.Bytes(), held.Free, nil
+		return held.Bytes(), held, nil
 	}
 	if !observe || errors.Is(err, budget.ErrTimeout) {
 		// Read nothing more from this client: net/http's Body.Close would

@@ -25,6 +25,9 @@ type capture struct {
 	// done, when set, runs once when the whole answer has been read, before
 	// its last bytes are passed on to the client.
 	done func()
+	// tee and resp live here, not in allocations of their own (issue 31).
+	tee  teeBody
+	resp keystore.Response
 }
 
 func newCapture(max int64, done func()) *capture { return &capture{max: max, done: done} }
@@ -45,13 +48,24 @@ func (c *capture) finish() {
 func (c *capture) start(res *http.Response, drop map[string]bool) {
 	c.status = res.StatusCode
 	h := make(http.Header, len(res.Header))
+	n := 0
+	for _, v := range res.Header {
+		n += len(v)
+	}
+	vals := make([]string, 0, n) // every value copied into one array
 	for k, v := range res.Header {
 		// Date and Content-Length are fresh on every replay; the first
 		// run's trace and timing are not the answer's (tracing.go).
 		if drop[k] || k == "Date" || k == "Content-Length" || k == headerTraceResponse || k == headerServerTiming {
 			continue
 		}
-		h[k] = append([]string(nil), v...)
+		if len(v) == 0 {
+			h[k] = nil // as append([]string(nil), v...)
+			continue
+		}
+		i := len(vals)
+		vals = append(vals, v...)
+		h[k] = vals[i:len(vals):len(vals)]
 	}
 	c.header = h
 	c.length = res.ContentLength
@@ -60,7 +74,8 @@ func (c *capture) start(res *http.Response, drop map[string]bool) {
 	} else if res.ContentLength > 0 {
 		c.body = make([]byte, 0, res.ContentLength)
 	}
-	res.Body = &teeBody{ReadCloser: res.Body, c: c}
+	c.tee = teeBody{ReadCloser: res.Body, c: c}
+	res.Body = &c.tee
 	if res.ContentLength == 0 {
 		c.finish() // nothing to read: the answer is whole now
 	}
@@ -99,7 +114,9 @@ func (c *capture) response() *keystore.Response {
 		return nil
 	}
 	if c.tooLarge {
-		return &keystore.Response{Status: c.status, TooLarge: true}
+		c.resp = keystore.Response{Status: c.status, TooLarge: true}
+	} else {
+		c.resp = keystore.Response{Status: c.status, Header: c.header, Body: c.body}
 	}
-	return &keystore.Response{Status: c.status, Header: c.header, Body: c.body}
+	return &c.resp
 }

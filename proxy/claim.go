@@ -90,21 +90,30 @@ func (p *Proxy) runClaimed(w http.ResponseWriter, r *http.Request, next http.Han
 	lease := p.renewals.start(sk, res.Token, opts.Lease, opts.MaxLease)
 	ex.claimKey, ex.claimToken, ex.lease = sk, res.Token, lease
 	p.metrics.claimHeld(1)
-	defer ex.after(func() { p.metrics.claimHeld(-1) }) // a kept call holds it on (late.go)
+	defer func() {
+		if !ex.kept() {
+			p.metrics.claimHeld(-1)
+			return
+		}
+		ex.after(func() { p.metrics.claimHeld(-1) }) // a kept call holds it on (late.go)
+	}()
 	ex.keyed = true
 	ex.outcome = OutcomeExecuted
-	recorded := false
 	// finish records the answer once: as soon as the capture has the whole
 	// answer (before its last bytes go to the client, so a retry sent after
 	// the answer arrived always finds it stored), or when the request ends.
+	// It captures claim, not res: a variable of at most 128 bytes that is
+	// never assigned again is copied into the closure instead of moved to
+	// the heap (issue 31).
+	claim := res.Claim
 	ex.finish = func() {
-		if recorded {
+		if ex.recorded {
 			return
 		}
-		recorded = true
+		ex.recorded = true
 		lease.stop()
 		defer lease.finish()
-		p.record(r, ex, sk, res.Claim, ex.capture)
+		p.record(r, ex, sk, claim, ex.capture)
 	}
 	// Runs on a panic too (ErrAbortHandler when the upstream's body broke
 	// mid-stream): the claim is then kept. A kept call records when it

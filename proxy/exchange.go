@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"net/netip"
@@ -23,31 +24,35 @@ import (
 type exchange struct {
 	http.ResponseWriter
 
-	start  time.Time
-	id     string     // request ID
-	client netip.Addr // client address (after trusted proxies)
+	start      time.Time
+	id         string     // request ID
+	client     netip.Addr // client address (after trusted proxies)
+	clientText string     // client.String(), once asked (clientString)
 
-	snap     *snapshot // the policy this request runs on, from start to end (Proxy.Apply)
-	pastEdge bool      // the request passed the edge limit (for metrics)
-	observed bool      // observe mode forwarded a keyed write unclaimed
+	ctx      exchangeCtx // the request's context from the outermost stage on (withExchange)
+	snap     *snapshot   // the policy this request runs on, from start to end (Proxy.Apply)
+	pastEdge bool        // the request passed the edge limit (for metrics)
+	observed bool        // observe mode forwarded a keyed write unclaimed
 
 	route   *route         // nil: no route matched
 	match   pathtmpl.Match // the route's match: normalized path parameters
 	outcome string
 	code    string // problem code, "" when the upstream answered
 
-	key     string           // the key check passed this key (keycheck.go)
-	body    []byte           // keyed writes: the body, read whole (body.go)
-	fp      fingerprintInput // keyed writes: the body as its fingerprint reads it
-	held    *budget.Body     // the body's hold on max_buffered_bytes: charge derived buffers to it
-	keyed   bool             // a keyed write under a claim
-	sent    sendState        // how far the request got to the upstream
-	capture *capture         // keyed writes: the answer kept for storage
-	call    upstreamCall     // the upstream stage's state, once it runs
-	span    trace.Span       // the server span; nil without tracing (tracing.go)
-	finish  func()           // keyed writes: records the answer (once)
-	gql     *gql.Request     // GraphQL routes: the parsed request of a keyed write
-	waited  time.Duration    // how long it waited for the original (wait.go)
+	key      string           // the key check passed this key (keycheck.go)
+	body     []byte           // keyed writes: the body, read whole (body.go)
+	bodyR    bytes.Reader     // keyed writes: the body as sent upstream (rewrite)
+	fp       fingerprintInput // keyed writes: the body as its fingerprint reads it
+	held     *budget.Body     // the body's hold on max_buffered_bytes: charge derived buffers to it
+	keyed    bool             // a keyed write under a claim
+	recorded bool             // keyed writes: finish ran (claim.go)
+	sent     sendState        // how far the request got to the upstream
+	capture  *capture         // keyed writes: the answer kept for storage
+	call     upstreamCall     // the upstream stage's state, once it runs
+	span     trace.Span       // the server span; nil without tracing (tracing.go)
+	finish   func()           // keyed writes: records the answer (once)
+	gql      *gql.Request     // GraphQL routes: the parsed request of a keyed write
+	waited   time.Duration    // how long it waited for the original (wait.go)
 	// late is the upstream call that runs on after the client got its
 	// 504 (late.go); nil while the handler owns the request.
 	late *lateCall
@@ -88,8 +93,25 @@ func exchangeOf(r *http.Request) *exchange {
 	return ex
 }
 
+// withExchange returns r with ex in its context. The context lives in ex
+// (what context.WithValue would allocate, issue 31).
 func withExchange(r *http.Request, ex *exchange) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
+	ex.ctx = exchangeCtx{Context: r.Context(), ex: ex}
+	return r.WithContext(&ex.ctx)
+}
+
+// exchangeCtx is context.WithValue(parent, exchangeKey{}, ex) kept inside
+// ex: a request's context carrying its exchange.
+type exchangeCtx struct {
+	context.Context
+	ex *exchange
+}
+
+func (c *exchangeCtx) Value(key any) any {
+	if key == (exchangeKey{}) {
+		return c.ex
+	}
+	return c.Context.Value(key)
 }
 
 // begin is the outermost stage: it starts the request's exchange, takes or
@@ -102,11 +124,22 @@ func (p *Proxy) begin(next http.Handler) http.Handler {
 		ex := &exchange{ResponseWriter: w, start: time.Now(), snap: p.cur.Load()}
 		h := ex.snap.requestID
 		ex.id = problem.RequestID(r.Header.Get(h))
-		r.Header.Set(h, ex.id)
-		w.Header().Set(h, ex.id)
+		// Header.Set for both, with one array for their values.
+		ids := &[2]string{ex.id, ex.id}
+		r.Header[h] = ids[0:1:1]
+		w.Header()[h] = ids[1:2:2]
 		ex.client = p.deps.ClientAddr(remoteAddr(r), r.Header.Values("X-Forwarded-For"), ex.snap.src.TrustedProxies)
 		next.ServeHTTP(ex, withExchange(r, ex))
 	})
+}
+
+// clientString returns ex.client.String(), made once: the access log and
+// X-Forwarded-For both want it (issue 31).
+func (ex *exchange) clientString() string {
+	if ex.clientText == "" {
+		ex.clientText = ex.client.String()
+	}
+	return ex.clientText
 }
 
 // clientAddr returns the client address the proxy decided for r; the zero

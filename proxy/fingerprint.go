@@ -60,6 +60,11 @@ type fingerprintState struct {
 	head  []byte
 	canon []byte
 	form  canonform.Form
+	// held is the body the fingerprint running now charges (nil: none),
+	// and charge its Charge, made once per pooled state: a method value
+	// made per request is an allocation (issue 31).
+	held   *budget.Body
+	charge func(int64) error
 }
 
 // keepCanonMax is the largest canonical-JSON buffer a pooled
@@ -71,7 +76,9 @@ type fingerprintState struct {
 const keepCanonMax = 64 << 10
 
 var fingerprintPool = sync.Pool{New: func() any {
-	return &fingerprintState{h: sha256.New(), head: make([]byte, 0, 256), canon: make([]byte, 0, 4096)}
+	st := &fingerprintState{h: sha256.New(), head: make([]byte, 0, 256), canon: make([]byte, 0, 4096)}
+	st.charge = func(n int64) error { return st.held.Charge(n) }
+	return st
 }}
 
 // sum hashes the head parts, each length-prefixed after the first byte
@@ -79,8 +86,14 @@ var fingerprintPool = sync.Pool{New: func() any {
 func (st *fingerprintState) sum(pre string, parts [4]string, payload []byte) keystore.Fingerprint {
 	st.writeHead(pre, parts, len(payload))
 	st.h.Write(payload)
+	return st.fingerprint()
+}
+
+// fingerprint returns the hash's sum. It is summed into st's own buffer:
+// a local array passed to the hash.Hash interface escapes (an allocation).
+func (st *fingerprintState) fingerprint() keystore.Fingerprint {
 	var fp keystore.Fingerprint
-	st.h.Sum(fp[:0])
+	copy(fp[:], st.h.Sum(st.head[:0]))
 	return fp
 }
 
@@ -89,9 +102,7 @@ func (st *fingerprintState) sum(pre string, parts [4]string, payload []byte) key
 func (st *fingerprintState) sumForm(pre string, parts [4]string) keystore.Fingerprint {
 	st.writeHead(pre, parts, st.form.Len())
 	st.form.WriteTo(st.h)
-	var fp keystore.Fingerprint
-	st.h.Sum(fp[:0])
-	return fp
+	return st.fingerprint()
 }
 
 // writeHead resets the hash and writes pre, the parts and the payload's
@@ -170,7 +181,8 @@ func fingerprintHeld(v keystore.FingerprintVersion, method, escapedPath, rawQuer
 	defer fingerprintPool.Put(st)
 	var charge func(int64) error
 	if held != nil {
-		charge = held.Charge
+		st.held, charge = held, st.charge
+		defer func() { st.held = nil }() // before the Put above
 	}
 	pre := versionByte(v)
 	kind, payload := kindRaw, body
@@ -331,6 +343,9 @@ func (p *Proxy) reserve(ctx context.Context, r *http.Request, ex *exchange, sk k
 	}
 	o.FingerprintVersion = currentFingerprint
 	res, err := p.deps.Store.Reserve(ctx, sk, o)
+	if err == nil {
+		return res, nil // before errors.As, whose target escapes: an allocation
+	}
 	var me *keystore.MismatchError
 	if errors.As(err, &me) && me.Version.Normalize() != currentFingerprint {
 		if fp, ok, _ := p.requestFingerprint(r, ex, me.Version.Normalize()); ok {

@@ -27,12 +27,12 @@ func (p *Proxy) keyCheckGraphQL(w http.ResponseWriter, r *http.Request, next htt
 		next.ServeHTTP(w, r)
 		return
 	}
-	body, free, prob := p.readBody(w, r, false)
+	body, held, prob := p.readBody(w, r, false)
 	if prob != nil {
 		writeProblem(w, r, *prob)
 		return
 	}
-	defer ex.after(free) // a kept call holds the body on (late.go)
+	defer ex.free(held) // a kept call holds the body on (late.go)
 	fp, prob := p.decodeBody(r, body)
 	if prob != nil {
 		writeProblem(w, r, *prob)

@@ -34,12 +34,12 @@ func (p *Proxy) keyCheck(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, free, prob := p.readBody(w, r, rt.Observe)
+		body, held, prob := p.readBody(w, r, rt.Observe)
 		if prob != nil {
 			p.refuse(w, r, next, *prob)
 			return
 		}
-		defer ex.after(free) // a kept call holds the body on (late.go)
+		defer ex.free(held) // a kept call holds the body on (late.go)
 		fp, prob := p.decodeBody(r, body)
 		if prob != nil {
 			p.refuse(w, r, next, *prob)

@@ -76,7 +76,7 @@ func (lc *lateCall) end() {
 // back when the request is over (its session turn, its body's memory, the
 // claim's gauge, the access-log line), so that a kept call keeps them.
 func (ex *exchange) after(f func()) {
-	if ex != nil && ex.late != nil {
+	if ex.kept() {
 		lc := ex.late
 		lc.mu.Lock()
 		if !lc.ended {
@@ -88,6 +88,12 @@ func (ex *exchange) after(f func()) {
 	}
 	f()
 }
+
+// kept reports whether the request's upstream call was detached (and may
+// still run): only then does [exchange.after] hold a cleanup back. The
+// stages test it first so that the usual request, never kept, makes no
+// closure for after (issue 31: an allocation per cleanup).
+func (ex *exchange) kept() bool { return ex != nil && ex.late != nil }
 
 // latchWriter is what ReverseProxy writes a kept call's answer to: the
 // client's writer until the call is detached, nothing after. The answer's

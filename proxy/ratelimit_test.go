@@ -389,7 +389,7 @@ func BenchmarkLimitStages(b *testing.B) {
 				ex := &exchange{}
 				req := withExchange(httptest.NewRequest("GET", "/bench", nil), ex)
 				for pb.Next() {
-					*ex = exchange{ResponseWriter: w, client: client, route: benchRoute}
+					*ex = exchange{ResponseWriter: w, client: client, route: benchRoute, ctx: ex.ctx}
 					clear(w.h)
 					h.ServeHTTP(ex, req)
 				}

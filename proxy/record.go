@@ -114,6 +114,13 @@ func (p *Proxy) complete(ctx context.Context, ex *exchange, sk keystore.Key, cla
 	if p.completed(sk, wait, n, ex.id, err, 1) {
 		return
 	}
+	p.retryComplete(ex, sk, claim, resp, wait, err)
+}
+
+// retryComplete retries a failed completion in the background (see
+// [Proxy.complete]). Apart so that complete's arguments, which the retries'
+// closure captures, are not moved to the heap on every completion.
+func (p *Proxy) retryComplete(ex *exchange, sk keystore.Key, claim keystore.Claim, resp *keystore.Response, wait bool, err error) {
 	id, now, lease := ex.id, p.deps.Now, ex.snap.idem.Lease
 	p.renewals.background(func(stop context.Context) {
 		deadline := now().Add(lease / 2)

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -44,17 +43,25 @@ func NewTransport() *http.Transport {
 // when the upstream sent no headers within the timeout.
 var errHeaderTimeout = errors.New("upstream sent no response headers in time")
 
-// bufferPool recycles ReverseProxy's copy buffers.
+// bufferPool recycles ReverseProxy's copy buffers. It pools them as
+// pointers to arrays, which a slice converts to without allocating (a
+// *[]byte would be an allocation per Put).
 type bufferPool struct{ p sync.Pool }
 
+const copyBufferSize = 32 << 10
+
 func (b *bufferPool) Get() []byte {
-	if v, ok := b.p.Get().(*[]byte); ok {
-		return *v
+	if v, ok := b.p.Get().(*[copyBufferSize]byte); ok {
+		return v[:]
 	}
-	return make([]byte, 32<<10)
+	return make([]byte, copyBufferSize)
 }
 
-func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
+func (b *bufferPool) Put(buf []byte) {
+	if len(buf) == copyBufferSize {
+		b.p.Put((*[copyBufferSize]byte)(buf))
+	}
+}
 
 // upstreamCall is the per-request state of the upstream stage, kept in the
 // request's exchange.
@@ -64,6 +71,7 @@ type upstreamCall struct {
 	capture      *capture    // keyed writes: what is kept for storage
 	headerTimer  *time.Timer // pass-through: the response-header deadline
 	late         *lateCall   // keyed writes with a late wait (late.go)
+	trace        httptrace.ClientTrace
 }
 
 func (p *Proxy) newUpstream() http.Handler {
@@ -114,8 +122,10 @@ func (p *Proxy) newUpstream() http.Handler {
 		} else {
 			// Only the wait for response headers is bounded: streams and
 			// upgrades run on.
-			var cancel context.CancelCauseFunc
-			ctx, cancel = context.WithCancelCause(ctx)
+			// cancel is declared here, never assigned again: the timer's
+			// closure then holds a copy, not a variable moved to the heap.
+			cctx, cancel := context.WithCancelCause(ctx)
+			ctx = cctx
 			defer cancel(nil)
 			call.headerTimer = time.AfterFunc(timeout, func() { cancel(errHeaderTimeout) })
 			defer call.headerTimer.Stop()
@@ -131,9 +141,10 @@ func (p *Proxy) newUpstream() http.Handler {
 // traceWrites returns ctx with a trace that marks call's request headers
 // written when they reach the wire.
 func (p *Proxy) traceWrites(ctx context.Context, call *upstreamCall) context.Context {
-	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteHeaders: func() { call.wroteHeaders.Store(true) },
-	})
+	// The trace lives in the call, which lives in the exchange: no
+	// allocation of its own (issue 31).
+	call.trace = httptrace.ClientTrace{WroteHeaders: func() { call.wroteHeaders.Store(true) }}
+	return httptrace.WithClientTrace(ctx, &call.trace)
 }
 
 // callOf returns the upstream call of a request the upstream stage runs
@@ -172,7 +183,8 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 		// the headers first (Go issue 22088). ReverseProxy's own wrapper
 		// hides the held body from that check. One write less per keyed
 		// request (issue 17).
-		pr.Out.Body = io.NopCloser(bytes.NewReader(ex.held.Bytes()))
+		ex.bodyR.Reset(ex.held.Bytes()) // in the exchange: no allocation of its own
+		pr.Out.Body = io.NopCloser(&ex.bodyR)
 	}
 	noResend(pr.Out)
 
@@ -260,9 +272,17 @@ func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
 		}
 		return
 	}
-	out.Set("X-Forwarded-For", peer.String())
-	out.Set("X-Forwarded-Host", in.Host)
-	out.Set("X-Forwarded-Proto", proto)
+	// Header.Set for the three, with one array for their values.
+	var peerText string
+	if ex := exchangeOf(in); peer == ex.client {
+		peerText = ex.clientString() // the access log's too
+	} else {
+		peerText = peer.String()
+	}
+	vals := &[3]string{peerText, in.Host, proto}
+	out["X-Forwarded-For"] = vals[0:1:1]
+	out["X-Forwarded-Host"] = vals[1:2:2]
+	out["X-Forwarded-Proto"] = vals[2:3:3]
 }
 
 // modifyResponse runs when the upstream's headers arrived.

@@ -240,7 +240,9 @@ func (t *Table) Match(method, escapedPath string) (m Match, ok bool, err error) 
 		return Match{}, false, nil
 	}
 	byN := t.norm[strings.ToUpper(method)]
-	segs, err := segments(escapedPath, readPrimary)
+	// Segments on the stack: they are only compared and copied from.
+	var buf [16]string
+	segs, err := segments(buf[:0], escapedPath, readPrimary)
 	if err != nil {
 		if t.protected {
 			return Match{}, false, err
@@ -257,7 +259,7 @@ func (t *Table) Match(method, escapedPath string) (m Match, ok bool, err error) 
 		if rd&^flags != 0 || rd&readKeepParams != 0 && rd&readSemi3B != 0 {
 			continue // a flag the path gives no reason for; or "%3B" cut but ";" kept
 		}
-		segs, err := segments(escapedPath, rd)
+		segs, err := segments(buf[:0], escapedPath, rd)
 		if err != nil {
 			if t.protected {
 				return Match{}, false, err

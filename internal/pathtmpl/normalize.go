@@ -56,6 +56,9 @@ func NormalizeRFC3986(rawPath string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if !hasDotSegment(enc) {
+		return enc, nil // what the loop below would rebuild, without allocating
+	}
 	segs := strings.Split(enc[1:], "/")
 	out := make([]string, 0, len(segs))
 	for i, s := range segs {
@@ -78,6 +81,16 @@ func NormalizeRFC3986(rawPath string) (string, error) {
 		}
 	}
 	return "/" + strings.Join(out, "/"), nil
+}
+
+// hasDotSegment reports whether the path p has a "." or ".." segment.
+func hasDotSegment(p string) bool {
+	for s := range strings.SplitSeq(p, "/") {
+		if s == "." || s == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // reading says how a raw path is split into segments: one of the ways an
@@ -107,16 +120,16 @@ const (
 
 // normalize normalizes rawPath under reading rd (see [Normalize]).
 func normalize(rawPath string, rd reading) (string, error) {
-	segs, err := segments(rawPath, rd)
+	segs, err := segments(nil, rawPath, rd)
 	if err != nil {
 		return "", err
 	}
 	return "/" + strings.Join(segs, "/"), nil
 }
 
-// segments returns the normalized segments of rawPath under reading rd,
-// without empty ones: the root "/" has none.
-func segments(rawPath string, rd reading) ([]string, error) {
+// segments appends the normalized segments of rawPath under reading rd,
+// without empty ones (the root "/" has none), to dst[:0].
+func segments(dst []string, rawPath string, rd reading) ([]string, error) {
 	if rawPath == "" || rawPath[0] != '/' {
 		return nil, pathError(rawPath, "must start with \"/\"")
 	}
@@ -135,7 +148,10 @@ func segments(rawPath string, rd reading) ([]string, error) {
 	if rd&readSemi3B != 0 {
 		enc = strings.ReplaceAll(enc, "%3B", ";")
 	}
-	out := make([]string, 0, strings.Count(enc, "/"))
+	out := dst[:0]
+	if cap(out) == 0 {
+		out = make([]string, 0, strings.Count(enc, "/"))
+	}
 	for s := range strings.SplitSeq(enc[1:], "/") {
 		if rd&readKeepParams == 0 {
 			if i := strings.IndexByte(s, ';'); i >= 0 {

@@ -184,3 +184,29 @@ func TestEncodeReturnsInputWhenUnchanged(t *testing.T) {
 		t.Errorf("encode of a normalized path allocates %v times; want 0", n)
 	}
 }
+
+// A path NormalizeRFC3986 leaves as it is costs no allocation (issue 31:
+// every keyed write's fingerprint normalizes its path); one with a dot
+// segment is still rebuilt.
+func TestNormalizeRFC3986AllocatesOnlyToChange(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		allocs   bool
+	}{
+		{"/ucp/v1/carts", "/ucp/v1/carts", false},
+		{"/a//b/", "/a//b/", false},
+		{"/a/.b/..c/", "/a/.b/..c/", false},
+		{"/a/./b", "/a/b", true},
+		{"/a/b/..", "/a/", true},
+		{"/a/%7Eb", "/a/~b", true},
+	} {
+		got, err := NormalizeRFC3986(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("NormalizeRFC3986(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+		n := testing.AllocsPerRun(100, func() { _, _ = NormalizeRFC3986(tc.in) })
+		if (n > 0) != tc.allocs {
+			t.Errorf("NormalizeRFC3986(%q) allocates %v times; want allocations: %v", tc.in, n, tc.allocs)
+		}
+	}
+}
