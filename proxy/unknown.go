@@ -82,6 +82,9 @@ func (p *Proxy) unknownOutcome(route string, sk keystore.Key, requestID string, 
 // markedLapsed counts and logs the unknown outcome a Reserve (a retry's, or
 // a waiter's) marked: a lapsed claim with the sent mark.
 func (p *Proxy) markedLapsed(r *http.Request, sk keystore.Key, err error) {
+	if err == nil {
+		return // the common case: errors.As's target would escape for nothing
+	}
 	var ue *keystore.UnknownError
 	if !errors.As(err, &ue) || !ue.Marked {
 		return
