@@ -128,19 +128,27 @@ func (h *Handler) listClaims(ctx context.Context, r *http.Request) ([]claim, boo
 // listUnknown lists unknown records (GET /admin/unknown). available is
 // false when the admin API has no such listing (its store keeps none).
 func (h *Handler) listUnknown(ctx context.Context, r *http.Request) (recs []claim, available bool, errMsg string) {
-	res := h.callAdmin(ctx, r, http.MethodGet, "/admin/unknown", url.Values{"limit": {"200"}}, nil)
-	switch res.Status {
-	case http.StatusOK:
-	case http.StatusNotFound:
-		return nil, false, ""
-	default:
-		return nil, true, res.Detail()
-	}
 	var out struct {
 		Unknown []claim `json:"unknown"`
 	}
-	json.Unmarshal(res.Body, &out)
-	return out.Unknown, true, ""
+	available, errMsg = h.listing(ctx, r, "/admin/unknown", url.Values{"limit": {"200"}}, &out)
+	return out.Unknown, available, errMsg
+}
+
+// listing reads an optional listing of the admin API (GET path?q) into
+// out. available is false when the admin API has no such listing (404);
+// errMsg is the API's problem detail on any other failure.
+func (h *Handler) listing(ctx context.Context, r *http.Request, path string, q url.Values, out any) (available bool, errMsg string) {
+	res := h.callAdmin(ctx, r, http.MethodGet, path, q, nil)
+	switch res.Status {
+	case http.StatusOK:
+	case http.StatusNotFound:
+		return false, ""
+	default:
+		return true, res.Detail()
+	}
+	json.Unmarshal(res.Body, out)
+	return true, ""
 }
 
 // inspect reads one record (GET /admin/claims/{key}).
@@ -170,19 +178,11 @@ type limiterClients struct {
 // /admin/limits/clients). available is false when the admin API counts
 // none.
 func (h *Handler) listBusiest(ctx context.Context, r *http.Request) (out []limiterClients, available bool, errMsg string) {
-	res := h.callAdmin(ctx, r, http.MethodGet, "/admin/limits/clients", nil, nil)
-	switch res.Status {
-	case http.StatusOK:
-	case http.StatusNotFound:
-		return nil, false, ""
-	default:
-		return nil, true, res.Detail()
-	}
 	var body struct {
 		Limiters []limiterClients `json:"limiters"`
 	}
-	json.Unmarshal(res.Body, &body)
-	return body.Limiters, true, ""
+	available, errMsg = h.listing(ctx, r, "/admin/limits/clients", nil, &body)
+	return body.Limiters, available, errMsg
 }
 
 // probeState is an unknown record's reconcile-probe state as the admin API
