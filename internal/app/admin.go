@@ -51,11 +51,8 @@ func (a *App) setAdminToken(token string) {
 	log := a.log.With("component", "admin")
 	a.reload.mu.Lock()
 	a.adminToken = token
-	cfg := a.reload.live
 	a.reload.mu.Unlock()
-	if cfg == nil {
-		cfg = a.cfg
-	}
+	cfg := a.liveConfig()
 	h, err := newAdmin(cfg, a.store, a.proxy, a.reg, log, token, a.busiest)
 	if err != nil {
 		log.Error("admin API disabled", "error", err)

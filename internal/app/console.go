@@ -122,7 +122,7 @@ func (a *App) consoleSessions() console.Sessions {
 	if q == nil {
 		return console.Sessions{}
 	}
-	s := console.Sessions{Enabled: true, Active: q.Sessions(), StuckAfter: cmp.Or(a.cfg.Sessions.QueueTimeout, session.DefaultQueueTimeout)}
+	s := console.Sessions{Enabled: true, Active: q.Sessions(), StuckAfter: cmp.Or(a.liveConfig().Sessions.QueueTimeout, session.DefaultQueueTimeout)}
 	for _, h := range q.Oldest(heldSessions) {
 		s.Oldest = append(s.Oldest, console.HeldSession{Key: h.Key.String(), Since: h.Since, Waiting: h.Waiting, Locking: h.Locking})
 	}
