@@ -12,12 +12,26 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/config"
+	"github.com/idemgate/idemgate/proxy"
 )
+
+// formerRestartOnly are the keys that needed a restart before the policy
+// snapshot (issue 29, at 2b68293) and reload live now: each is changed
+// under load below.
+var formerRestartOnly = []string{
+	"admin_host", "max_buffered_bytes", "max_buffered_bytes_per_client", "max_connections",
+	"profile", "request_id_header", "store.memory.max_entries", "store.memory.max_bytes",
+	"store.compression", "client_ip.trusted_proxies", "idempotency.tenant", "idempotency.tenant_hosts",
+	"idempotency.lease", "idempotency.max_lease", "idempotency.max_response_bytes",
+	"idempotency.late_answer_wait", "idempotency.late_answer_max", "idempotency.unknown_outcome",
+	"idempotency.max_waiters", "idempotency.key_syntax", "idempotency.allow_shared_accounts",
+	"path_case", "extra_methods",
+}
 
 // TestReloadUnderLoadEveryFormerRestartKey: while eight clients send about
 // 2,000 requests a second (keyed writes and reads, on loopback), each key
-// that needed a restart before the policy snapshot is changed by a reload,
-// one after the other. No request fails, and each change is in force for
+// that needed a restart before the policy snapshot (formerRestartOnly) is
+// changed by a reload, one after the other. No request fails, and each change is in force for
 // the next request: a keyed write sent right after a tenant change runs
 // again (its scope changed), and one after a path_case change to sensitive
 // no longer matches a route spelt in another case.
@@ -111,22 +125,126 @@ routes:
 	if s, _, _ := send("POST", "/PAY", "probe-2"); s != http.StatusCreated || up.count("/PAY", "probe-2") != 2 {
 		t.Errorf("a retry of POST /PAY ran %d times; want 2 (no route: not keyed)", up.count("/PAY", "probe-2"))
 	}
-	for _, k := range []struct {
-		key string
-		set func(c *config.Config)
+	// Each of the other former restart-only keys: a load-safe change, and
+	// what the next request (or, for a key no plain request shows, the
+	// policy the next request starts with) must see.
+	header := func(name string) func() error {
+		return func() error {
+			req, _ := http.NewRequest("GET", oa.base+"/", nil)
+			res, err := client.Do(req)
+			if err != nil {
+				return err
+			}
+			res.Body.Close()
+			if res.Header.Get(name) == "" {
+				return fmt.Errorf("the next answer has no %s", name)
+			}
+			return nil
+		}
+	}
+	keyedBody := func(key, body string, want int, wantHeader string) func() error {
+		return func() error {
+			req, _ := http.NewRequest("POST", oa.base+"/pay", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Idempotency-Key", key)
+			res, err := client.Do(req)
+			if err != nil {
+				return err
+			}
+			res.Body.Close()
+			if res.StatusCode != want || wantHeader != "" && res.Header.Get(wantHeader) == "" {
+				return fmt.Errorf("POST /pay with key %q = %d %v; want %d with %s", key, res.StatusCode, res.Header, want, wantHeader)
+			}
+			return nil
+		}
+	}
+	keyed := func(key string, want int, wantHeader string) func() error {
+		return keyedBody(key, `{"n":1}`, want, wantHeader)
+	}
+	inPolicy := func(got func() any, want any) func() error {
+		return func() error {
+			if g := got(); g != want {
+				return fmt.Errorf("the running policy has %v; want %v", g, want)
+			}
+			return nil
+		}
+	}
+	idem := func() proxy.Idempotency { return oa.proxy.Policy().Idempotency }
+	changes := []struct {
+		key   string
+		set   func(c *config.Config)
+		check func() error // nil: the reload's ChangedKeys is the proof
 	}{
-		{"admin_host", func(c *config.Config) { c.AdminHost = "ops.example.com" }},
-		{"max_buffered_bytes", func(c *config.Config) { c.MaxBufferedBytes = 128 << 20 }},
-		{"max_buffered_bytes_per_client", func(c *config.Config) { c.MaxBufferedBytesPerClient = 64 << 20 }},
-		{"max_connections", func(c *config.Config) { c.MaxConnections = 64 }},
-		{"store.memory.max_entries", func(c *config.Config) { c.Store.Memory.MaxEntries = 500_000 }},
-		{"store.memory.max_bytes", func(c *config.Config) { c.Store.Memory.MaxBytes = 512 << 20 }},
-		{"client_ip.trusted_proxies", func(c *config.Config) { c.ClientIP.TrustedProxies = []string{"10.0.0.0/8"} }},
-		{"idempotency.lease", func(c *config.Config) { c.Idempotency.Lease = 90 * time.Second }},
-		{"idempotency.max_lease", func(c *config.Config) { c.Idempotency.MaxLease = 30 * time.Minute }},
-		{"idempotency.max_response_bytes", func(c *config.Config) { c.Idempotency.MaxResponseBytes = 16 }},
-	} {
+		{"admin_host", func(c *config.Config) { c.AdminHost = "ops.example.com" }, nil},
+		{"max_buffered_bytes", func(c *config.Config) { c.MaxBufferedBytes = 128 << 20 }, nil},
+		{"max_buffered_bytes_per_client", func(c *config.Config) { c.MaxBufferedBytesPerClient = 64 << 20 }, nil},
+		{"max_connections", func(c *config.Config) { c.MaxConnections = 64 }, func() error {
+			if n := oa.conns[0].Limit(); n != 64 {
+				return fmt.Errorf("the listener's limit is %d", n)
+			}
+			return nil
+		}},
+		{"store.memory.max_entries", func(c *config.Config) { c.Store.Memory.MaxEntries = 500_000 }, nil},
+		{"store.memory.max_bytes", func(c *config.Config) { c.Store.Memory.MaxBytes = 512 << 20 }, nil},
+		{"store.compression", func(c *config.Config) { c.Store.Compression = config.CompressionZstd }, func() error {
+			if !oa.built.compressed.Options().Compress {
+				return fmt.Errorf("the store does not compress")
+			}
+			return keyed("probe-zstd", http.StatusCreated, "")()
+		}},
+		{"client_ip.trusted_proxies", func(c *config.Config) { c.ClientIP.TrustedProxies = []string{"10.0.0.0/8"} }, nil},
+		{"request_id_header", func(c *config.Config) { c.RequestIDHeader = "X-Trace-Id" }, header("X-Trace-Id")},
+		{"profile", func(c *config.Config) { c.Profile, c.Idempotency.AllowSharedAccounts = config.ProfileStripe, true },
+			// The proxy's own refusals of a reused key carry
+			// Stripe-Should-Retry.
+			func() error {
+				if err := keyed("probe-stripe", http.StatusCreated, "")(); err != nil {
+					return err
+				}
+				// reuse_status stays 409: the effective YAML sets it.
+				return keyedBody("probe-stripe", `{"n":2}`, http.StatusConflict, "Stripe-Should-Retry")()
+			}},
+		{"idempotency.allow_shared_accounts", func(c *config.Config) {
+			c.Idempotency.AllowSharedAccounts = false
+			c.Idempotency.Identity.Headers = []string{"Stripe-Account"}
+		}, nil},
+		{"idempotency.key_syntax", func(c *config.Config) { c.Idempotency.KeySyntax = config.KeySyntaxPrintable },
+			keyed("a key with spaces", http.StatusCreated, "")},
+		{"idempotency.lease", func(c *config.Config) { c.Idempotency.Lease = 90 * time.Second },
+			inPolicy(func() any { return idem().Lease }, 90*time.Second)},
+		{"idempotency.max_lease", func(c *config.Config) { c.Idempotency.MaxLease = 30 * time.Minute },
+			inPolicy(func() any { return idem().MaxLease }, 30*time.Minute)},
+		{"idempotency.late_answer_wait", func(c *config.Config) { c.Idempotency.LateAnswerWait = time.Minute },
+			inPolicy(func() any { return idem().LateAnswerWait }, time.Minute)},
+		{"idempotency.late_answer_max", func(c *config.Config) { c.Idempotency.LateAnswerMax = 9 },
+			inPolicy(func() any { return idem().LateAnswerMax }, 9)},
+		{"idempotency.unknown_outcome", func(c *config.Config) { c.Idempotency.UnknownOutcome = "hold" },
+			inPolicy(func() any { return idem().UnknownOutcome }, "hold")},
+		{"idempotency.max_waiters", func(c *config.Config) { c.Idempotency.MaxWaiters = 5 },
+			inPolicy(func() any { return idem().MaxWaiters }, 5)},
+		{"extra_methods", func(c *config.Config) {
+			c.ExtraMethods = []string{"PURGE"}
+			c.Routes = append(c.Routes, config.Route{Name: "purge", Method: "PURGE", Path: "/cache"})
+		}, inPolicy(func() any { r := oa.proxy.Policy().Routes; return r[len(r)-1].Method }, "PURGE")},
+		{"idempotency.max_response_bytes", func(c *config.Config) { c.Idempotency.MaxResponseBytes = 16 }, nil},
+	}
+	done := []string{"idempotency.tenant", "idempotency.tenant_hosts", "path_case"}
+	for _, k := range changes {
 		apply(k.key, k.set)
+		if k.check != nil {
+			if err := k.check(); err != nil {
+				t.Errorf("%s, the next request: %v", k.key, err)
+			}
+		}
+		done = append(done, k.key)
+	}
+	for _, k := range formerRestartOnly {
+		if config.RestartOnly(k) {
+			t.Errorf("%s is on the restart list again: remove it from formerRestartOnly", k)
+		}
+		if !slices.Contains(done, k) {
+			t.Errorf("former restart-only key %s is not changed under load here", k)
+		}
 	}
 	// max_response_bytes: 16 holds for the next keyed write: its answer
 	// is over it, so a retry gets 409 response_too_large.
@@ -137,7 +255,7 @@ routes:
 	close(stop)
 	wg.Wait()
 	took := time.Since(start)
-	t.Logf("%d requests in %v (%.0f/s) across 13 reloads", sent.Load(), took.Round(time.Millisecond), float64(sent.Load())/took.Seconds())
+	t.Logf("%d requests in %v (%.0f/s) across %d reloads", sent.Load(), took.Round(time.Millisecond), float64(sent.Load())/took.Seconds(), len(done))
 	if n := failed.Load(); n > 0 {
 		t.Errorf("%d of %d requests failed during the reloads; the first: %s", n, sent.Load(), *firstFailure.Load())
 	}
