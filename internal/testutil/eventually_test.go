@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// fatalRecorder is a testing.TB whose Fatalf records its message instead of
-// ending the goroutine.
+// fatalRecorder is a testing.TB whose Fatalf and Errorf record their
+// messages instead of failing the test (and ending the goroutine).
 type fatalRecorder struct {
 	testing.TB
 	msgs []string
@@ -17,6 +17,10 @@ type fatalRecorder struct {
 func (*fatalRecorder) Helper() {}
 
 func (r *fatalRecorder) Fatalf(format string, args ...any) {
+	r.msgs = append(r.msgs, fmt.Sprintf(format, args...))
+}
+
+func (r *fatalRecorder) Errorf(format string, args ...any) {
 	r.msgs = append(r.msgs, fmt.Sprintf(format, args...))
 }
 

@@ -371,11 +371,11 @@ func (l *Limiter) ask(ctx context.Context, k limiter.Key) (limiter.Decision, err
 	if err != nil {
 		return limiter.Decision{}, fmt.Errorf("redislimiter: %s: %w", l.name, err)
 	}
-	if len(v) != 4 || v[0] < 0 || v[0] > 1 || v[1] < 0 || v[1] > int64(l.limit) || v[2] < 0 || v[3] < 0 {
+	if len(v) != 4 || v[0] != codeOK && v[0] != codeRefused || v[1] < 0 || v[1] > int64(l.limit) || v[2] < 0 || v[3] < 0 {
 		return limiter.Decision{}, fmt.Errorf("redislimiter: %s: unexpected reply %v", l.name, v)
 	}
 	return limiter.Decision{
-		OK:         v[0] == 1,
+		OK:         v[0] == codeOK,
 		Limit:      l.limit,
 		Remaining:  int(v[1]),
 		Reset:      microDuration(v[2]),

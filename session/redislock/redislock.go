@@ -323,14 +323,14 @@ func (l *Locker) acquire(ctx context.Context, ks keys, tok string) (fence uint64
 	}
 	code, _ := v[0].(int64)
 	switch code {
-	case 1:
+	case codeHeld:
 		s, _ := v[1].(string)
 		f, perr := strconv.ParseUint(s, 10, 64)
 		if perr != nil || f == 0 {
 			return 0, 0, fmt.Errorf("redislock: acquire: malformed fence %q", s)
 		}
 		return f, 0, nil
-	case 0:
+	case codeNotHeld:
 		ms, _ := v[1].(int64)
 		return 0, time.Duration(ms) * time.Millisecond, nil
 	}
@@ -466,7 +466,7 @@ func (h *lease) renew() {
 			if l.ctx.Err() == nil {
 				l.log.Warn("session lock renewal failed", "error", err)
 			}
-		case n == 0:
+		case n == codeNotHeld:
 			l.log.Warn("session lock lost while its turn ran")
 			if l.lost != nil {
 				l.lost()

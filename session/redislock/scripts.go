@@ -1,84 +1,41 @@
 package redislock
 
-import "github.com/redis/go-redis/v9"
+import (
+	_ "embed"
 
-// The scripts run with EVALSHA (falling back to EVAL). Every key a script
-// touches shares the session's hash tag, so each runs on one Cluster slot.
-// PUBLISH takes a channel, not a key, and is allowed in scripts.
+	"github.com/redis/go-redis/v9"
+)
 
-// acquireScript: KEYS = lock, next, fence; ARGV = owner token, lease ms,
-// next TTL ms. Replies {1, fence} when the caller holds the lock (also when
-// it already did: a resent script is harmless), else {0, ms until the
-// holder's lease ends (or the next claim's, when the lock is free but
-// another waiter's turn is next)}.
+// Every step is one of the Lua scripts in lua/, run with EVALSHA (falling
+// back to EVAL). Each script is lua/prelude.lua (the reply codes) followed
+// by the script's own file, whose top documents its KEYS, ARGV and
+// replies. Every key a script touches shares the session's hash tag, so
+// each runs on one Cluster slot. PUBLISH takes a channel, not a key, and
+// is allowed in scripts.
 //
-// The fence is max(last + 1, TIME in µs); µs values (~1.8e15) are exact in
-// Lua's doubles and written with %.0f, never tostring.
-var acquireScript = redis.NewScript(`
-if redis.replicate_commands then pcall(redis.replicate_commands) end
-local lock, nxt, fk = KEYS[1], KEYS[2], KEYS[3]
-local tok, lease, nttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local cur = redis.call('GET', lock)
-if cur == tok then
-  return {1, redis.call('GET', fk) or '1'}
-end
-local n = redis.call('GET', nxt)
-if not cur and (not n or n == tok) then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local f = math.max((tonumber(redis.call('GET', fk) or '0') or 0) + 1, now)
-  local fs = string.format('%.0f', f)
-  redis.call('SET', fk, fs, 'PX', 2 * lease)
-  redis.call('SET', lock, tok, 'PX', lease)
-  if n then redis.call('DEL', nxt) end
-  return {1, fs}
-end
-if not n or n == tok then
-  redis.call('SET', nxt, tok, 'PX', nttl)
-end
-local left = redis.call('PTTL', lock)
-if left < 0 then left = redis.call('PTTL', nxt) end
-if left < 0 then left = 0 end
-return {0, left}
-`)
+// A reply, or an array reply's first element, is one of the codes below,
+// named as in lua/prelude.lua (TestLuaReplyCodes checks the values).
+const (
+	codeHeld    = 1 // HELD: the caller's token holds the lock (release: held it)
+	codeNotHeld = 0 // NOT_HELD: it does not
+)
 
-// renewScript: KEYS = lock; ARGV = owner token, lease ms. Replies 1 when
-// the lease was extended, 0 when the caller no longer holds the lock.
-var renewScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
-end
-return 0
-`)
+var (
+	//go:embed lua/prelude.lua
+	prelude string
+	//go:embed lua/acquire.lua
+	acquireLua string
+	//go:embed lua/renew.lua
+	renewLua string
+	//go:embed lua/release.lua
+	releaseLua string
+	//go:embed lua/cleanup.lua
+	cleanupLua string
+)
 
-// releaseScript: KEYS = lock; ARGV = owner token, channel, session hex key.
-// Deletes the lock if the caller holds it and publishes the release.
-// Replies 1 when it released, 0 when the lock was not the caller's.
-var releaseScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[2], ARGV[3])
-  return 1
-end
-return 0
-`)
-
-// cleanupScript: KEYS = lock, next; ARGV = owner token, channel, session
-// hex key. Undoes what a failed or abandoned acquire may have left: the
-// lock (released, as by releaseScript) and the caller's claim on the next
-// turn.
-var cleanupScript = redis.NewScript(`
-local r = 0
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[2], ARGV[3])
-  r = 1
-end
-if redis.call('GET', KEYS[2]) == ARGV[1] then
-  redis.call('DEL', KEYS[2])
-  redis.call('PUBLISH', ARGV[2], ARGV[3])
-  r = 1
-end
-return r
-`)
+var (
+	acquireScript = redis.NewScript(prelude + acquireLua)
+	renewScript   = redis.NewScript(prelude + renewLua)
+	releaseScript = redis.NewScript(prelude + releaseLua)
+	cleanupScript = redis.NewScript(prelude + cleanupLua)
+)

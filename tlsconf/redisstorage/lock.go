@@ -6,40 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
-
-// acquireScript takes the lock for token, or keeps it when token already
-// holds it (a retried attempt whose first reply was lost). 1 = held.
-var acquireScript = redis.NewScript(`
-local v = redis.call('GET', KEYS[1])
-if v == false then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return 1
-end
-if v == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
-end
-return 0
-`)
-
-// refreshScript extends the lock's TTL if token still holds it. 1 = held.
-var refreshScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
-`)
-
-// releaseScript deletes the lock if token still holds it. 1 = released.
-var releaseScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-`)
 
 // Lock takes the named lock, waiting (polling every LockPoll) while another
 // holder has it, until ctx ends. The lock is held, and refreshed, until
@@ -82,7 +49,7 @@ func (s *Storage) tryLock(ctx context.Context, name, token string) (bool, error)
 		}
 		return false, fmt.Errorf("redisstorage: lock %s: %w", name, err)
 	}
-	if n != 1 {
+	if n != codeOK {
 		return false, nil
 	}
 	h := &heldLock{key: key, token: token, stop: make(chan struct{}), done: make(chan struct{})}
@@ -119,7 +86,7 @@ func (s *Storage) Unlock(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("redisstorage: unlock %s: %w", name, err)
 	}
-	if n != 1 {
+	if n != codeOK {
 		return fmt.Errorf("%w: %s", ErrLockLost, name)
 	}
 	return nil
@@ -145,7 +112,7 @@ func (s *Storage) refresh(name string, h *heldLock) {
 		case err != nil:
 			s.log.Warn("certmagic storage: cannot refresh a lock; it lapses unless a refresh succeeds in time",
 				"lock", name, "ttl", s.ttl.String(), "error", err)
-		case n != 1:
+		case n != codeOK:
 			s.log.Error("certmagic storage: lock lost (lapsed or taken over)", "lock", name)
 			return
 		}

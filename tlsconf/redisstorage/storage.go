@@ -156,23 +156,6 @@ func notExist(op, key string) error {
 	return &fs.PathError{Op: op, Path: key, Err: fs.ErrNotExist}
 }
 
-// storeScript writes the value and indexes its key in one step; the
-// modification time is Redis's clock (TIME), in microseconds.
-var storeScript = redis.NewScript(`
-local t = redis.call('TIME')
-local us = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
-redis.call('HSET', KEYS[2], 'k', ARGV[1], 'v', ARGV[2], 'm', us, 's', #ARGV[2])
-redis.call('ZADD', KEYS[1], 0, ARGV[1])
-return 1
-`)
-
-// deleteScript deletes value keys KEYS[2..] and unindexes members ARGV.
-var deleteScript = redis.NewScript(`
-for i = 2, #KEYS do redis.call('DEL', KEYS[i]) end
-for i = 1, #ARGV do redis.call('ZREM', KEYS[1], ARGV[i]) end
-return 1
-`)
-
 // Store puts value at key, overwriting any value there.
 func (s *Storage) Store(ctx context.Context, key string, value []byte) error {
 	key = clean(key)

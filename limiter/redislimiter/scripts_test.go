@@ -1,0 +1,17 @@
+package redislimiter
+
+import (
+	"testing"
+
+	"github.com/idemgate/idemgate/internal/testutil"
+)
+
+// TestLuaReplyCodes: the reply codes named in lua/prelude.lua have the Go
+// constants' values, each is defined once, and every script replies with
+// them, never with a bare number.
+func TestLuaReplyCodes(t *testing.T) {
+	t.Parallel()
+	testutil.LuaReplyCodes(t, prelude, map[string]int{"OK": codeOK, "REFUSED": codeRefused}, map[string]string{
+		"prelude.lua": prelude, "gcra.lua": gcraLua, "window.lua": windowLua,
+	})
+}
