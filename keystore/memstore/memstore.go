@@ -538,6 +538,13 @@ func (s *Store) Resolve(ctx context.Context, k keystore.Key, id keystore.ClaimID
 
 // Unknown implements [keystore.UnknownStore].
 func (s *Store) Unknown(ctx context.Context, limit int) ([]keystore.Record, error) {
+	return s.list(ctx, limit, func(e *entry, _ time.Duration) bool { return e.state == keystore.StateUnknown })
+}
+
+// list returns the live records that keep accepts (at the store's time
+// now), oldest claim first, at most limit of them (0: all). An unknown
+// record's info is decoded; one that does not decode is listed without it.
+func (s *Store) list(ctx context.Context, limit int, keep func(e *entry, now time.Duration) bool) ([]keystore.Record, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
@@ -548,10 +555,12 @@ func (s *Store) Unknown(ctx context.Context, limit int) ([]keystore.Record, erro
 		sh.mu.Lock()
 		for k, j := range sh.index {
 			e := sh.slot(j)
-			if e.state == keystore.StateUnknown && now < e.expires {
+			if now < e.expires && keep(e, now) {
 				rec, info := s.record(sh, k, e)
+				if e.state == keystore.StateUnknown {
+					rec.Info, _ = decodeInfo(info)
+				}
 				out = append(out, rec)
-				out[len(out)-1].Info, _ = decodeInfo(info) // a damaged info lists without it
 			}
 		}
 		sh.mu.Unlock()
@@ -766,29 +775,9 @@ func decodeRecord(rec keystore.Record, answer []byte) (keystore.Record, error) {
 
 // InFlight implements [keystore.Admin].
 func (s *Store) InFlight(ctx context.Context, olderThan time.Duration, limit int) ([]keystore.Record, error) {
-	if err := s.check(ctx); err != nil {
-		return nil, err
-	}
-	now := s.now()
-	cutoff := now - olderThan
-	var out []keystore.Record
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for k, j := range sh.index {
-			e := sh.slot(j)
-			if e.state == keystore.StateInFlight && now < e.expires && e.claimed <= cutoff {
-				rec, _ := s.record(sh, k, e) // in flight: no answer
-				out = append(out, rec)
-			}
-		}
-		sh.mu.Unlock()
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Claimed.Before(out[j].Claimed) })
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
-	}
-	return out, nil
+	return s.list(ctx, limit, func(e *entry, now time.Duration) bool {
+		return e.state == keystore.StateInFlight && e.claimed <= now-olderThan
+	})
 }
 
 // ForceRelease implements [keystore.Admin].
