@@ -55,3 +55,48 @@ func HistogramOpts(name, help string) prometheus.HistogramOpts {
 		NativeHistogramMinResetDuration: time.Hour,
 	}
 }
+
+// Stat is one unlabelled series that a [Stats] collector reads from a
+// snapshot S. Make it with [CounterStat] or [GaugeStat].
+type Stat[S any] struct {
+	desc  *prometheus.Desc
+	typ   prometheus.ValueType
+	value func(S) float64
+}
+
+// CounterStat is the counter name, read from a snapshot by value.
+func CounterStat[S any](name, help string, value func(S) float64) Stat[S] {
+	return Stat[S]{prometheus.NewDesc(name, help, nil, nil), prometheus.CounterValue, value}
+}
+
+// GaugeStat is the gauge name, read from a snapshot by value.
+func GaugeStat[S any](name, help string, value func(S) float64) Stat[S] {
+	return Stat[S]{prometheus.NewDesc(name, help, nil, nil), prometheus.GaugeValue, value}
+}
+
+// Stats is a collector of counts that something keeps itself: at each
+// scrape it takes one snapshot with Read (false: export nothing this
+// time), so that the series agree with each other, and exports each of
+// Series from it.
+type Stats[S any] struct {
+	Read   func() (S, bool)
+	Series []Stat[S]
+}
+
+// Describe implements [prometheus.Collector].
+func (c Stats[S]) Describe(ch chan<- *prometheus.Desc) {
+	for _, s := range c.Series {
+		ch <- s.desc
+	}
+}
+
+// Collect implements [prometheus.Collector].
+func (c Stats[S]) Collect(ch chan<- prometheus.Metric) {
+	v, ok := c.Read()
+	if !ok {
+		return
+	}
+	for _, s := range c.Series {
+		ch <- prometheus.MustNewConstMetric(s.desc, s.typ, s.value(v))
+	}
+}
