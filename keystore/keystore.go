@@ -42,6 +42,19 @@ var (
 	ErrOutcomeUnknown = errors.New("keystore: outcome unknown")
 )
 
+// CheckOpen is what a backend's operation answers before it starts: the
+// context's error when it is done, else ErrClosed when the store is closed,
+// else nil.
+func CheckOpen(ctx context.Context, closed bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if closed {
+		return ErrClosed
+	}
+	return nil
+}
+
 // UnknownError is the [ErrOutcomeUnknown] a Reserve returns. Marked is
 // true when this very Reserve found a lapsed claim with the sent mark
 // (opts.Hold) and marked it unknown with cause [CauseLapsed]; Info is then

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
-	"github.com/idemgate/idemgate/internal/latency"
+	"github.com/idemgate/idemgate/internal/metric"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/session"
 )
@@ -74,68 +74,40 @@ const UpstreamCodeError = "error"
 // does): build one Metrics per registry.
 func NewMetrics(reg prometheus.Registerer, version, revision string) *Metrics {
 	f := promauto.With(reg)
-	f.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "idemgate_build_info",
-		Help: "Always 1; the labels say which build is running (version, Go version, VCS revision).",
-	}, []string{"version", "goversion", "revision"}).WithLabelValues(version, runtime.Version(), revision).Set(1)
+	metric.GaugeVec(f, "idemgate_build_info",
+		"Always 1; the labels say which build is running (version, Go version, VCS revision).",
+		"version", "goversion", "revision").WithLabelValues(version, runtime.Version(), revision).Set(1)
 	m := &Metrics{
-		requests: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "idemgate_http_requests_total",
-			Help: "Requests served on the public listener, by route name (\"\" when none matched), outcome (DESIGN.md's list, plus the would_* outcomes of observe mode) and HTTP status code (499: the client hung up first).",
-		}, []string{"route", "outcome", "code"}),
-		duration: f.NewHistogramVec(latency.HistogramOpts(
-			"idemgate_http_request_duration_seconds",
-			"Time from a request's arrival until its answer was written, by route name and result (forwarded, replayed, refused, failed, canceled)."), []string{"route", "result"}),
-		inFlight: f.NewGauge(prometheus.GaugeOpts{
-			Name: "idemgate_http_requests_in_flight",
-			Help: "Requests on the public listener being served now.",
-		}),
-		upstream: f.NewHistogramVec(latency.HistogramOpts(
-			"idemgate_upstream_request_duration_seconds",
-			"Time from sending a request upstream until its response headers arrived (or the attempt failed), by route name."), []string{"route"}),
-		upstreamN: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "idemgate_upstream_requests_total",
-			Help: "Requests sent upstream, by route name and the upstream's HTTP status code (\"error\": no response: refused, timed out or broken).",
-		}, []string{"route", "code"}),
-		claims: f.NewGauge(prometheus.GaugeOpts{
-			Name: "idemgate_claims_in_flight",
-			Help: "Keys this process holds a claim on now: keyed writes running under their claim.",
-		}),
-		limited: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "idemgate_limiter_rejections_total",
-			Help: "Requests refused with 429 by a limiter (edge or route), by route name (for the edge limiter, the route the request would have matched).",
-		}, []string{"limiter", "route"}),
-		queueDepth: f.NewGauge(prometheus.GaugeOpts{
-			Name: "idemgate_session_queue_depth",
-			Help: "Requests waiting for their session's turn in this process, over all sessions.",
-		}),
-		queueWait: f.NewHistogramVec(latency.HistogramOpts(
-			"idemgate_session_wait_seconds",
-			"Time requests waited for their session's turn, by how the wait ended (turn, timeout, canceled)."), []string{"result"}),
-		queueReject: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "idemgate_session_rejections_total",
-			Help: "Requests refused a session turn (503 session_busy), by reason (queue_full, timeout).",
-		}, []string{"reason"}),
-		fallbacks: f.NewCounter(prometheus.CounterOpts{
-			Name: "idemgate_session_lock_fallbacks_total",
-			Help: "Session turns that ran on the local queue alone because the shared lock's store could not be reached.",
-		}),
-		lateKept: f.NewGauge(prometheus.GaugeOpts{
-			Name: "idemgate_late_calls_kept",
-			Help: "Keyed writes whose client got 504 upstream_timeout and whose upstream call runs on for its late answer (late_answer_wait), in this process.",
-		}),
-		lateDrop: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "idemgate_late_calls_cancelled_total",
-			Help: "Keyed writes cancelled at their timeout because late_answer_max calls were kept already, by route name.",
-		}, []string{"route"}),
-		unknowns: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "idemgate_unknown_outcomes_total",
-			Help: "Keyed writes on unknown_outcome: hold routes whose outcome became unknown and that are held until resolved, by route name and cause (broken, late_timeout, lapsed, shutdown).",
-		}, []string{"route", "cause"}),
-		probes: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "idemgate_reconcile_probes_total",
-			Help: "Reconcile probes of unknown records, by route name and result (found, absent, released, denied, other, error, lost).",
-		}, []string{"route", "result"}),
+		requests: metric.CounterVec(f, "idemgate_http_requests_total",
+			"Requests served on the public listener, by route name (\"\" when none matched), outcome (DESIGN.md's list, plus the would_* outcomes of observe mode) and HTTP status code (499: the client hung up first).", "route", "outcome", "code"),
+		duration: metric.Latency(f, "idemgate_http_request_duration_seconds",
+			"Time from a request's arrival until its answer was written, by route name and result (forwarded, replayed, refused, failed, canceled).", "route", "result"),
+		inFlight: metric.Gauge(f, "idemgate_http_requests_in_flight",
+			"Requests on the public listener being served now."),
+		upstream: metric.Latency(f, "idemgate_upstream_request_duration_seconds",
+			"Time from sending a request upstream until its response headers arrived (or the attempt failed), by route name.", "route"),
+		upstreamN: metric.CounterVec(f, "idemgate_upstream_requests_total",
+			"Requests sent upstream, by route name and the upstream's HTTP status code (\"error\": no response: refused, timed out or broken).", "route", "code"),
+		claims: metric.Gauge(f, "idemgate_claims_in_flight",
+			"Keys this process holds a claim on now: keyed writes running under their claim."),
+		limited: metric.CounterVec(f, "idemgate_limiter_rejections_total",
+			"Requests refused with 429 by a limiter (edge or route), by route name (for the edge limiter, the route the request would have matched).", "limiter", "route"),
+		queueDepth: metric.Gauge(f, "idemgate_session_queue_depth",
+			"Requests waiting for their session's turn in this process, over all sessions."),
+		queueWait: metric.Latency(f, "idemgate_session_wait_seconds",
+			"Time requests waited for their session's turn, by how the wait ended (turn, timeout, canceled).", "result"),
+		queueReject: metric.CounterVec(f, "idemgate_session_rejections_total",
+			"Requests refused a session turn (503 session_busy), by reason (queue_full, timeout).", "reason"),
+		fallbacks: metric.Counter(f, "idemgate_session_lock_fallbacks_total",
+			"Session turns that ran on the local queue alone because the shared lock's store could not be reached."),
+		lateKept: metric.Gauge(f, "idemgate_late_calls_kept",
+			"Keyed writes whose client got 504 upstream_timeout and whose upstream call runs on for its late answer (late_answer_wait), in this process."),
+		lateDrop: metric.CounterVec(f, "idemgate_late_calls_cancelled_total",
+			"Keyed writes cancelled at their timeout because late_answer_max calls were kept already, by route name.", "route"),
+		unknowns: metric.CounterVec(f, "idemgate_unknown_outcomes_total",
+			"Keyed writes on unknown_outcome: hold routes whose outcome became unknown and that are held until resolved, by route name and cause (broken, late_timeout, lapsed, shutdown).", "route", "cause"),
+		probes: metric.CounterVec(f, "idemgate_reconcile_probes_total",
+			"Reconcile probes of unknown records, by route name and result (found, absent, released, denied, other, error, lost).", "route", "result"),
 	}
 	// Series that exist from the start, so that rate() sees the first
 	// event. The routes' series are made by initRoutes.

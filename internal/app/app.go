@@ -117,7 +117,7 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 	a.closers.push(a.closeRetrier) // before the store
 	a.reg.MustRegister(&storeCollector{epoch: a.epoch, retrier: a.retrier})
 	if st.cache != nil {
-		a.reg.MustRegister(replayCacheCollector{st.cache})
+		a.reg.MustRegister(replayCacheStats(st.cache))
 	}
 	registerStoreGauges(a.reg, st)
 	registerUnknownGauge(a.reg, ms)

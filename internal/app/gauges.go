@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgate/idemgate/internal/metric"
 	"github.com/idemgate/idemgate/keystore/memstore"
 )
 
@@ -15,10 +16,10 @@ import (
 // connection pool. Each family exists only with its backend.
 func registerStoreGauges(reg prometheus.Registerer, st builtStore) {
 	if st.mem != nil {
-		reg.MustRegister(memstoreCollector{st.mem})
+		reg.MustRegister(memstoreStats(st.mem))
 	}
 	if st.client != nil {
-		reg.MustRegister(redisPoolCollector{st.client})
+		reg.MustRegister(redisPoolStats(st.client))
 	}
 	if r := st.redis; r != nil {
 		// Read at each scrape; zero with store.redis.auto_pipeline false.
@@ -33,70 +34,52 @@ func registerStoreGauges(reg prometheus.Registerer, st builtStore) {
 	}
 }
 
-var (
-	memEntriesDesc = prometheus.NewDesc("idemgate_memstore_entries",
-		"Records the memory store holds now (store.backend memory).", nil, nil)
-	memBytesDesc = prometheus.NewDesc("idemgate_memstore_bytes",
-		"Bytes accounted to the memory store's records now (store.backend memory).", nil, nil)
-	memMaxEntriesDesc = prometheus.NewDesc("idemgate_memstore_max_entries",
-		"store.memory.max_entries: when the memory store holds this many records, new claims get 503 idempotency_unavailable.", nil, nil)
-	memMaxBytesDesc = prometheus.NewDesc("idemgate_memstore_max_bytes",
-		"store.memory.max_bytes: when the memory store's records account for this many bytes, new claims get 503 idempotency_unavailable.", nil, nil)
-)
-
-// memstoreCollector reads the memory store's counts at each scrape.
-type memstoreCollector struct{ s *memstore.Store }
-
-func (c memstoreCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- memEntriesDesc
-	ch <- memBytesDesc
-	ch <- memMaxEntriesDesc
-	ch <- memMaxBytesDesc
+// memstoreStats reads the memory store's counts at each scrape.
+func memstoreStats(st *memstore.Store) metric.Stats[*memstore.Store] {
+	return metric.Stats[*memstore.Store]{
+		Read: func() (*memstore.Store, bool) { return st, true },
+		Series: []metric.Stat[*memstore.Store]{
+			metric.GaugeStat("idemgate_memstore_entries",
+				"Records the memory store holds now (store.backend memory).",
+				func(s *memstore.Store) float64 { return float64(s.Len()) }),
+			metric.GaugeStat("idemgate_memstore_bytes",
+				"Bytes accounted to the memory store's records now (store.backend memory).",
+				func(s *memstore.Store) float64 { return float64(s.Bytes()) }),
+			metric.GaugeStat("idemgate_memstore_max_entries",
+				"store.memory.max_entries: when the memory store holds this many records, new claims get 503 idempotency_unavailable.",
+				func(s *memstore.Store) float64 { n, _ := s.Limits(); return float64(n) }),
+			metric.GaugeStat("idemgate_memstore_max_bytes",
+				"store.memory.max_bytes: when the memory store's records account for this many bytes, new claims get 503 idempotency_unavailable.",
+				func(s *memstore.Store) float64 { _, n := s.Limits(); return float64(n) }),
+		},
+	}
 }
 
-func (c memstoreCollector) Collect(ch chan<- prometheus.Metric) {
-	maxEntries, maxBytes := c.s.Limits()
-	ch <- prometheus.MustNewConstMetric(memEntriesDesc, prometheus.GaugeValue, float64(c.s.Len()))
-	ch <- prometheus.MustNewConstMetric(memBytesDesc, prometheus.GaugeValue, float64(c.s.Bytes()))
-	ch <- prometheus.MustNewConstMetric(memMaxEntriesDesc, prometheus.GaugeValue, float64(maxEntries))
-	ch <- prometheus.MustNewConstMetric(memMaxBytesDesc, prometheus.GaugeValue, float64(maxBytes))
-}
-
-var (
-	poolHitsDesc = prometheus.NewDesc("idemgate_redis_pool_hits_total",
-		"Times the store's Redis client found a free connection in its pool.", nil, nil)
-	poolMissesDesc = prometheus.NewDesc("idemgate_redis_pool_misses_total",
-		"Times the store's Redis client found no free connection in its pool and dialed one.", nil, nil)
-	poolTimeoutsDesc = prometheus.NewDesc("idemgate_redis_pool_timeouts_total",
-		"Times a store call waited for a pooled Redis connection longer than the pool timeout (the pool is too small for the load).", nil, nil)
-	poolTotalDesc = prometheus.NewDesc("idemgate_redis_pool_total_conns",
-		"Connections in the store's Redis client pool now.", nil, nil)
-	poolIdleDesc = prometheus.NewDesc("idemgate_redis_pool_idle_conns",
-		"Idle connections in the store's Redis client pool now.", nil, nil)
-)
-
-// redisPoolCollector reads the store's Redis client's PoolStats at each
+// redisPoolStats reads the store's Redis client's PoolStats at each
 // scrape (go-redis sums them over a Cluster's nodes). The limiters' and
 // session locks' clients are not counted: the store's claims are what a
 // starved pool hurts.
-type redisPoolCollector struct{ c redis.UniversalClient }
-
-func (c redisPoolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{poolHitsDesc, poolMissesDesc, poolTimeoutsDesc, poolTotalDesc, poolIdleDesc} {
-		ch <- d
+func redisPoolStats(c redis.UniversalClient) metric.Stats[*redis.PoolStats] {
+	return metric.Stats[*redis.PoolStats]{
+		Read: func() (*redis.PoolStats, bool) { s := c.PoolStats(); return s, s != nil },
+		Series: []metric.Stat[*redis.PoolStats]{
+			metric.CounterStat("idemgate_redis_pool_hits_total",
+				"Times the store's Redis client found a free connection in its pool.",
+				func(s *redis.PoolStats) float64 { return float64(s.Hits) }),
+			metric.CounterStat("idemgate_redis_pool_misses_total",
+				"Times the store's Redis client found no free connection in its pool and dialed one.",
+				func(s *redis.PoolStats) float64 { return float64(s.Misses) }),
+			metric.CounterStat("idemgate_redis_pool_timeouts_total",
+				"Times a store call waited for a pooled Redis connection longer than the pool timeout (the pool is too small for the load).",
+				func(s *redis.PoolStats) float64 { return float64(s.Timeouts) }),
+			metric.GaugeStat("idemgate_redis_pool_total_conns",
+				"Connections in the store's Redis client pool now.",
+				func(s *redis.PoolStats) float64 { return float64(s.TotalConns) }),
+			metric.GaugeStat("idemgate_redis_pool_idle_conns",
+				"Idle connections in the store's Redis client pool now.",
+				func(s *redis.PoolStats) float64 { return float64(s.IdleConns) }),
+		},
 	}
-}
-
-func (c redisPoolCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.c.PoolStats()
-	if s == nil {
-		return
-	}
-	ch <- prometheus.MustNewConstMetric(poolHitsDesc, prometheus.CounterValue, float64(s.Hits))
-	ch <- prometheus.MustNewConstMetric(poolMissesDesc, prometheus.CounterValue, float64(s.Misses))
-	ch <- prometheus.MustNewConstMetric(poolTimeoutsDesc, prometheus.CounterValue, float64(s.Timeouts))
-	ch <- prometheus.MustNewConstMetric(poolTotalDesc, prometheus.GaugeValue, float64(s.TotalConns))
-	ch <- prometheus.MustNewConstMetric(poolIdleDesc, prometheus.GaugeValue, float64(s.IdleConns))
 }
 
 var certExpiryDesc = prometheus.NewDesc("idemgate_tls_certificate_expiry_timestamp_seconds",

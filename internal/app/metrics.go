@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/idemgate/idemgate/config"
+	"github.com/idemgate/idemgate/internal/metric"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/proxy"
 )
@@ -45,27 +46,17 @@ type reloadMetrics struct {
 func newReloadMetrics(reg prometheus.Registerer) *reloadMetrics {
 	f := promauto.With(reg)
 	m := &reloadMetrics{
-		reloads: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "idemgate_config_reloads_total",
-			Help: "Configuration reloads, by result: success (applied, or nothing to apply) or failure (refused; the running configuration kept serving).",
-		}, []string{"result"}),
-		lastReload: f.NewGauge(prometheus.GaugeOpts{
-			Name: "idemgate_config_last_reload_successful",
-			Help: "1 if the last configuration reload succeeded (or none was tried), 0 if it was refused.",
-		}),
-		lastSuccess: f.NewGauge(prometheus.GaugeOpts{
-			Name: "idemgate_config_last_reload_success_timestamp_seconds",
-			Help: "Unix time of the last successful configuration load (the start, or a reload).",
-		}),
-		restart: f.NewGauge(prometheus.GaugeOpts{
-			Name: "idemgate_config_restart_required",
-			Help: "1 while the configuration file changes keys that only a restart applies (listeners, store, upstream, idempotency, ...).",
-		}),
+		reloads: metric.CounterVec(f, "idemgate_config_reloads_total",
+			"Configuration reloads, by result: success (applied, or nothing to apply) or failure (refused; the running configuration kept serving).", "result"),
+		lastReload: metric.Gauge(f, "idemgate_config_last_reload_successful",
+			"1 if the last configuration reload succeeded (or none was tried), 0 if it was refused."),
+		lastSuccess: metric.Gauge(f, "idemgate_config_last_reload_success_timestamp_seconds",
+			"Unix time of the last successful configuration load (the start, or a reload)."),
+		restart: metric.Gauge(f, "idemgate_config_restart_required",
+			"1 while the configuration file changes keys that only a restart applies (listeners, store, upstream, idempotency, ...)."),
 	}
-	m.errTemplates = f.NewCounterVec(prometheus.CounterOpts{
-		Name: "idemgate_error_template_failures_total",
-		Help: "Answers whose errors template failed at run time and were sent as problem+json instead, by route (\"\" before a route matched).",
-	}, []string{"route"})
+	m.errTemplates = metric.CounterVec(f, "idemgate_error_template_failures_total",
+		"Answers whose errors template failed at run time and were sent as problem+json instead, by route (\"\" before a route matched).", "route")
 	m.lastReload.Set(1)
 	m.lastSuccess.SetToCurrentTime()
 	// Series that exist from the start, so that dashboards and alerts see

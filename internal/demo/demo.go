@@ -251,13 +251,24 @@ func (s *Server) countLocked(pattern string) int64 {
 	return s.executions
 }
 
-func (s *Server) createCart(w http.ResponseWriter, r *http.Request) {
+// startCartWrite reads a cart body and honours the write's delay, then
+// locks s.mu and counts the write (pattern). It returns the items and the
+// execution number; when the write must not run it has answered the request
+// and reports false, with s.mu unlocked.
+func (s *Server) startCartWrite(w http.ResponseWriter, r *http.Request, pattern string) (json.RawMessage, int64, bool) {
 	items, ok := s.readItems(w, r)
 	if !ok || !s.wait(w, r) {
-		return
+		return nil, 0, false
 	}
 	s.mu.Lock()
-	n := s.countLocked(patCreateCart)
+	return items, s.countLocked(pattern), true
+}
+
+func (s *Server) createCart(w http.ResponseWriter, r *http.Request) {
+	items, n, ok := s.startCartWrite(w, r, patCreateCart)
+	if !ok {
+		return
+	}
 	if len(s.carts) >= s.maxCarts {
 		s.mu.Unlock()
 		writeError(w, http.StatusServiceUnavailable, "capacity_exceeded",
@@ -275,42 +286,37 @@ func (s *Server) createCart(w http.ResponseWriter, r *http.Request) {
 	v := c.view(n)
 	s.mu.Unlock()
 
-	w.Header().Set("Location", "/ucp/v1/carts/"+c.id)
-	writeJSON(w, http.StatusCreated, v)
+	writeCreated(w, "/ucp/v1/carts/"+c.id, v)
 }
 
 func (s *Server) getCart(w http.ResponseWriter, r *http.Request) {
+	getOne(s, w, s.carts, r.PathValue("id"), (*cart).view, "cart_not_found", "no such cart")
+}
+
+// getOne answers a read of the cart or order id of m: 200 with its view, or
+// 404 with code and msg.
+func getOne[T any, V any](s *Server, w http.ResponseWriter, m map[string]T, id string, view func(T, int64) V, code, msg string) {
 	s.mu.Lock()
-	c, ok := s.carts[r.PathValue("id")]
-	var v cartJSON
+	x, ok := m[id]
+	var v V
 	if ok {
-		v = c.view(0)
+		v = view(x, 0)
 	}
 	s.mu.Unlock()
 	if !ok {
-		writeError(w, http.StatusNotFound, "cart_not_found", "no such cart")
+		writeError(w, http.StatusNotFound, code, msg)
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
 }
 
 func (s *Server) putCart(w http.ResponseWriter, r *http.Request) {
-	items, ok := s.readItems(w, r)
-	if !ok || !s.wait(w, r) {
+	items, n, ok := s.startCartWrite(w, r, patPutCart)
+	if !ok {
 		return
 	}
-	s.mu.Lock()
-	n := s.countLocked(patPutCart)
-	c, ok := s.carts[r.PathValue("id")]
-	switch {
-	case !ok:
-		s.mu.Unlock()
-		writeError(w, http.StatusNotFound, "cart_not_found", "no such cart")
-		return
-	case c.orderID != "":
-		s.mu.Unlock()
-		writeError(w, http.StatusConflict, "cart_checked_out",
-			"the cart was already checked out as "+c.orderID)
+	c, ok := s.openCartLocked(w, r)
+	if !ok {
 		return
 	}
 	c.items = items
@@ -319,6 +325,27 @@ func (s *Server) putCart(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 
 	writeJSON(w, http.StatusOK, v)
+}
+
+// openCartLocked returns the cart the write r names, if it is still open.
+// s.mu must be held; when the cart is unknown (404) or checked out already
+// (409), openCartLocked unlocks s.mu, answers the request and reports false.
+func (s *Server) openCartLocked(w http.ResponseWriter, r *http.Request) (*cart, bool) {
+	c, ok := s.carts[r.PathValue("id")]
+	switch {
+	case !ok:
+		s.mu.Unlock()
+		writeError(w, http.StatusNotFound, "cart_not_found", "no such cart")
+		return nil, false
+	case c.orderID != "":
+		// The harm idemgate prevents: a retried checkout that already
+		// succeeded now fails, and the client cannot tell it succeeded.
+		s.mu.Unlock()
+		writeError(w, http.StatusConflict, "cart_checked_out",
+			"the cart was already checked out as "+c.orderID)
+		return nil, false
+	}
+	return c, true
 }
 
 func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
@@ -337,18 +364,8 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	n := s.countLocked(patComplete)
-	c, ok := s.carts[r.PathValue("id")]
-	switch {
-	case !ok:
-		s.mu.Unlock()
-		writeError(w, http.StatusNotFound, "cart_not_found", "no such cart")
-		return
-	case c.orderID != "":
-		// The harm idemgate prevents: a retried checkout that already
-		// succeeded now fails, and the client cannot tell it succeeded.
-		s.mu.Unlock()
-		writeError(w, http.StatusConflict, "cart_checked_out",
-			"the cart was already checked out as "+c.orderID)
+	c, ok := s.openCartLocked(w, r)
+	if !ok {
 		return
 	}
 	o := &order{
@@ -363,23 +380,11 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 	v := o.view(n)
 	s.mu.Unlock()
 
-	w.Header().Set("Location", "/ucp/v1/orders/"+o.id)
-	writeJSON(w, http.StatusCreated, v)
+	writeCreated(w, "/ucp/v1/orders/"+o.id, v)
 }
 
 func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	o, ok := s.orders[r.PathValue("id")]
-	var v orderJSON
-	if ok {
-		v = o.view(0)
-	}
-	s.mu.Unlock()
-	if !ok {
-		writeError(w, http.StatusNotFound, "order_not_found", "no such order")
-		return
-	}
-	writeJSON(w, http.StatusOK, v)
+	getOne(s, w, s.orders, r.PathValue("id"), (*order).view, "order_not_found", "no such order")
 }
 
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
@@ -483,6 +488,12 @@ type errorBody struct {
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, errorJSON{errorBody{Code: code, Message: msg}})
+}
+
+// writeCreated answers 201 with v, the new resource at location.
+func writeCreated(w http.ResponseWriter, location string, v any) {
+	w.Header().Set("Location", location)
+	writeJSON(w, http.StatusCreated, v)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

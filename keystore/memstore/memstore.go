@@ -263,15 +263,7 @@ func (s *Store) shard(k keystore.Key) *shard {
 	return &s.shards[k[0]%numShards]
 }
 
-func (s *Store) check(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if s.closed.Load() {
-		return keystore.ErrClosed
-	}
-	return nil
-}
+func (s *Store) check(ctx context.Context) error { return keystore.CheckOpen(ctx, s.closed.Load()) }
 
 // live returns the unexpired entry for k, nil if none. The caller holds
 // sh.mu; the entry is valid while it does.
@@ -447,26 +439,41 @@ func (s *Store) dropTomb(sh *shard, t tomb) {
 	s.bytes.Add(-tombOverhead)
 }
 
-// holder returns k's in-flight entry under token. The caller holds sh.mu.
-func (s *Store) holder(sh *shard, k keystore.Key, token uint64, now time.Duration) (*entry, error) {
-	return s.claimed(sh, k, token, now, false)
-}
+// whose says which claim's entry [Store.withClaim] acts on.
+type whose uint8
 
-// owner is holder, but an unknown record of token's claim is its too: its
-// holder's late completion or release resolves it. The caller holds sh.mu.
-func (s *Store) owner(sh *shard, k keystore.Key, token uint64, now time.Duration) (*entry, error) {
-	return s.claimed(sh, k, token, now, true)
-}
+const (
+	// holderOf: k's in-flight entry under the token.
+	holderOf whose = iota
+	// ownerOf: holderOf, but an unknown record of the token's claim is its
+	// too: its holder's late completion or release resolves it.
+	ownerOf
+	// anyHolder: k's in-flight entry whatever its token (the admin API).
+	anyHolder
+)
 
-func (s *Store) claimed(sh *shard, k keystore.Key, token uint64, now time.Duration, unknown bool) (*entry, error) {
+// withClaim runs fn, at the store's time now, on k's entry claimed as w
+// says (token is ignored for anyHolder), under its shard's lock. It returns
+// the context's error or ErrClosed first, ErrNotFound when k has no live
+// entry and ErrLeaseLost when the entry is not claimed as w says.
+func (s *Store) withClaim(ctx context.Context, k keystore.Key, token uint64, w whose, fn func(sh *shard, e *entry, now time.Duration)) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	sh := s.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := s.now()
 	e := s.live(sh, k, now)
-	if e == nil {
-		return nil, keystore.ErrNotFound
+	switch {
+	case e == nil:
+		return keystore.ErrNotFound
+	case w != anyHolder && e.token != token,
+		e.state != keystore.StateInFlight && (w != ownerOf || e.state != keystore.StateUnknown):
+		return keystore.ErrLeaseLost
 	}
-	if e.token != token || (e.state != keystore.StateInFlight && (!unknown || e.state != keystore.StateUnknown)) {
-		return nil, keystore.ErrLeaseLost
-	}
-	return e, nil
+	fn(sh, e, now)
+	return nil
 }
 
 // markUnknown makes e unknown with cause. Its lease ends when it expires,
@@ -485,39 +492,21 @@ func decodeInfo(b []byte) (*keystore.Response, error) {
 
 // MarkSent implements [keystore.UnknownStore].
 func (s *Store) MarkSent(ctx context.Context, k keystore.Key, token uint64, info *keystore.Response) error {
-	if err := s.check(ctx); err != nil {
-		return err
-	}
-	enc := encode(info)
+	enc := encode(info) // outside the lock
 	defer enc.free()
-	sh := s.shard(k)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	e, err := s.holder(sh, k, token, s.now())
-	if err != nil {
-		return err
-	}
-	before := e.size()
-	sh.setData(e, unsafeRoute(sh, e), enc.b)
-	s.bytes.Add(e.size() - before)
-	e.sent = true
-	return nil
+	return s.withClaim(ctx, k, token, holderOf, func(sh *shard, e *entry, _ time.Duration) {
+		before := e.size()
+		sh.setData(e, unsafeRoute(sh, e), enc.b)
+		s.bytes.Add(e.size() - before)
+		e.sent = true
+	})
 }
 
 // MarkUnknown implements [keystore.UnknownStore].
 func (s *Store) MarkUnknown(ctx context.Context, k keystore.Key, token uint64, cause keystore.Cause) error {
-	if err := s.check(ctx); err != nil {
-		return err
-	}
-	sh := s.shard(k)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	e, err := s.holder(sh, k, token, s.now())
-	if err != nil {
-		return err
-	}
-	s.markUnknown(e, cause)
-	return nil
+	return s.withClaim(ctx, k, token, holderOf, func(_ *shard, e *entry, _ time.Duration) {
+		s.markUnknown(e, cause)
+	})
 }
 
 // Resolve implements [keystore.UnknownStore].
@@ -549,6 +538,13 @@ func (s *Store) Resolve(ctx context.Context, k keystore.Key, id keystore.ClaimID
 
 // Unknown implements [keystore.UnknownStore].
 func (s *Store) Unknown(ctx context.Context, limit int) ([]keystore.Record, error) {
+	return s.list(ctx, limit, func(e *entry, _ time.Duration) bool { return e.state == keystore.StateUnknown })
+}
+
+// list returns the live records that keep accepts (at the store's time
+// now), oldest claim first, at most limit of them (0: all). An unknown
+// record's info is decoded; one that does not decode is listed without it.
+func (s *Store) list(ctx context.Context, limit int, keep func(e *entry, now time.Duration) bool) ([]keystore.Record, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
@@ -559,10 +555,12 @@ func (s *Store) Unknown(ctx context.Context, limit int) ([]keystore.Record, erro
 		sh.mu.Lock()
 		for k, j := range sh.index {
 			e := sh.slot(j)
-			if e.state == keystore.StateUnknown && now < e.expires {
+			if now < e.expires && keep(e, now) {
 				rec, info := s.record(sh, k, e)
+				if e.state == keystore.StateUnknown {
+					rec.Info, _ = decodeInfo(info)
+				}
 				out = append(out, rec)
-				out[len(out)-1].Info, _ = decodeInfo(info) // a damaged info lists without it
 			}
 		}
 		sh.mu.Unlock()
@@ -576,20 +574,11 @@ func (s *Store) Unknown(ctx context.Context, limit int) ([]keystore.Record, erro
 
 // Complete implements [keystore.Store].
 func (s *Store) Complete(ctx context.Context, k keystore.Key, token uint64, resp *keystore.Response) error {
-	if err := s.check(ctx); err != nil {
-		return err
-	}
 	enc := encode(resp) // outside the lock
 	defer enc.free()
-	sh := s.shard(k)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	e, err := s.owner(sh, k, token, s.now())
-	if err != nil {
-		return err
-	}
-	s.complete(sh, e, enc.b)
-	return nil
+	return s.withClaim(ctx, k, token, ownerOf, func(sh *shard, e *entry, _ time.Duration) {
+		s.complete(sh, e, enc.b)
+	})
 }
 
 // complete stores the encoded answer enc in e. The caller holds sh.mu.
@@ -633,18 +622,9 @@ func unsafeRoute(sh *shard, e *entry) string {
 // record (its tokens come from one sequence for the whole store, so a later
 // claim can never reuse a token) and keeps its claim id as a tombstone.
 func (s *Store) Release(ctx context.Context, k keystore.Key, token uint64) error {
-	if err := s.check(ctx); err != nil {
-		return err
-	}
-	sh := s.shard(k)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	e, err := s.owner(sh, k, token, s.now())
-	if err != nil {
-		return err
-	}
-	s.release(sh, k, e)
-	return nil
+	return s.withClaim(ctx, k, token, ownerOf, func(sh *shard, e *entry, _ time.Duration) {
+		s.release(sh, k, e)
+	})
 }
 
 // release deletes e, keeping its claim id as a tombstone for as long as
@@ -730,20 +710,12 @@ func (s *Store) EpochStatus() keystore.EpochStatus { return keystore.EpochStatus
 
 // Renew implements [keystore.Store].
 func (s *Store) Renew(ctx context.Context, k keystore.Key, token uint64, lease time.Duration) (time.Time, error) {
-	if err := s.check(ctx); err != nil {
-		return time.Time{}, err
-	}
-	now := s.now()
-	sh := s.shard(k)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	e, err := s.holder(sh, k, token, now)
-	if err != nil {
-		return time.Time{}, err
-	}
-	end := min(now+lease, e.expires)
-	e.leaseEnd = max(e.leaseEnd, end)
-	return s.at(e.leaseEnd), nil
+	var end time.Time
+	err := s.withClaim(ctx, k, token, holderOf, func(_ *shard, e *entry, now time.Duration) {
+		e.leaseEnd = max(e.leaseEnd, min(now+lease, e.expires))
+		end = s.at(e.leaseEnd)
+	})
+	return end, err
 }
 
 // Get implements [keystore.Store].
@@ -803,77 +775,26 @@ func decodeRecord(rec keystore.Record, answer []byte) (keystore.Record, error) {
 
 // InFlight implements [keystore.Admin].
 func (s *Store) InFlight(ctx context.Context, olderThan time.Duration, limit int) ([]keystore.Record, error) {
-	if err := s.check(ctx); err != nil {
-		return nil, err
-	}
-	now := s.now()
-	cutoff := now - olderThan
-	var out []keystore.Record
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for k, j := range sh.index {
-			e := sh.slot(j)
-			if e.state == keystore.StateInFlight && now < e.expires && e.claimed <= cutoff {
-				rec, _ := s.record(sh, k, e) // in flight: no answer
-				out = append(out, rec)
-			}
-		}
-		sh.mu.Unlock()
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Claimed.Before(out[j].Claimed) })
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
-	}
-	return out, nil
-}
-
-// inFlight returns k's in-flight entry whatever its token. The caller holds
-// sh.mu.
-func (s *Store) inFlight(sh *shard, k keystore.Key) (*entry, error) {
-	e := s.live(sh, k, s.now())
-	if e == nil {
-		return nil, keystore.ErrNotFound
-	}
-	if e.state != keystore.StateInFlight {
-		return nil, keystore.ErrLeaseLost
-	}
-	return e, nil
+	return s.list(ctx, limit, func(e *entry, now time.Duration) bool {
+		return e.state == keystore.StateInFlight && e.claimed <= now-olderThan
+	})
 }
 
 // ForceRelease implements [keystore.Admin].
 func (s *Store) ForceRelease(ctx context.Context, k keystore.Key) error {
-	if err := s.check(ctx); err != nil {
-		return err
-	}
-	sh := s.shard(k)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	e, err := s.inFlight(sh, k)
-	if err != nil {
-		return err
-	}
-	s.release(sh, k, e)
-	return nil
+	return s.withClaim(ctx, k, 0, anyHolder, func(sh *shard, e *entry, _ time.Duration) {
+		s.release(sh, k, e)
+	})
 }
 
 // ForceComplete implements [keystore.Admin].
 func (s *Store) ForceComplete(ctx context.Context, k keystore.Key, resp *keystore.Response) error {
-	if err := s.check(ctx); err != nil {
-		return err
-	}
-	enc := encode(resp)
+	enc := encode(resp) // outside the lock
 	defer enc.free()
-	sh := s.shard(k)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	e, err := s.inFlight(sh, k)
-	if err != nil {
-		return err
-	}
-	s.complete(sh, e, enc.b)
-	e.claimID = keystore.ClaimID{} // the holder's completion is fenced
-	return nil
+	return s.withClaim(ctx, k, 0, anyHolder, func(sh *shard, e *entry, _ time.Duration) {
+		s.complete(sh, e, enc.b)
+		e.claimID = keystore.ClaimID{} // the holder's completion is fenced
+	})
 }
 
 // Len returns the number of records held, expired ones not yet swept

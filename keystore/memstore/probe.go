@@ -37,16 +37,26 @@ func (t *probeTable) sweep(now time.Duration) {
 	}
 }
 
+// lockProbe checks ctx and s, locks the probe table and returns it, k's
+// entry (nil if none) and the store's time. The caller unlocks t.mu; on an
+// error nothing is locked.
+func (s *Store) lockProbe(ctx context.Context, k keystore.Key) (t *probeTable, e *probeEntry, now time.Duration, err error) {
+	if err := s.check(ctx); err != nil {
+		return nil, nil, 0, err
+	}
+	now = s.now()
+	t = &s.probes
+	t.mu.Lock()
+	return t, t.m[k], now, nil
+}
+
 // AcquireProbe implements [keystore.UnknownStore].
 func (s *Store) AcquireProbe(ctx context.Context, k keystore.Key, ttl time.Duration) (keystore.ProbeLease, bool, error) {
-	if err := s.check(ctx); err != nil {
+	t, e, now, err := s.lockProbe(ctx, k)
+	if err != nil {
 		return keystore.ProbeLease{}, false, err
 	}
-	now := s.now()
-	t := &s.probes
-	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := t.m[k]
 	if e != nil && now < e.leaseEnd {
 		return keystore.ProbeLease{}, false, nil
 	}
@@ -74,14 +84,11 @@ func (s *Store) AcquireProbe(ctx context.Context, k keystore.Key, ttl time.Durat
 
 // EndProbe implements [keystore.UnknownStore].
 func (s *Store) EndProbe(ctx context.Context, k keystore.Key, owner string, st keystore.ProbeState, hold, keep time.Duration) error {
-	if err := s.check(ctx); err != nil {
+	t, e, now, err := s.lockProbe(ctx, k)
+	if err != nil {
 		return err
 	}
-	now := s.now()
-	t := &s.probes
-	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := t.m[k]
 	if e == nil || e.owner != owner || now >= e.leaseEnd {
 		return keystore.ErrLeaseLost
 	}
@@ -93,14 +100,11 @@ func (s *Store) EndProbe(ctx context.Context, k keystore.Key, owner string, st k
 
 // ProbeStatus implements [keystore.UnknownStore].
 func (s *Store) ProbeStatus(ctx context.Context, k keystore.Key) (keystore.ProbeState, bool, error) {
-	if err := s.check(ctx); err != nil {
+	t, e, now, err := s.lockProbe(ctx, k)
+	if err != nil {
 		return keystore.ProbeState{}, false, err
 	}
-	now := s.now()
-	t := &s.probes
-	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := t.m[k]
 	if e == nil || !e.hasState || now >= e.expires {
 		return keystore.ProbeState{}, false, nil
 	}

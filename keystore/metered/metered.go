@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
-	"github.com/idemgate/idemgate/internal/latency"
+	"github.com/idemgate/idemgate/internal/metric"
 	"github.com/idemgate/idemgate/keystore"
 )
 
@@ -47,21 +47,14 @@ func New(s keystore.Store, reg prometheus.Registerer) *Store {
 	f := promauto.With(reg)
 	ms := &Store{
 		Wrapper: keystore.Wrap(s),
-		duration: f.NewHistogramVec(latency.HistogramOpts(
-			"idemgate_store_operation_duration_seconds",
-			"Duration of idempotency store operations, by operation."), []string{"op"}),
-		errs: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "idemgate_store_errors_total",
-			Help: "Idempotency store operations that failed (the store was unreachable, full, closed or too slow), by operation and kind; the normal answers (in flight, key reused, lease lost, not found) are not errors.",
-		}, []string{"op", "kind"}),
-		takeovers: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "idemgate_idempotency_takeovers_total",
-			Help: "Claims taken over after the lease of their previous holder ended, by route name.",
-		}, []string{"route"}),
-		late: f.NewCounter(prometheus.CounterOpts{
-			Name: "idemgate_idempotency_late_completions_rejected_total",
-			Help: "Answers not stored because the claim had been taken over, released or repaired by an operator while the request ran.",
-		}),
+		duration: metric.Latency(f, "idemgate_store_operation_duration_seconds",
+			"Duration of idempotency store operations, by operation.", "op"),
+		errs: metric.CounterVec(f, "idemgate_store_errors_total",
+			"Idempotency store operations that failed (the store was unreachable, full, closed or too slow), by operation and kind; the normal answers (in flight, key reused, lease lost, not found) are not errors.", "op", "kind"),
+		takeovers: metric.CounterVec(f, "idemgate_idempotency_takeovers_total",
+			"Claims taken over after the lease of their previous holder ended, by route name.", "route"),
+		late: metric.Counter(f, "idemgate_idempotency_late_completions_rejected_total",
+			"Answers not stored because the claim had been taken over, released or repaired by an operator while the request ran."),
 	}
 	// Series that exist from the start, so that rate() sees the first
 	// failure.

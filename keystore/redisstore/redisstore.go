@@ -129,15 +129,7 @@ func (s *Store) key(k keystore.Key) string {
 	return s.prefix + "{" + k.String() + "}"
 }
 
-func (s *Store) check(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if s.closed.Load() {
-		return keystore.ErrClosed
-	}
-	return nil
-}
+func (s *Store) check(ctx context.Context) error { return keystore.CheckOpen(ctx, s.closed.Load()) }
 
 // run runs script on c's record and returns its code and the rest of its
 // reply; c is freed (see [Store.do]). A failure to reach Redis is returned wrapped;
