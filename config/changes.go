@@ -60,9 +60,6 @@ var restartOnly = []string{
 	"store.redis.*", // but store.redis.timeout and store.redis.record_format
 	"limiter.backend",
 	"tracing.enabled",
-	// net/http reads http.Server.MaxHeaderBytes unsynchronized on every
-	// request, and HTTP/2 advertises its header list size once per server.
-	"max_header_bytes",
 	// The variable must be in the process's environment, which is fixed at
 	// start: a reload could only name a variable the process already had.
 	"idempotency.encryption_key_env",

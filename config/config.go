@@ -31,7 +31,8 @@ type Config struct {
 	// 0 means a quarter of MaxBufferedBytes (the default).
 	MaxBufferedBytesPerClient int64 `mapstructure:"max_buffered_bytes_per_client"`
 	// MaxHeaderBytes caps a request's head (request line and headers);
-	// over it the server answers 431. Default 64 KiB.
+	// over it the server answers 431. Default 64 KiB; at most
+	// MaxHeaderBytesCeiling.
 	MaxHeaderBytes int `mapstructure:"max_header_bytes"`
 	// MaxConnections caps the open connections of each listener (the public
 	// one, plain or TLS; the admin one; tls.http_listen), each on its own:
@@ -171,6 +172,11 @@ type TLS struct {
 	// TLSFiles.
 	HTTPListen string `mapstructure:"http_listen"`
 }
+
+// MaxHeaderBytesCeiling is the largest MaxHeaderBytes accepted, and the
+// servers' own head limit: a reload may set MaxHeaderBytes to anything up
+// to it, which idemgate enforces per request below it.
+const MaxHeaderBytesCeiling = 16 << 20
 
 // DefaultACMEHTTPListen is the HTTP listener of TLSACME when
 // [TLS.HTTPListen] is empty: ACME CAs validate HTTP-01 on port 80.

@@ -115,8 +115,8 @@ func (c *Config) validateTop(p *problems) {
 		p.add("max_buffered_bytes_per_client", ErrRange, "%d is less than %s: such a body could never be buffered",
 			c.MaxBufferedBytesPerClient, ref("idempotency.max_body_bytes", c.Idempotency.MaxBodyBytes, defaults.Idempotency.MaxBodyBytes))
 	}
-	if c.MaxHeaderBytes < 4096 || c.MaxHeaderBytes > 16<<20 {
-		p.add("max_header_bytes", ErrRange, "must be from 4096 to 16777216; got %d", c.MaxHeaderBytes)
+	if c.MaxHeaderBytes < 4096 || c.MaxHeaderBytes > MaxHeaderBytesCeiling {
+		p.add("max_header_bytes", ErrRange, "must be from 4096 to %d; got %d", MaxHeaderBytesCeiling, c.MaxHeaderBytes)
 	}
 	if c.MaxConnections < 1 || c.MaxConnections > 1_000_000 {
 		p.add("max_connections", ErrRange, "must be from 1 to 1000000; got %d", c.MaxConnections)

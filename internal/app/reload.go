@@ -239,7 +239,8 @@ func (a *App) applyPolicy(applied *config.Config) error {
 
 // applyLive sets the running parts that keep state to applied's values
 // (their setters): the store's record format, compression and capacity,
-// the listeners' max_connections, and the admin API and console. The
+// the listeners' max_connections and max_header_bytes, and the admin API
+// and console. The
 // proxy's buffered-bytes budget follows its policy (Proxy.Apply).
 // reload.mu is held.
 func (a *App) applyLive(applied *config.Config) {
@@ -254,6 +255,7 @@ func (a *App) applyLive(applied *config.Config) {
 	for _, l := range a.conns {
 		l.SetLimit(applied.MaxConnections)
 	}
+	a.heads.set(applied.MaxHeaderBytes)
 	a.reloadAdmin(applied)
 }
 

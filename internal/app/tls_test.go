@@ -30,6 +30,7 @@ import (
 // tlsApp is a running idemgate with TLS.
 type tlsApp struct {
 	https, http string // listener addresses
+	app         *App
 }
 
 // startTLSApp runs an app for cfg on loopback listeners (public, admin and
@@ -50,7 +51,7 @@ func startTLSApp(t *testing.T, cfg *config.Config) tlsApp {
 			t.Fatal(err)
 		}
 	}
-	app := tlsApp{https: lns.Public.Addr().String()}
+	app := tlsApp{https: lns.Public.Addr().String(), app: a}
 	if lns.HTTP != nil {
 		app.http = lns.HTTP.Addr().String()
 	}
