@@ -14,7 +14,6 @@ import (
 	"github.com/idemgate/idemgate/internal/identity"
 	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"github.com/idemgate/idemgate/internal/problem"
-	"github.com/idemgate/idemgate/keystore"
 )
 
 // exchange is the state of one request as it moves through the chain. The
@@ -32,38 +31,29 @@ type exchange struct {
 	ctx      exchangeCtx // the request's context from the outermost stage on (withExchange)
 	snap     *snapshot   // the policy this request runs on, from start to end (Proxy.Apply)
 	pastEdge bool        // the request passed the edge limit (for metrics)
-	observed bool        // observe mode forwarded a keyed write unclaimed
 
-	route   *route         // nil: no route matched
-	match   pathtmpl.Match // the route's match: normalized path parameters
-	outcome string
-	code    string // problem code, "" when the upstream answered
+	route *route         // nil: no route matched
+	match pathtmpl.Match // the route's match: normalized path parameters
 
-	key      string           // the key check passed this key (keycheck.go)
-	body     []byte           // keyed writes: the body, read whole (body.go)
-	bodyR    bytes.Reader     // keyed writes: the body as sent upstream (rewrite)
-	fp       fingerprintInput // keyed writes: the body as its fingerprint reads it
-	held     *budget.Body     // the body's hold on max_buffered_bytes: charge derived buffers to it
-	keyed    bool             // a keyed write under a claim
-	recorded bool             // keyed writes: finish ran (claim.go)
-	sent     sendState        // how far the request got to the upstream
-	capture  *capture         // keyed writes: the answer kept for storage
-	call     upstreamCall     // the upstream stage's state, once it runs
-	span     trace.Span       // the server span; nil without tracing (tracing.go)
-	finish   func()           // keyed writes: records the answer (once)
-	gql      *gql.Request     // GraphQL routes: the parsed request of a keyed write
-	waited   time.Duration    // how long it waited for the original (wait.go)
-	// late is the upstream call that runs on after the client got its
-	// 504 (late.go); nil while the handler owns the request.
-	late *lateCall
-	// claimKey, claimToken and lease are the claim of a keyed write, for
-	// a kept call (late.go).
-	claimKey   keystore.Key
-	claimToken uint64
-	lease      *leaseHandle
-	// failure is why a sent keyed write got no answer: broken or timed
-	// out (late wait over), for an unknown outcome (unknown.go).
-	failure keystore.Cause
+	outcome  string
+	code     string // problem code, "" when the upstream answered
+	observed bool   // observe mode forwarded a keyed write unclaimed
+
+	// The key check's findings (keycheck.go, graphql.go), for the claim.
+	key   string           // the key check passed this key
+	body  []byte           // the body, read whole (body.go)
+	bodyR bytes.Reader     // the body as sent upstream (rewrite)
+	fp    fingerprintInput // the body as its fingerprint reads it
+	held  *budget.Body     // the body's hold on max_buffered_bytes: charge derived buffers to it
+	gql   *gql.Request     // GraphQL routes: the parsed request of a keyed write
+
+	// kw is the keyed write under a claim (keyedwrite.go), made by the
+	// claim stage in write; nil for every other request.
+	kw     *keyedWrite
+	write  keyedWrite
+	call   upstreamCall  // the upstream stage's state, once it runs
+	span   trace.Span    // the server span; nil without tracing (tracing.go)
+	waited time.Duration // how long it waited for the original (wait.go)
 
 	ident     identity.Result // the client's identity, once resolved (identity.go)
 	identDone bool
@@ -77,7 +67,7 @@ type exchange struct {
 }
 
 // sendState says how far a request got towards the upstream: it decides
-// whether a claimed key may be released.
+// whether a claimed key may be released (record.go).
 type sendState uint8
 
 const (
