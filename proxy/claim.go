@@ -55,7 +55,7 @@ func (p *Proxy) claim(next http.Handler) http.Handler {
 		case err == nil && res.Response.TooLarge:
 			p.refuse(w, r, next, problemResponseTooLarge)
 		case err == nil && rt.Observe:
-			p.forwardObserved(w, r, next, OutcomeWouldReplay)
+			p.forwardObserved(w, r, next, OutcomeReplayed)
 		case err == nil:
 			p.replay(w, r, res.Response)
 		case errors.Is(err, keystore.ErrInFlight):
@@ -70,7 +70,7 @@ func (p *Proxy) claim(next http.Handler) http.Handler {
 			p.refuse(w, r, next, problemOverloaded)
 		case r.Context().Err() != nil:
 			p.lostClaim(sk, id, opts.Lease, err)
-			ex.outcome = OutcomeRejected // the client left; logged as 499
+			ex.unanswered(OutcomeRejected)
 		default:
 			p.lostClaim(sk, id, opts.Lease, err)
 			p.log.Error("idempotency store unavailable", "error", err, "observe", rt.Observe, logRequestID, ex.id, logRoute, rt.Name)
@@ -93,7 +93,6 @@ func (p *Proxy) runClaimed(w http.ResponseWriter, r *http.Request, next http.Han
 		capture: capture{max: opts.MaxResponseBytes}}
 	kw := &ex.write
 	ex.kw = kw
-	ex.outcome = OutcomeExecuted
 	p.metrics.claimHeld(1)
 	defer func() {
 		if ex.kept() {

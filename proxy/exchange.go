@@ -35,9 +35,13 @@ type exchange struct {
 	route *route         // nil: no route matched
 	match pathtmpl.Match // the route's match: normalized path parameters
 
-	outcome  string
+	// What decides the outcome ([exchange.outcome]): the problem
+	// writer's (problem.go), or how the request went on.
+	problem  string // the outcome of the problem written; "" for none
 	code     string // problem code, "" when the upstream answered
-	observed bool   // observe mode forwarded a keyed write unclaimed
+	via      via    // how a request that is no keyed write went on
+	observed string // observe mode forwarded a keyed write unclaimed: enforce mode's outcome
+	aborted  bool   // the answer was cut (http.ErrAbortHandler)
 
 	// The key check's findings (keycheck.go, graphql.go), for the claim.
 	key   string           // the key check passed this key
@@ -64,6 +68,44 @@ type exchange struct {
 	clientGone  bool  // a write to the client failed
 	clientErr   error // the first failed write's error
 	swallow     bool  // keep accepting writes after the client is gone
+}
+
+// via says how a request that is not a keyed write under a claim went on,
+// when the proxy did not answer it with a problem.
+type via uint8
+
+const (
+	viaPass   via = iota // no keyed route, or a pass-through the proxy did not look at
+	viaNoKey             // a keyed route's request without a key
+	viaRead              // a GraphQL route's query or subscription
+	viaReplay            // answered with its stored answer
+	viaHungUp            // the client hung up on the upstream call
+)
+
+// outcome is the request's outcome (DESIGN.md's list), as the access log,
+// the metrics and the server span show it. Besides the problem writer's
+// (problem.go), which refuses a request or answers for the upstream, it is
+// decided here alone: a keyed write's by its record ([keyedWrite.outcome]),
+// any other request's by how it went on.
+func (ex *exchange) outcome() string {
+	if ex.kw != nil {
+		return ex.kw.outcome(ex.problem)
+	}
+	switch {
+	case ex.problem != "":
+		return ex.problem
+	case ex.via == viaHungUp:
+		return OutcomePassthrough
+	case ex.observed != "":
+		return wouldOutcome(ex.observed)
+	case ex.via == viaReplay:
+		return OutcomeReplayed
+	case ex.via == viaNoKey:
+		return OutcomeUnprotected
+	case ex.via == viaPass && ex.aborted:
+		return OutcomeUpstreamError
+	}
+	return OutcomePassthrough
 }
 
 // sendState says how far a request got towards the upstream: it decides

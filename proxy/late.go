@@ -28,8 +28,9 @@ import (
 // [latchWriter] until the handler detaches it.
 type lateCall struct {
 	// mu protects the fields below and orders the call's goroutine
-	// against the handler's detach: the exchange's fields the record
-	// writes (outcome, code) are written only under it while both run.
+	// against the handler's detach: what decides the outcome (the record's
+	// result, the problem writer's outcome and code) is written only under
+	// it while both run.
 	mu       sync.Mutex
 	started  bool     // the answer's head went to the client
 	finished bool     // the call's goroutine is over

@@ -39,9 +39,6 @@ func (p *Proxy) record(kw *keyedWrite) {
 		// claim stays until its lease ends; a retry gets 409, then takes
 		// over. On a hold route it is marked unknown now (unknown.go).
 		kw.result = recordUnknown
-		if ex.outcome == OutcomeExecuted {
-			ex.outcome = OutcomeUpstreamError
-		}
 		if ex.route.hold {
 			cause := ex.call.failure
 			if cause == 0 {
@@ -52,15 +49,10 @@ func (p *Proxy) record(kw *keyedWrite) {
 	case ex.gql != nil && gql.ReleaseOnAnswer(*ex.gql, resp.Status, ex.route.releasableStatus, resp.Body),
 		ex.gql == nil && ex.route.releasableStatus(resp.Status):
 		kw.result = recordReleased
-		ex.outcome = OutcomeReleased
 		p.releaseKey(ctx, ex, sk, token)
 	default:
 		kw.result = recordStored
 		p.complete(ctx, ex, sk, claim, resp)
-	}
-	if resp != nil && kw.kept != nil {
-		// A late answer, recorded after the client got 504 (late.go).
-		ex.outcome = OutcomeLate
 	}
 }
 
@@ -191,7 +183,7 @@ func (p *Proxy) completed(sk keystore.Key, wait bool, n *keystore.FoldedNotice, 
 // replay answers with a stored response (DESIGN.md, Replays).
 func (p *Proxy) replay(w http.ResponseWriter, r *http.Request, resp *keystore.Response) {
 	ex := exchangeOf(r)
-	ex.outcome = OutcomeReplayed
+	ex.via = viaReplay
 	linkOrigin(ex, resp.Header)
 	h := w.Header()
 	for k, v := range resp.Header {

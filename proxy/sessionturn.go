@@ -62,7 +62,7 @@ func (p *Proxy) sessionTurn(q *session.Queue, tenant func(host string) (string, 
 				default:
 					// The client left while it waited: nothing to answer.
 					if ex := exchangeOf(r); ex != nil {
-						ex.outcome = OutcomeSessionBusy
+						ex.unanswered(OutcomeSessionBusy)
 					}
 				}
 				return

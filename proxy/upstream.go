@@ -349,7 +349,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		writeProblem(w, r, problemUpstreamTimeout)
 	case ctx.Err() != nil:
 		// The client hung up on a pass-through request.
-		ex.outcome = OutcomePassthrough
+		ex.via = viaHungUp
 		ex.code = ""
 	default:
 		p.log.Warn("upstream connection broken", "error", err, logRequestID, ex.id)
