@@ -19,7 +19,8 @@ import (
 // exchange is the state of one request as it moves through the chain. The
 // outermost stage allocates it and puts it in the request's context; inner
 // stages fill it in, and the access log reads it at the end. It also wraps
-// the client's ResponseWriter to see the status and bytes written.
+// the client's ResponseWriter to see the status and bytes written. What
+// only a keyed write under a claim needs is its [keyedWrite] (kw).
 type exchange struct {
 	http.ResponseWriter
 

@@ -40,7 +40,7 @@ const (
 
 // proxyProblem is an answer the proxy makes itself, with a stable code from
 // DESIGN.md's error table, and the outcome it records for the request ("":
-// the outcome so far stands). Problems are values: stages copy one and
+// none; [exchange.outcome] decides). Problems are values: stages copy one and
 // change its copy, then hand it to [writeProblem].
 type proxyProblem struct {
 	problem.Problem
