@@ -64,8 +64,8 @@ func (p *Proxy) recoverPanic(next http.Handler) http.Handler {
 					writeProblem(w, r, problemInternal)
 					return
 				}
-			} else if ex.outcome == "" {
-				ex.outcome = OutcomeUpstreamError
+			} else {
+				ex.aborted = true
 			}
 			panic(http.ErrAbortHandler) // abort the connection: the answer is cut
 		}()
@@ -82,10 +82,7 @@ func (p *Proxy) logExchange(r *http.Request, ex *exchange) {
 	if ex.route != nil {
 		route = ex.route.Name
 	}
-	outcome := ex.outcome
-	if outcome == "" {
-		outcome = OutcomePassthrough
-	}
+	outcome := ex.outcome()
 	level := slog.LevelInfo
 	if status >= 500 {
 		level = slog.LevelWarn

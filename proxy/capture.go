@@ -9,9 +9,10 @@ import (
 
 // capture keeps what a keyed write's answer will be stored as: the status,
 // the end-to-end headers and at most max bytes of the body. The body is
-// teed as ReverseProxy reads it, so the client gets it as it streams; an
-// answer over max is recorded as too large, never cut for the client and
-// never stored in part.
+// teed as ReverseProxy reads it (see [answerBody]), so the client gets it
+// as it streams; an answer over max is recorded as too large, never cut
+// for the client and never stored in part. It reports the moment the
+// answer is whole; what then happens is the keyed write's (keyedwrite.go).
 type capture struct {
 	max      int64
 	status   int
@@ -22,30 +23,12 @@ type capture struct {
 	err      error // the body read failed
 	length   int64 // the answer's Content-Length, -1 if unknown
 	read     int64 // body bytes read so far
-	// done, when set, runs once when the whole answer has been read, before
-	// its last bytes are passed on to the client.
-	done func()
-	// tee and resp live here, not in allocations of their own (issue 31).
-	tee  teeBody
-	resp keystore.Response
+	resp     keystore.Response
 }
 
-func newCapture(max int64, done func()) *capture { return &capture{max: max, done: done} }
-
-// finish marks the answer complete and runs done.
-func (c *capture) finish() {
-	if c.complete {
-		return
-	}
-	c.complete = true
-	if c.done != nil {
-		c.done()
-	}
-}
-
-// start records the answer's head and wraps its body. drop names headers
-// never stored.
-func (c *capture) start(res *http.Response, drop map[string]bool) {
+// start records the answer's head and reports whether the answer is whole
+// already (it has no body). drop names headers never stored.
+func (c *capture) start(res *http.Response, drop map[string]bool) (whole bool) {
 	c.status = res.StatusCode
 	h := make(http.Header, len(res.Header))
 	n := 0
@@ -74,37 +57,38 @@ func (c *capture) start(res *http.Response, drop map[string]bool) {
 	} else if res.ContentLength > 0 {
 		c.body = make([]byte, 0, res.ContentLength)
 	}
-	c.tee = teeBody{ReadCloser: res.Body, c: c}
-	res.Body = &c.tee
-	if res.ContentLength == 0 {
-		c.finish() // nothing to read: the answer is whole now
-	}
+	return res.ContentLength == 0 && c.whole()
 }
 
-type teeBody struct {
-	io.ReadCloser
-	c *capture
-}
-
-func (t *teeBody) Read(p []byte) (int, error) {
-	n, err := t.ReadCloser.Read(p)
-	c := t.c
+// tee keeps p, what one read of the answer's body returned with err, and
+// reports whether the answer became whole with it.
+func (c *capture) tee(p []byte, err error) (whole bool) {
+	n := len(p)
 	c.read += int64(n)
 	if n > 0 && !c.tooLarge {
 		if int64(len(c.body)+n) > c.max {
 			c.tooLarge = true
 			c.body = nil
 		} else {
-			c.body = append(c.body, p[:n]...)
+			c.body = append(c.body, p...)
 		}
 	}
 	switch {
 	case err == io.EOF, err == nil && c.length > 0 && c.read == c.length:
-		c.finish()
+		return c.whole()
 	case err != nil:
 		c.err = err
 	}
-	return n, err
+	return false
+}
+
+// whole marks the answer complete and reports whether it was not before.
+func (c *capture) whole() bool {
+	if c.complete {
+		return false
+	}
+	c.complete = true
+	return true
 }
 
 // response returns the answer to store, or nil when the body was not read

@@ -55,7 +55,7 @@ func (p *Proxy) claim(next http.Handler) http.Handler {
 		case err == nil && res.Response.TooLarge:
 			p.refuse(w, r, next, problemResponseTooLarge)
 		case err == nil && rt.Observe:
-			p.forwardObserved(w, r, next, OutcomeWouldReplay)
+			p.forwardObserved(w, r, next, OutcomeReplayed)
 		case err == nil:
 			p.replay(w, r, res.Response)
 		case errors.Is(err, keystore.ErrInFlight):
@@ -70,7 +70,7 @@ func (p *Proxy) claim(next http.Handler) http.Handler {
 			p.refuse(w, r, next, problemOverloaded)
 		case r.Context().Err() != nil:
 			p.lostClaim(sk, id, opts.Lease, err)
-			ex.outcome = OutcomeRejected // the client left; logged as 499
+			ex.unanswered(OutcomeRejected)
 		default:
 			p.lostClaim(sk, id, opts.Lease, err)
 			p.log.Error("idempotency store unavailable", "error", err, "observe", rt.Observe, logRequestID, ex.id, logRoute, rt.Name)
@@ -79,7 +79,8 @@ func (p *Proxy) claim(next http.Handler) http.Handler {
 	})
 }
 
-// runClaimed runs a request under its new claim and records its answer.
+// runClaimed runs a request under its new claim as a keyed write
+// (keyedwrite.go), which records its answer.
 func (p *Proxy) runClaimed(w http.ResponseWriter, r *http.Request, next http.Handler, sk keystore.Key, res keystore.Reservation) {
 	ex := exchangeOf(r)
 	opts := &ex.snap.idem
@@ -87,38 +88,26 @@ func (p *Proxy) runClaimed(w http.ResponseWriter, r *http.Request, next http.Han
 	if res.Takeover {
 		p.log.Warn("took over an abandoned claim", logRequestID, ex.id, logRoute, ex.route.Name)
 	}
-	lease := p.renewals.start(sk, res.Token, opts.Lease, opts.MaxLease)
-	ex.claimKey, ex.claimToken, ex.lease = sk, res.Token, lease
+	ex.write = keyedWrite{p: p, r: r, ex: ex, sk: sk, claim: res.Claim,
+		lease:   p.renewals.start(sk, res.Token, opts.Lease, opts.MaxLease),
+		capture: capture{max: opts.MaxResponseBytes}}
+	kw := &ex.write
+	ex.kw = kw
 	p.metrics.claimHeld(1)
 	defer func() {
-		if !ex.kept() {
-			p.metrics.claimHeld(-1)
+		if ex.kept() {
+			// A kept call records and gives the claim's gauge back when
+			// it ends (late.go).
+			ex.after(func() { p.metrics.claimHeld(-1) })
 			return
 		}
-		ex.after(func() { p.metrics.claimHeld(-1) }) // a kept call holds it on (late.go)
+		// The answer was recorded as soon as it was whole; if it never
+		// was (nothing sent, no answer, or a panic: ErrAbortHandler when
+		// the upstream's body broke mid-stream, and the claim is kept),
+		// the record runs now.
+		kw.record()
+		p.metrics.claimHeld(-1)
 	}()
-	ex.keyed = true
-	ex.outcome = OutcomeExecuted
-	// finish records the answer once: as soon as the capture has the whole
-	// answer (before its last bytes go to the client, so a retry sent after
-	// the answer arrived always finds it stored), or when the request ends.
-	// It captures claim, not res: a variable of at most 128 bytes that is
-	// never assigned again is copied into the closure instead of moved to
-	// the heap (issue 31).
-	claim := res.Claim
-	ex.finish = func() {
-		if ex.recorded {
-			return
-		}
-		ex.recorded = true
-		lease.stop()
-		defer lease.finish()
-		p.record(r, ex, sk, claim, ex.capture)
-	}
-	// Runs on a panic too (ErrAbortHandler when the upstream's body broke
-	// mid-stream): the claim is then kept. A kept call records when it
-	// ends (late.go).
-	defer ex.after(ex.finish)
 	next.ServeHTTP(w, r)
 }
 

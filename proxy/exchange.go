@@ -14,13 +14,13 @@ import (
 	"github.com/idemgate/idemgate/internal/identity"
 	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"github.com/idemgate/idemgate/internal/problem"
-	"github.com/idemgate/idemgate/keystore"
 )
 
 // exchange is the state of one request as it moves through the chain. The
 // outermost stage allocates it and puts it in the request's context; inner
 // stages fill it in, and the access log reads it at the end. It also wraps
-// the client's ResponseWriter to see the status and bytes written.
+// the client's ResponseWriter to see the status and bytes written. What
+// only a keyed write under a claim needs is its [keyedWrite] (kw).
 type exchange struct {
 	http.ResponseWriter
 
@@ -32,38 +32,33 @@ type exchange struct {
 	ctx      exchangeCtx // the request's context from the outermost stage on (withExchange)
 	snap     *snapshot   // the policy this request runs on, from start to end (Proxy.Apply)
 	pastEdge bool        // the request passed the edge limit (for metrics)
-	observed bool        // observe mode forwarded a keyed write unclaimed
 
-	route   *route         // nil: no route matched
-	match   pathtmpl.Match // the route's match: normalized path parameters
-	outcome string
-	code    string // problem code, "" when the upstream answered
+	route *route         // nil: no route matched
+	match pathtmpl.Match // the route's match: normalized path parameters
 
-	key      string           // the key check passed this key (keycheck.go)
-	body     []byte           // keyed writes: the body, read whole (body.go)
-	bodyR    bytes.Reader     // keyed writes: the body as sent upstream (rewrite)
-	fp       fingerprintInput // keyed writes: the body as its fingerprint reads it
-	held     *budget.Body     // the body's hold on max_buffered_bytes: charge derived buffers to it
-	keyed    bool             // a keyed write under a claim
-	recorded bool             // keyed writes: finish ran (claim.go)
-	sent     sendState        // how far the request got to the upstream
-	capture  *capture         // keyed writes: the answer kept for storage
-	call     upstreamCall     // the upstream stage's state, once it runs
-	span     trace.Span       // the server span; nil without tracing (tracing.go)
-	finish   func()           // keyed writes: records the answer (once)
-	gql      *gql.Request     // GraphQL routes: the parsed request of a keyed write
-	waited   time.Duration    // how long it waited for the original (wait.go)
-	// late is the upstream call that runs on after the client got its
-	// 504 (late.go); nil while the handler owns the request.
-	late *lateCall
-	// claimKey, claimToken and lease are the claim of a keyed write, for
-	// a kept call (late.go).
-	claimKey   keystore.Key
-	claimToken uint64
-	lease      *leaseHandle
-	// failure is why a sent keyed write got no answer: broken or timed
-	// out (late wait over), for an unknown outcome (unknown.go).
-	failure keystore.Cause
+	// What decides the outcome ([exchange.outcome]): the problem
+	// writer's (problem.go), or how the request went on.
+	problem  string // the outcome of the problem written; "" for none
+	code     string // problem code, "" when the upstream answered
+	via      via    // how a request that is no keyed write went on
+	observed string // observe mode forwarded a keyed write unclaimed: enforce mode's outcome
+	aborted  bool   // the answer was cut (http.ErrAbortHandler)
+
+	// The key check's findings (keycheck.go, graphql.go), for the claim.
+	key   string           // the key check passed this key
+	body  []byte           // the body, read whole (body.go)
+	bodyR bytes.Reader     // the body as sent upstream (rewrite)
+	fp    fingerprintInput // the body as its fingerprint reads it
+	held  *budget.Body     // the body's hold on max_buffered_bytes: charge derived buffers to it
+	gql   *gql.Request     // GraphQL routes: the parsed request of a keyed write
+
+	// kw is the keyed write under a claim (keyedwrite.go), made by the
+	// claim stage in write; nil for every other request.
+	kw     *keyedWrite
+	write  keyedWrite
+	call   upstreamCall  // the upstream stage's state, once it runs
+	span   trace.Span    // the server span; nil without tracing (tracing.go)
+	waited time.Duration // how long it waited for the original (wait.go)
 
 	ident     identity.Result // the client's identity, once resolved (identity.go)
 	identDone bool
@@ -76,8 +71,46 @@ type exchange struct {
 	swallow     bool  // keep accepting writes after the client is gone
 }
 
+// via says how a request that is not a keyed write under a claim went on,
+// when the proxy did not answer it with a problem.
+type via uint8
+
+const (
+	viaPass   via = iota // no keyed route, or a pass-through the proxy did not look at
+	viaNoKey             // a keyed route's request without a key
+	viaRead              // a GraphQL route's query or subscription
+	viaReplay            // answered with its stored answer
+	viaHungUp            // the client hung up on the upstream call
+)
+
+// outcome is the request's outcome (DESIGN.md's list), as the access log,
+// the metrics and the server span show it. Besides the problem writer's
+// (problem.go), which refuses a request or answers for the upstream, it is
+// decided here alone: a keyed write's by its record ([keyedWrite.outcome]),
+// any other request's by how it went on.
+func (ex *exchange) outcome() string {
+	if ex.kw != nil {
+		return ex.kw.outcome(ex.problem)
+	}
+	switch {
+	case ex.problem != "":
+		return ex.problem
+	case ex.via == viaHungUp:
+		return OutcomePassthrough
+	case ex.observed != "":
+		return wouldOutcome(ex.observed)
+	case ex.via == viaReplay:
+		return OutcomeReplayed
+	case ex.via == viaNoKey:
+		return OutcomeUnprotected
+	case ex.via == viaPass && ex.aborted:
+		return OutcomeUpstreamError
+	}
+	return OutcomePassthrough
+}
+
 // sendState says how far a request got towards the upstream: it decides
-// whether a claimed key may be released.
+// whether a claimed key may be released (record.go).
 type sendState uint8
 
 const (

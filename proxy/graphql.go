@@ -23,7 +23,7 @@ func (p *Proxy) keyCheckGraphQL(w http.ResponseWriter, r *http.Request, next htt
 	noKey := len(vals) == 0 || (len(vals) == 1 && vals[0] == "")
 	if noKey && !ex.route.RequireKey {
 		// Nothing to protect whatever the operation: stream it.
-		ex.outcome = OutcomeUnprotected
+		ex.via = viaNoKey
 		next.ServeHTTP(w, r)
 		return
 	}
@@ -40,7 +40,7 @@ func (p *Proxy) keyCheckGraphQL(w http.ResponseWriter, r *http.Request, next htt
 	}
 	req, err := gql.ParseRequest(fp.contentType, graphqlIgnore(fp, ex.route.ignore))
 	if err == nil && !req.Keyed() {
-		ex.outcome = OutcomePassthrough
+		ex.via = viaRead
 		next.ServeHTTP(w, r)
 		return
 	}

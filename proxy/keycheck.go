@@ -30,7 +30,7 @@ func (p *Proxy) keyCheck(next http.Handler) http.Handler {
 			return
 		}
 		if key == "" {
-			ex.outcome = OutcomeUnprotected
+			ex.via = viaNoKey
 			next.ServeHTTP(w, r)
 			return
 		}

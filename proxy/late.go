@@ -28,8 +28,9 @@ import (
 // [latchWriter] until the handler detaches it.
 type lateCall struct {
 	// mu protects the fields below and orders the call's goroutine
-	// against the handler's detach: the exchange's fields the record
-	// writes (outcome, code) are written only under it while both run.
+	// against the handler's detach: what decides the outcome (the record's
+	// result, the problem writer's outcome and code) is written only under
+	// it while both run.
 	mu       sync.Mutex
 	started  bool     // the answer's head went to the client
 	finished bool     // the call's goroutine is over
@@ -47,15 +48,6 @@ type lateCall struct {
 	// outcome; hold is its route's unknown_outcome: hold.
 	route, requestID string
 	hold             bool
-}
-
-// locked runs f under the call's lock.
-func (lc *lateCall) locked(f func()) func() {
-	return func() {
-		lc.mu.Lock()
-		defer lc.mu.Unlock()
-		f()
-	}
 }
 
 // end marks the call's cleanups due and runs those handed over so far, in
@@ -77,7 +69,7 @@ func (lc *lateCall) end() {
 // claim's gauge, the access-log line), so that a kept call keeps them.
 func (ex *exchange) after(f func()) {
 	if ex.kept() {
-		lc := ex.late
+		lc := ex.kw.kept
 		lc.mu.Lock()
 		if !lc.ended {
 			lc.queue = append(lc.queue, f)
@@ -93,7 +85,7 @@ func (ex *exchange) after(f func()) {
 // still run): only then does [exchange.after] hold a cleanup back. The
 // stages test it first so that the usual request, never kept, makes no
 // closure for after (issue 31: an allocation per cleanup).
-func (ex *exchange) kept() bool { return ex != nil && ex.late != nil }
+func (ex *exchange) kept() bool { return ex != nil && ex.kw != nil && ex.kw.kept != nil }
 
 // latchWriter is what ReverseProxy writes a kept call's answer to: the
 // client's writer until the call is detached, nothing after. The answer's
@@ -219,19 +211,16 @@ func (lcs *lateCalls) list() []*lateCall {
 // call is cancelled as before, and counted), the client gets 504 at once
 // and the handler returns, leaving the call to run on.
 func (p *Proxy) serveKept(rp http.Handler, w http.ResponseWriter, r *http.Request, ex *exchange, end time.Time, wait time.Duration) {
-	call := &ex.call
-	lc := &lateCall{deadline: end.Add(wait), key: ex.claimKey, token: ex.claimToken, lease: ex.lease,
+	call, kw := &ex.call, ex.kw
+	lc := &lateCall{deadline: end.Add(wait), key: kw.sk, token: kw.claim.Token, lease: kw.lease,
 		route: ex.route.Name, requestID: ex.id, hold: ex.route.hold}
 	ctx, cancelDeadline := context.WithDeadline(context.WithoutCancel(r.Context()), lc.deadline)
 	ctx, lc.cancel = context.WithCancelCause(ctx)
-	call.late = lc
-	finish := ex.finish
-	call.capture = newCapture(ex.snap.idem.MaxResponseBytes, lc.locked(finish))
-	ex.capture = call.capture
+	call.late = lc // from now on the record runs under lc's lock
 	ex.swallow = true
 	out := r.WithContext(p.traceWrites(ctx, call))
-	if ex.sent == notSent {
-		ex.sent = maybeSent
+	if call.sent == notSent {
+		call.sent = maybeSent
 	}
 	lw := &latchWriter{lc: lc, w: w, h: make(http.Header)}
 	done := make(chan struct{})
@@ -255,7 +244,7 @@ func (p *Proxy) serveKept(rp http.Handler, w http.ResponseWriter, r *http.Reques
 			}
 			// The call is over: record what it carried, then give back what
 			// the request held.
-			lc.locked(finish)()
+			kw.record()
 			p.late.done(lc)
 			p.metrics.lateHeld(-1)
 			lc.end()
@@ -296,7 +285,7 @@ func (p *Proxy) detach(w http.ResponseWriter, r *http.Request, ex *exchange, lc 
 	}
 	p.metrics.lateHeld(1)
 	lc.detached = true
-	ex.late = lc
+	ex.kw.kept = lc
 	writeProblem(w, r, problemUpstreamTimeout)
 	return true
 }

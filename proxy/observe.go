@@ -27,15 +27,18 @@ const (
 // apply in both modes.
 func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, next http.Handler, pr proxyProblem) {
 	if exchangeOf(r).route.Observe {
-		p.forwardObserved(w, r, next, wouldOutcome(pr.outcome))
+		p.forwardObserved(w, r, next, pr.outcome)
 		return
 	}
 	writeProblem(w, r, pr)
 }
 
-// wouldOutcome is the observe-mode outcome of a refusal with this outcome.
+// wouldOutcome is the observe-mode outcome of a keyed write whose outcome
+// in enforce mode would be outcome.
 func wouldOutcome(outcome string) string {
 	switch outcome {
+	case OutcomeReplayed:
+		return OutcomeWouldReplay
 	case OutcomeInProgress, OutcomeUnknown:
 		return OutcomeWouldInProgress
 	case OutcomeKeyReused:
@@ -49,10 +52,8 @@ func wouldOutcome(outcome string) string {
 }
 
 // forwardObserved forwards a keyed write of an observed route without a
-// claim, recording what enforce mode would have done.
-func (p *Proxy) forwardObserved(w http.ResponseWriter, r *http.Request, next http.Handler, would string) {
-	ex := exchangeOf(r)
-	ex.observed = true
-	ex.outcome = would
+// claim, recording what enforce mode would have done: its outcome there.
+func (p *Proxy) forwardObserved(w http.ResponseWriter, r *http.Request, next http.Handler, enforce string) {
+	exchangeOf(r).observed = enforce
 	next.ServeHTTP(w, r)
 }

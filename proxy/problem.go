@@ -40,7 +40,7 @@ const (
 
 // proxyProblem is an answer the proxy makes itself, with a stable code from
 // DESIGN.md's error table, and the outcome it records for the request ("":
-// the outcome so far stands). Problems are values: stages copy one and
+// none; [exchange.outcome] decides). Problems are values: stages copy one and
 // change its copy, then hand it to [writeProblem].
 type proxyProblem struct {
 	problem.Problem
@@ -106,7 +106,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p proxyProblem) {
 	if ex != nil {
 		ex.code = p.Code
 		if p.outcome != "" {
-			ex.outcome = p.outcome
+			ex.problem = p.outcome
 		}
 		id = ex.id
 	}
@@ -118,6 +118,10 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p proxyProblem) {
 	}
 	problem.Write(w, r, problemShape(ex), p.Problem, id)
 }
+
+// unanswered records outcome for a request refused without an answer: its
+// client left first (logged as 499).
+func (ex *exchange) unanswered(outcome string) { ex.problem = outcome }
 
 // setShouldRetry sets Stripe-Should-Retry for code, the header Stripe's
 // SDKs obey before their own retry rules: a reused key, an unknown outcome

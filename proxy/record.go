@@ -14,32 +14,33 @@ import (
 // storeTimeout bounds each store call made for a request.
 const storeTimeout = 5 * time.Second
 
-// record is DESIGN.md step 8: store the answer, release the key, or keep
-// the claim until its lease ends when the outcome is unknown.
-func (p *Proxy) record(r *http.Request, ex *exchange, sk keystore.Key, claim keystore.Claim, c *capture) {
+// record is DESIGN.md step 8 for kw (see [keyedWrite.record], which runs
+// it once): store the answer, release the key, or keep the claim until its
+// lease ends when the outcome is unknown.
+func (p *Proxy) record(kw *keyedWrite) {
+	ex, sk, claim := kw.ex, kw.sk, kw.claim
 	token := claim.Token
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(kw.r.Context()), storeTimeout)
 	defer cancel()
 	ctx, span := p.startSpan(ctx, spanStoreWrite)
 	defer endSpan(span, nil)
 	var resp *keystore.Response
-	if ex.sent == answered && c != nil {
-		resp = c.response()
+	if ex.call.sent == answered {
+		resp = kw.capture.response()
 	}
 	switch {
-	case ex.sent == notSent:
+	case ex.call.sent == notSent:
 		// Nothing reached the upstream (refused, or turned away before it
 		// was forwarded): the retry may run.
+		kw.result = recordUnsent
 		p.releaseKey(ctx, ex, sk, token)
 	case resp == nil:
 		// Timeout or broken connection: the upstream may have run it. The
 		// claim stays until its lease ends; a retry gets 409, then takes
 		// over. On a hold route it is marked unknown now (unknown.go).
-		if ex.outcome == OutcomeExecuted {
-			ex.outcome = OutcomeUpstreamError
-		}
+		kw.result = recordUnknown
 		if ex.route.hold {
-			cause := ex.failure
+			cause := ex.call.failure
 			if cause == 0 {
 				cause = keystore.CauseBroken // the answer broke mid-body
 			}
@@ -47,14 +48,11 @@ func (p *Proxy) record(r *http.Request, ex *exchange, sk keystore.Key, claim key
 		}
 	case ex.gql != nil && gql.ReleaseOnAnswer(*ex.gql, resp.Status, ex.route.releasableStatus, resp.Body),
 		ex.gql == nil && ex.route.releasableStatus(resp.Status):
-		ex.outcome = OutcomeReleased
+		kw.result = recordReleased
 		p.releaseKey(ctx, ex, sk, token)
 	default:
+		kw.result = recordStored
 		p.complete(ctx, ex, sk, claim, resp)
-	}
-	if resp != nil && ex.late != nil {
-		// A late answer, recorded after the client got 504 (late.go).
-		ex.outcome = OutcomeLate
 	}
 }
 
@@ -185,7 +183,7 @@ func (p *Proxy) completed(sk keystore.Key, wait bool, n *keystore.FoldedNotice, 
 // replay answers with a stored response (DESIGN.md, Replays).
 func (p *Proxy) replay(w http.ResponseWriter, r *http.Request, resp *keystore.Response) {
 	ex := exchangeOf(r)
-	ex.outcome = OutcomeReplayed
+	ex.via = viaReplay
 	linkOrigin(ex, resp.Header)
 	h := w.Header()
 	for k, v := range resp.Header {

@@ -47,7 +47,7 @@ func (p *Proxy) sessionTurn(q *session.Queue, tenant func(host string) (string, 
 			// wait included (DESIGN.md step 7): its wait ends at
 			// queue_timeout or at what remains of it, whichever is first.
 			var deadline time.Time
-			if ex := exchangeOf(r); ex != nil && ex.keyed && ex.route != nil {
+			if ex := exchangeOf(r); ex != nil && ex.kw != nil && ex.route != nil {
 				deadline = ex.start.Add(ex.route.timeout)
 			}
 			ctx, span := p.startSpan(r.Context(), spanSessionWait)
@@ -62,7 +62,7 @@ func (p *Proxy) sessionTurn(q *session.Queue, tenant func(host string) (string, 
 				default:
 					// The client left while it waited: nothing to answer.
 					if ex := exchangeOf(r); ex != nil {
-						ex.outcome = OutcomeSessionBusy
+						ex.unanswered(OutcomeSessionBusy)
 					}
 				}
 				return

@@ -69,10 +69,7 @@ func endServerSpan(span trace.Span, ex *exchange) {
 	if !ex.wroteHeader {
 		status = statusClientClosed
 	}
-	outcome := ex.outcome
-	if outcome == "" {
-		outcome = OutcomePassthrough
-	}
+	outcome := ex.outcome()
 	if ex.route != nil {
 		span.SetName(ex.route.Name)
 		span.SetAttributes(

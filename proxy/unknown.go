@@ -29,7 +29,8 @@ import (
 // sent request without the mark could be taken over, and run twice, when
 // its holder dies.
 func (p *Proxy) markSent(w http.ResponseWriter, r *http.Request, ex *exchange) bool {
-	if !ex.keyed || !ex.route.hold {
+	kw := ex.kw
+	if kw == nil || !ex.route.hold {
 		return true
 	}
 	us, ok := p.deps.Store.(keystore.UnknownStore)
@@ -42,7 +43,7 @@ func (p *Proxy) markSent(w http.ResponseWriter, r *http.Request, ex *exchange) b
 	if ex.route.probe != nil {
 		p.probeInfo(info, r, ex)
 	}
-	if err := us.MarkSent(ctx, ex.claimKey, ex.claimToken, info); err != nil {
+	if err := us.MarkSent(ctx, kw.sk, kw.claim.Token, info); err != nil {
 		p.log.Error("writing the sent mark failed; the request was not forwarded", "error", err, logRequestID, ex.id, logRoute, ex.route.Name)
 		writeProblem(w, r, problemUnavailable)
 		return false

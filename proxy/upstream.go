@@ -68,10 +68,13 @@ func (b *bufferPool) Put(buf []byte) {
 type upstreamCall struct {
 	ex           *exchange
 	wroteHeaders atomic.Bool // the request's headers reached the wire
-	capture      *capture    // keyed writes: what is kept for storage
-	headerTimer  *time.Timer // pass-through: the response-header deadline
-	late         *lateCall   // keyed writes with a late wait (late.go)
-	trace        httptrace.ClientTrace
+	sent         sendState   // how far the request got to the upstream
+	// failure is why a sent keyed write got no answer: broken or timed
+	// out (late wait over), for an unknown outcome (unknown.go).
+	failure     keystore.Cause
+	headerTimer *time.Timer // pass-through: the response-header deadline
+	late        *lateCall   // keyed writes with a late wait (late.go)
+	trace       httptrace.ClientTrace
 }
 
 func (p *Proxy) newUpstream() http.Handler {
@@ -103,21 +106,19 @@ func (p *Proxy) newUpstream() http.Handler {
 		if !p.markSent(w, r, ex) { // unknown.go
 			return
 		}
-		if ex.keyed && ex.route.lateWait > 0 {
+		if ex.kw != nil && ex.route.lateWait > 0 {
 			// A keyed write with a late wait (late.go): its answer is
 			// kept past the timeout.
 			p.serveKept(rp, w, r, ex, ex.start.Add(timeout), ex.route.lateWait)
 			return
 		}
-		if ex.keyed {
+		if ex.kw != nil {
 			// The whole answer of a keyed write is bounded by the timeout,
 			// counted from the request's arrival (session wait included),
 			// and survives the client hanging up (DESIGN.md step 7).
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), ex.start.Add(timeout))
 			defer cancel()
-			call.capture = newCapture(ex.snap.idem.MaxResponseBytes, ex.finish)
-			ex.capture = call.capture
 			ex.swallow = true
 		} else {
 			// Only the wait for response headers is bounded: streams and
@@ -131,8 +132,8 @@ func (p *Proxy) newUpstream() http.Handler {
 			defer call.headerTimer.Stop()
 		}
 		ctx = p.traceWrites(ctx, call)
-		if ex.sent == notSent {
-			ex.sent = maybeSent
+		if call.sent == notSent {
+			call.sent = maybeSent
 		}
 		rp.ServeHTTP(w, r.WithContext(ctx))
 	})
@@ -188,7 +189,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	}
 	noResend(pr.Out)
 
-	if ex.keyed {
+	if ex.kw != nil {
 		// Stored answers must be plain.
 		pr.Out.Header.Del("Accept-Encoding")
 	}
@@ -294,16 +295,16 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 	if call.headerTimer != nil {
 		call.headerTimer.Stop()
 	}
-	call.ex.sent = answered
+	call.sent = answered
 	// A live answer keeps the upstream's own request ID (what its logs
 	// know); idemgate's, set by the outermost stage, stands only where the
 	// upstream sent none. A replay carries this request's (record.go).
 	if res.Header.Get(call.ex.snap.requestID) != "" {
 		call.ex.Header().Del(call.ex.snap.requestID)
 	}
-	if call.capture != nil {
-		call.capture.start(res, call.ex.route.drop)
-		markOrigin(call.ex, call.capture.header)
+	if kw := call.ex.kw; kw != nil {
+		kw.answer(res) // the keyed write keeps it for storage
+		markOrigin(call.ex, kw.capture.header)
 	}
 	return nil
 }
@@ -322,11 +323,11 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 			// The client got its 504 long ago: only what the record
 			// needs to know is left to note.
 			if !call.wroteHeaders.Load() {
-				ex.sent = notSent
+				call.sent = notSent
 			}
-			ex.failure = keystore.CauseBroken
+			call.failure = keystore.CauseBroken
 			if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
-				ex.failure = keystore.CauseLateTimeout
+				call.failure = keystore.CauseLateTimeout
 			}
 			p.log.Warn("kept upstream call failed", "error", err, logRequestID, ex.id)
 			return
@@ -336,19 +337,19 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	case !call.wroteHeaders.Load() && ctx.Err() == nil:
 		// Refused, unreachable, or failed before a byte of the request was
 		// sent: nothing ran.
-		ex.sent = notSent
+		call.sent = notSent
 		p.log.Warn("upstream unreachable", "error", err, logRequestID, ex.id)
 		writeProblem(w, r, problemUpstreamDown)
 	case errors.Is(context.Cause(ctx), errHeaderTimeout) || errors.Is(context.Cause(ctx), context.DeadlineExceeded):
 		if !call.wroteHeaders.Load() {
-			ex.sent = notSent
+			call.sent = notSent
 		}
 		p.log.Warn("upstream timeout", "error", err, logRequestID, ex.id)
-		ex.failure = keystore.CauseLateTimeout
+		call.failure = keystore.CauseLateTimeout
 		writeProblem(w, r, problemUpstreamTimeout)
 	case ctx.Err() != nil:
 		// The client hung up on a pass-through request.
-		ex.outcome = OutcomePassthrough
+		ex.via = viaHungUp
 		ex.code = ""
 	default:
 		p.log.Warn("upstream connection broken", "error", err, logRequestID, ex.id)
