@@ -101,17 +101,26 @@ func newBenchIdemgate(b *testing.B, upstream string, mods ...func(*Options)) *ht
 }
 
 // benchLogged gives a benchmarked idemgate cmd/idemgate's access log (a
-// JSON handler at level info whose times are UTC, here to io.Discard) and
-// metrics on a registry of its own.
+// JSON handler at level info whose times are UTC and whose level is handed
+// over as text, here to io.Discard; cmd/idemgate's newLogger and logAttr)
+// and metrics on a registry of its own.
 func benchLogged(o *Options) {
 	o.Logger = slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.TimeKey && len(groups) == 0 {
+			if len(groups) > 0 {
+				return a
+			}
+			switch a.Key {
+			case slog.TimeKey:
 				a.Value = slog.TimeValue(a.Value.Time().UTC())
+			case slog.LevelKey:
+				if lv, ok := a.Value.Any().(slog.Level); ok {
+					a.Value = slog.StringValue(lv.String())
+				}
 			}
 			return a
 		},
-	}))
+	})).With("component", "proxy") // as internal/app gives it
 	o.Metrics = NewMetrics(prometheus.NewRegistry(), "bench", "")
 }
 
