@@ -100,29 +100,26 @@ func newBenchIdemgate(b *testing.B, upstream string, mods ...func(*Options)) *ht
 	return srv
 }
 
-// benchLogged gives a benchmarked idemgate cmd/idemgate's access log (a
-// JSON handler at level info whose times are UTC and whose level is handed
-// over as text, here to io.Discard; cmd/idemgate's newLogger and logAttr)
-// and metrics on a registry of its own.
+// benchLogged gives a benchmarked idemgate cmd/idemgate's access log (slog's
+// JSON handler at level info, whose times are made UTC by a wrapping
+// handler as cmd/idemgate's utcHandler does, here to io.Discard; the
+// proxy's logger is internal/app's log.With("component", "proxy")) and
+// metrics on a registry of its own.
 func benchLogged(o *Options) {
-	o.Logger = slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{
-		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
-			if len(groups) > 0 {
-				return a
-			}
-			switch a.Key {
-			case slog.TimeKey:
-				a.Value = slog.TimeValue(a.Value.Time().UTC())
-			case slog.LevelKey:
-				if lv, ok := a.Value.Any().(slog.Level); ok {
-					a.Value = slog.StringValue(lv.String())
-				}
-			}
-			return a
-		},
-	})).With("component", "proxy") // as internal/app gives it
+	o.Logger = slog.New(benchUTC{slog.NewJSONHandler(io.Discard, nil)}).With("component", "proxy")
 	o.Metrics = NewMetrics(prometheus.NewRegistry(), "bench", "")
 }
+
+// benchUTC is cmd/idemgate's utcHandler.
+type benchUTC struct{ slog.Handler }
+
+func (h benchUTC) Handle(ctx context.Context, r slog.Record) error {
+	r.Time = r.Time.UTC()
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h benchUTC) WithAttrs(as []slog.Attr) slog.Handler { return benchUTC{h.Handler.WithAttrs(as)} }
+func (h benchUTC) WithGroup(name string) slog.Handler    { return benchUTC{h.Handler.WithGroup(name)} }
 
 // benchPost sends one POST of benchReqBody and checks the answer: want
 // status, the whole upstream body, and whether it was a replay.
