@@ -87,11 +87,20 @@ func (p *Proxy) logExchange(r *http.Request, ex *exchange) {
 	if status >= 500 {
 		level = slog.LevelWarn
 	}
-	p.metrics.observeRequest(r, ex, status, outcome, time.Since(ex.start))
-	if !p.log.Enabled(context.Background(), level) {
-		return // as LogAttrs would, before its attributes are made
+	took := time.Since(ex.start)
+	p.metrics.observeRequest(r, ex, status, outcome, took)
+	// The handler, not the Logger: the line is the same, without the
+	// caller's program counter that LogAttrs takes for every line
+	// (runtime.Callers) and that no handler of idemgate's writes (a
+	// handler with AddSource would show no source for these lines; it
+	// would be this function anyway). Issue 31.
+	ctx := context.Background()
+	h := p.log.Handler()
+	if !h.Enabled(ctx, level) {
+		return // before the attributes are made
 	}
-	attrs := []slog.Attr{
+	rec := slog.NewRecord(time.Now(), level, "request", 0)
+	rec.AddAttrs(
 		slog.String(logHost, r.Host),
 		slog.String(logMethod, r.Method),
 		slog.String(logPath, r.URL.EscapedPath()),
@@ -99,19 +108,19 @@ func (p *Proxy) logExchange(r *http.Request, ex *exchange) {
 		slog.Int(logStatus, status),
 		slog.String(logCode, ex.code),
 		slog.String(logOutcome, outcome),
-		slog.Float64(logDuration, float64(time.Since(ex.start).Microseconds())/1000),
+		slog.Float64(logDuration, float64(took.Microseconds())/1000),
 		slog.Int64(logBytes, ex.written),
 		slog.String(logClient, ex.clientString()),
 		slog.String(logRequestID, ex.id),
-	}
+	)
 	if ex.waited > 0 {
-		attrs = append(attrs, slog.Float64("waited_ms", float64(ex.waited.Microseconds())/1000))
+		rec.AddAttrs(slog.Float64("waited_ms", float64(ex.waited.Microseconds())/1000))
 	}
 	if ex.span != nil {
 		sc := ex.span.SpanContext()
-		attrs = append(attrs, slog.String(logTraceID, sc.TraceID().String()), slog.String(logSpanID, sc.SpanID().String()))
+		rec.AddAttrs(slog.String(logTraceID, sc.TraceID().String()), slog.String(logSpanID, sc.SpanID().String()))
 	}
-	p.log.LogAttrs(context.Background(), level, "request", attrs...)
+	_ = h.Handle(ctx, rec)
 }
 
 // remoteAddr parses the TCP peer of r.

@@ -68,15 +68,27 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{
-		Level: &lv,
-		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.TimeKey && len(groups) == 0 {
-				a.Value = slog.TimeValue(a.Value.Time().UTC())
-			}
-			return a
-		},
-	})), nil
+	return slog.New(utcHandler{slog.NewJSONHandler(w, &slog.HandlerOptions{Level: &lv})}), nil
+}
+
+// utcHandler writes every log line's time in UTC. It sets the record's
+// time instead of giving the JSON handler a ReplaceAttr: with one, the
+// handler calls it for every attribute of every line (the access log's
+// dozen) and encodes the level through encoding/json (issue 31); the
+// lines are the same bytes.
+type utcHandler struct{ slog.Handler }
+
+func (h utcHandler) Handle(ctx context.Context, r slog.Record) error {
+	r.Time = r.Time.UTC()
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h utcHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return utcHandler{h.Handler.WithAttrs(as)}
+}
+
+func (h utcHandler) WithGroup(name string) slog.Handler {
+	return utcHandler{h.Handler.WithGroup(name)}
 }
 
 // loadConfig loads and validates the config file at path.
