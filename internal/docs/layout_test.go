@@ -18,7 +18,7 @@ var layers = [][]string{
 	{
 		"keystore", "limiter", "session", "tlsconf", "tlsconf/redisstorage",
 		"internal/canonform", "internal/canonjson", "internal/clientaddr", "internal/cliflags",
-		"internal/connguard", "internal/demo", "internal/latency", "internal/memlimit",
+		"internal/connguard", "internal/demo", "internal/metric", "internal/memlimit",
 		"internal/pathtmpl", "internal/problem", "internal/tracing",
 		// test-only helpers, imported by tests alone
 		"internal/testutil", "internal/redistest", "tlsconf/storagetest", "tlsconf/tlstest",
