@@ -140,7 +140,11 @@ func newReconcileProxy(t *testing.T, up string, store keystore.Store, every time
 	if store != nil {
 		// A second proxy on store (real clock), as another replica.
 		u, _ := url.Parse(up)
-		opts := Options{Upstream: u, Store: store, Stages: Stages{Routes: reconcileRoutes(every)}, Metrics: m,
+		routes := reconcileRoutes(every)
+		// On the real clock, a timeout with room for a loaded machine:
+		// the broken write must answer 502, not 504.
+		routes[0].Timeout = 2500 * time.Millisecond
+		opts := Options{Upstream: u, Store: store, Stages: Stages{Routes: routes}, Metrics: m,
 			Idempotency: Idempotency{IdentityHeaders: []string{"Authorization"}, ReplayHeader: "Idempotent-Replayed", DropHeaders: []string{"Set-Cookie"}}}
 		p, err := newOpts(opts)
 		if err != nil {
