@@ -353,25 +353,41 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 		}
 		older = d
 	}
-	limit, ok := h.limit(w, r, "list")
+	out, limit, skipped, ok := h.listing(w, r, "list", false, func(ctx context.Context, limit int) ([]keystore.Record, error) {
+		return h.o.Store.InFlight(ctx, older, limit)
+	})
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
-	defer cancel()
-	recs, err := h.o.Store.InFlight(ctx, older, limit)
-	var damaged *keystore.DamagedError
-	if err != nil && !errors.As(err, &damaged) {
-		h.storeFailed(w, r, "list", "", err)
-		return
-	}
-	skipped := h.skipped(r, "list", damaged)
-	out := make([]claim, len(recs))
-	for i, rec := range recs {
-		out[i] = h.view(rec, false)
-	}
 	h.log(r, "list", http.StatusOK, "", "", slog.String("older_than", older.String()), slog.Int("count", len(out)), slog.Int("damaged", skipped))
 	h.ok(w, r, "list", map[string]any{"claims": out, "older_than": older.String(), "limit": limit, "truncated": len(out) == limit, "damaged": skipped})
+}
+
+// listing runs a listing (action) with the request's limit: list returns
+// the records, with a [*keystore.DamagedError] for those it could not read.
+// It returns them as claims (with their probe's state when probes) and how
+// many were skipped; a bad limit or a store failure is answered, and ok is
+// false.
+func (h *Handler) listing(w http.ResponseWriter, r *http.Request, action string, probes bool, list func(ctx context.Context, limit int) ([]keystore.Record, error)) (out []claim, limit, skipped int, ok bool) {
+	if limit, ok = h.limit(w, r, action); !ok {
+		return nil, 0, 0, false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
+	defer cancel()
+	recs, err := list(ctx, limit)
+	var damaged *keystore.DamagedError
+	if err != nil && !errors.As(err, &damaged) {
+		h.storeFailed(w, r, action, "", err)
+		return nil, 0, 0, false
+	}
+	out = make([]claim, len(recs))
+	for i, rec := range recs {
+		out[i] = h.view(rec, false)
+		if probes {
+			h.addProbe(ctx, &out[i], rec)
+		}
+	}
+	return out, limit, h.skipped(r, action, damaged), true
 }
 
 // skipped counts and logs the records a listing skipped because it could
@@ -416,23 +432,9 @@ func (h *Handler) listUnknown(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, "list_unknown", http.StatusNotFound, "not_supported", "the store keeps no unknown records")
 		return
 	}
-	limit, ok := h.limit(w, r, "list_unknown")
+	out, limit, skipped, ok := h.listing(w, r, "list_unknown", true, us.Unknown)
 	if !ok {
 		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
-	defer cancel()
-	recs, err := us.Unknown(ctx, limit)
-	var damaged *keystore.DamagedError
-	if err != nil && !errors.As(err, &damaged) {
-		h.storeFailed(w, r, "list_unknown", "", err)
-		return
-	}
-	skipped := h.skipped(r, "list_unknown", damaged)
-	out := make([]claim, len(recs))
-	for i, rec := range recs {
-		out[i] = h.view(rec, false)
-		h.addProbe(ctx, &out[i], rec)
 	}
 	h.log(r, "list_unknown", http.StatusOK, "", "", slog.Int("count", len(out)), slog.Int("damaged", skipped))
 	h.ok(w, r, "list_unknown", map[string]any{"unknown": out, "limit": limit, "truncated": len(out) == limit, "damaged": skipped})
