@@ -273,22 +273,13 @@ func (s *Store) Get(ctx context.Context, k keystore.Key) (keystore.Record, error
 
 // InFlight implements [keystore.Admin].
 func (s *Store) InFlight(ctx context.Context, olderThan time.Duration, limit int) ([]keystore.Record, error) {
+	// A sealed answer that does not open is a damaged record: skipped and
+	// counted, as the backends skip theirs.
 	recs, err := s.Wrapper.InFlight(ctx, olderThan, limit)
-	damaged := &keystore.DamagedError{}
-	if err != nil && !errors.As(err, &damaged) {
-		return nil, err
-	}
-	out := recs[:0]
-	for _, rec := range recs {
-		if err := s.openIn(rec.Key, &rec.Response); err != nil {
-			// A sealed answer that does not open is a damaged record:
-			// skipped and counted, as the backends skip theirs.
-			damaged.Add(rec.Key.String(), err)
-			continue
-		}
-		out = append(out, rec)
-	}
-	return out, damaged.OrNil()
+	return keystore.MapListing(recs, err, func(rec keystore.Record) (keystore.Record, error) {
+		err := s.openIn(rec.Key, &rec.Response)
+		return rec, err
+	})
 }
 
 // ForceComplete implements [keystore.Admin]; resp is sealed like Complete's.
