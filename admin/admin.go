@@ -353,25 +353,41 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 		}
 		older = d
 	}
-	limit, ok := h.limit(w, r, "list")
+	out, limit, skipped, ok := h.listing(w, r, "list", false, func(ctx context.Context, limit int) ([]keystore.Record, error) {
+		return h.o.Store.InFlight(ctx, older, limit)
+	})
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
-	defer cancel()
-	recs, err := h.o.Store.InFlight(ctx, older, limit)
-	var damaged *keystore.DamagedError
-	if err != nil && !errors.As(err, &damaged) {
-		h.storeFailed(w, r, "list", "", err)
-		return
-	}
-	skipped := h.skipped(r, "list", damaged)
-	out := make([]claim, len(recs))
-	for i, rec := range recs {
-		out[i] = h.view(rec, false)
-	}
 	h.log(r, "list", http.StatusOK, "", "", slog.String("older_than", older.String()), slog.Int("count", len(out)), slog.Int("damaged", skipped))
 	h.ok(w, r, "list", map[string]any{"claims": out, "older_than": older.String(), "limit": limit, "truncated": len(out) == limit, "damaged": skipped})
+}
+
+// listing runs a listing (action) with the request's limit: list returns
+// the records, with a [*keystore.DamagedError] for those it could not read.
+// It returns them as claims (with their probe's state when probes) and how
+// many were skipped; a bad limit or a store failure is answered, and ok is
+// false.
+func (h *Handler) listing(w http.ResponseWriter, r *http.Request, action string, probes bool, list func(ctx context.Context, limit int) ([]keystore.Record, error)) (out []claim, limit, skipped int, ok bool) {
+	if limit, ok = h.limit(w, r, action); !ok {
+		return nil, 0, 0, false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
+	defer cancel()
+	recs, err := list(ctx, limit)
+	var damaged *keystore.DamagedError
+	if err != nil && !errors.As(err, &damaged) {
+		h.storeFailed(w, r, action, "", err)
+		return nil, 0, 0, false
+	}
+	out = make([]claim, len(recs))
+	for i, rec := range recs {
+		out[i] = h.view(rec, false)
+		if probes {
+			h.addProbe(ctx, &out[i], rec)
+		}
+	}
+	return out, limit, h.skipped(r, action, damaged), true
 }
 
 // skipped counts and logs the records a listing skipped because it could
@@ -416,23 +432,9 @@ func (h *Handler) listUnknown(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, "list_unknown", http.StatusNotFound, "not_supported", "the store keeps no unknown records")
 		return
 	}
-	limit, ok := h.limit(w, r, "list_unknown")
+	out, limit, skipped, ok := h.listing(w, r, "list_unknown", true, us.Unknown)
 	if !ok {
 		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
-	defer cancel()
-	recs, err := us.Unknown(ctx, limit)
-	var damaged *keystore.DamagedError
-	if err != nil && !errors.As(err, &damaged) {
-		h.storeFailed(w, r, "list_unknown", "", err)
-		return
-	}
-	skipped := h.skipped(r, "list_unknown", damaged)
-	out := make([]claim, len(recs))
-	for i, rec := range recs {
-		out[i] = h.view(rec, false)
-		h.addProbe(ctx, &out[i], rec)
 	}
 	h.log(r, "list_unknown", http.StatusOK, "", "", slog.Int("count", len(out)), slog.Int("damaged", skipped))
 	h.ok(w, r, "list_unknown", map[string]any{"unknown": out, "limit": limit, "truncated": len(out) == limit, "damaged": skipped})
@@ -530,31 +532,54 @@ func (h *Handler) inspect(w http.ResponseWriter, r *http.Request) {
 	h.ok(w, r, "inspect", c)
 }
 
-// reasonOnly is the body of a release. ClaimID, when set, fences the
-// resolution of an unknown record: it must still carry that claim.
-type reasonOnly struct {
+// repairBody is the body of a release, and the part of a complete's that
+// a release's has too: the operator's reason (required; it is logged) and,
+// when set, the claim id that fences the resolution of an unknown record:
+// it must still carry that claim.
+type repairBody struct {
 	Reason  string `json:"reason"`
 	ClaimID string `json:"claim_id"`
 }
 
+// beginRepair starts a release or complete (action): it reads the key,
+// decodes the body into req (body is its repairBody) and checks the
+// reason, and reads the record's route for the log. On failure it has
+// answered and ok is false; otherwise the caller calls cancel when done
+// with ctx, the admin timeout's context.
+func (h *Handler) beginRepair(w http.ResponseWriter, r *http.Request, action string, req any, body *repairBody) (k keystore.Key, ctx context.Context, cancel context.CancelFunc, route string, ok bool) {
+	if k, ok = h.key(w, r, action); !ok {
+		return k, nil, nil, "", false
+	}
+	if !h.decode(w, r, action, req) || !h.checkReason(w, r, action, body.Reason) {
+		return k, nil, nil, "", false
+	}
+	ctx, cancel = context.WithTimeout(r.Context(), h.o.Timeout)
+	return k, ctx, cancel, h.routeOf(ctx, k), true
+}
+
+// repair resolves k if it is an unknown record of body's claim, with resp
+// (nil: released), or else runs force. A failure is answered and repair
+// reports false.
+func (h *Handler) repair(ctx context.Context, w http.ResponseWriter, r *http.Request, action string, k keystore.Key, body repairBody, route string, resp *keystore.Response, force func() error) bool {
+	handled, err := h.resolveUnknown(ctx, k, body.ClaimID, resp)
+	if !handled {
+		err = force()
+	}
+	if err != nil {
+		h.storeFailed(w, r, action, k.String(), err, slog.String("reason", body.Reason), slog.String("route", route))
+		return false
+	}
+	return true
+}
+
 func (h *Handler) release(w http.ResponseWriter, r *http.Request) {
-	k, ok := h.key(w, r, "release")
+	var req repairBody
+	k, ctx, cancel, route, ok := h.beginRepair(w, r, "release", &req, &req)
 	if !ok {
 		return
 	}
-	var req reasonOnly
-	if !h.decode(w, r, "release", &req) || !h.checkReason(w, r, "release", req.Reason) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
 	defer cancel()
-	route := h.routeOf(ctx, k)
-	handled, err := h.resolveUnknown(ctx, k, req.ClaimID, nil)
-	if !handled {
-		err = h.o.Store.ForceRelease(ctx, k)
-	}
-	if err != nil {
-		h.storeFailed(w, r, "release", k.String(), err, slog.String("reason", req.Reason), slog.String("route", route))
+	if !h.repair(ctx, w, r, "release", k, req, route, nil, func() error { return h.o.Store.ForceRelease(ctx, k) }) {
 		return
 	}
 	h.log(r, "release", http.StatusOK, k.String(), req.Reason, slog.String("route", route))
@@ -563,37 +588,26 @@ func (h *Handler) release(w http.ResponseWriter, r *http.Request) {
 
 // completion is the body of a complete: the answer every retry will get.
 type completion struct {
-	Reason     string              `json:"reason"`
+	repairBody
 	Status     int                 `json:"status"`
 	Headers    map[string][]string `json:"headers"`
 	Body       *string             `json:"body"`
 	BodyBase64 *string             `json:"body_base64"`
-	ClaimID    string              `json:"claim_id"` // see reasonOnly
 }
 
 func (h *Handler) complete(w http.ResponseWriter, r *http.Request) {
-	k, ok := h.key(w, r, "complete")
+	var req completion
+	k, ctx, cancel, route, ok := h.beginRepair(w, r, "complete", &req, &req.repairBody)
 	if !ok {
 		return
 	}
-	var req completion
-	if !h.decode(w, r, "complete", &req) || !h.checkReason(w, r, "complete", req.Reason) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
 	defer cancel()
-	route := h.routeOf(ctx, k)
 	resp, dropped, msg := h.answerOf(req, h.dropFor(route))
 	if msg != "" {
 		h.fail(w, r, "complete", http.StatusBadRequest, "invalid_request", msg)
 		return
 	}
-	handled, err := h.resolveUnknown(ctx, k, req.ClaimID, resp)
-	if !handled {
-		err = h.o.Store.ForceComplete(ctx, k, resp)
-	}
-	if err != nil {
-		h.storeFailed(w, r, "complete", k.String(), err, slog.String("reason", req.Reason), slog.String("route", route))
+	if !h.repair(ctx, w, r, "complete", k, req.repairBody, route, resp, func() error { return h.o.Store.ForceComplete(ctx, k, resp) }) {
 		return
 	}
 	names := slices.Sorted(maps.Keys(resp.Header))

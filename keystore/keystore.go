@@ -547,6 +547,28 @@ type DamagedError struct {
 	Err error
 }
 
+// MapListing passes a listing's records (recs and err, from the store a
+// decorator wraps) through fn: a record fn fails on is skipped and counted
+// as damaged, with those the wrapped store skipped, as the backends skip
+// what they cannot read. Any other error of the listing is returned as it
+// is.
+func MapListing(recs []Record, err error, fn func(Record) (Record, error)) ([]Record, error) {
+	damaged := &DamagedError{}
+	if err != nil && !errors.As(err, &damaged) {
+		return nil, err
+	}
+	out := recs[:0]
+	for _, rec := range recs {
+		r, ferr := fn(rec)
+		if ferr != nil {
+			damaged.Add(rec.Key.String(), ferr)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out, damaged.OrNil()
+}
+
 // MaxDamagedNames bounds [DamagedError.Names].
 const MaxDamagedNames = 10
 

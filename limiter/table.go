@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/tick"
 )
 
 // shardSize is the number of clients one shard aims to hold. When a full
@@ -183,16 +185,7 @@ func (t *table[S]) startSweeper(interval time.Duration, now func(time.Time) int6
 	t.done = make(chan struct{})
 	go func() {
 		defer close(t.done)
-		tick := time.NewTicker(interval)
-		defer tick.Stop()
-		for {
-			select {
-			case <-t.stop:
-				return
-			case c := <-tick.C:
-				t.sweep(now(c))
-			}
-		}
+		tick.Every(t.stop, interval, func(c time.Time) { t.sweep(now(c)) })
 	}()
 }
 

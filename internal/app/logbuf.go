@@ -6,6 +6,8 @@ import (
 	"io"
 	"sync"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/tick"
 )
 
 // LogBuffer batches log lines into few writes. One access-log line per
@@ -30,16 +32,7 @@ func NewLogBuffer(w io.Writer, size int, every time.Duration) *LogBuffer {
 	b := &LogBuffer{w: bufio.NewWriterSize(w, size), stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(b.done)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-b.stop:
-				return
-			case <-t.C:
-				b.flush()
-			}
-		}
+		tick.Every(b.stop, every, func(time.Time) { b.flush() })
 	}()
 	return b
 }

@@ -29,7 +29,14 @@ const fingerprintVersion = "gql1"
 //
 // AppendFingerprint allocates nothing beyond the growth of dst.
 func (r Request) AppendFingerprint(dst []byte) []byte {
-	dst = append(dst, fingerprintVersion...)
+	return appendPart(r.appendParts(dst, fingerprintVersion), r.rest)
+}
+
+// appendParts appends version and the parts both fingerprint versions
+// hold: the form, the operationName, the document, the variables and the
+// persisted-query hash.
+func (r Request) appendParts(dst []byte, version string) []byte {
+	dst = append(dst, version...)
 	form := r.form
 	if form == 0 {
 		form = formRaw // the zero Request
@@ -42,8 +49,7 @@ func (r Request) AppendFingerprint(dst []byte) []byte {
 		dst = appendPart(dst, r.normalized)
 	}
 	dst = appendPart(dst, r.variables)
-	dst = appendPart(dst, r.hash)
-	return appendPart(dst, r.rest)
+	return appendPart(dst, r.hash)
 }
 
 // Fingerprint returns AppendFingerprint(nil).
@@ -66,18 +72,5 @@ const fingerprintVersion2 = "gql2"
 // extensions change per attempt. Members the route ignores are removed from
 // the body before it is parsed.
 func (r Request) AppendFingerprintV2(dst []byte) []byte {
-	dst = append(dst, fingerprintVersion2...)
-	form := r.form
-	if form == 0 {
-		form = formRaw
-	}
-	dst = append(dst, form)
-	dst = appendPart(dst, r.operationName)
-	if form == formRaw {
-		dst = appendPart(dst, r.query)
-	} else {
-		dst = appendPart(dst, r.normalized)
-	}
-	dst = appendPart(dst, r.variables)
-	return appendPart(dst, r.hash)
+	return r.appendParts(dst, fingerprintVersion2)
 }

@@ -151,11 +151,7 @@ func (p *printer) variableDefinitions(defs ast.VariableDefinitionList) {
 	if len(defs) == 0 {
 		return
 	}
-	p.b = append(p.b, '(')
-	for i, d := range defs {
-		if i > 0 {
-			p.b = append(p.b, ',')
-		}
+	printList(p, defs, '(', ',', ')', func(d *ast.VariableDefinition) {
 		p.b = append(p.b, '$')
 		p.b = append(p.b, d.Variable...)
 		p.b = append(p.b, ':')
@@ -165,8 +161,20 @@ func (p *printer) variableDefinitions(defs ast.VariableDefinitionList) {
 			p.value(d.DefaultValue)
 		}
 		p.directives(d.Directives)
+	})
+}
+
+// printList prints items between open and close, separated by sep, each
+// with item.
+func printList[T any](p *printer, items []T, open, sep, close byte, item func(T)) {
+	p.b = append(p.b, open)
+	for i, x := range items {
+		if i > 0 {
+			p.b = append(p.b, sep)
+		}
+		item(x)
 	}
-	p.b = append(p.b, ')')
+	p.b = append(p.b, close)
 }
 
 func (p *printer) typ(t *ast.Type) {
@@ -197,27 +205,18 @@ func (p *printer) arguments(args ast.ArgumentList) {
 	if len(args) == 0 {
 		return
 	}
-	p.b = append(p.b, '(')
-	for i, a := range args {
-		if i > 0 {
-			p.b = append(p.b, ',')
-		}
+	printList(p, args, '(', ',', ')', func(a *ast.Argument) {
 		p.b = append(p.b, a.Name...)
 		p.b = append(p.b, ':')
 		p.value(a.Value)
-	}
-	p.b = append(p.b, ')')
+	})
 }
 
 func (p *printer) selectionSet(set ast.SelectionSet) {
 	if len(set) == 0 {
 		return
 	}
-	p.b = append(p.b, '{')
-	for i, sel := range set {
-		if i > 0 {
-			p.b = append(p.b, ' ')
-		}
+	printList(p, set, '{', ' ', '}', func(sel ast.Selection) {
 		switch s := sel.(type) {
 		case *ast.Field:
 			if s.Alias != "" && s.Alias != s.Name {
@@ -241,8 +240,7 @@ func (p *printer) selectionSet(set ast.SelectionSet) {
 			p.directives(s.Directives)
 			p.selectionSet(s.SelectionSet)
 		}
-	}
-	p.b = append(p.b, '}')
+	})
 }
 
 func (p *printer) value(v *ast.Value) {
@@ -256,25 +254,13 @@ func (p *printer) value(v *ast.Value) {
 	case ast.StringValue, ast.BlockValue:
 		p.b = appendString(p.b, v.Raw)
 	case ast.ListValue:
-		p.b = append(p.b, '[')
-		for i, c := range v.Children {
-			if i > 0 {
-				p.b = append(p.b, ',')
-			}
-			p.value(c.Value)
-		}
-		p.b = append(p.b, ']')
+		printList(p, v.Children, '[', ',', ']', func(c *ast.ChildValue) { p.value(c.Value) })
 	case ast.ObjectValue:
-		p.b = append(p.b, '{')
-		for i, c := range v.Children {
-			if i > 0 {
-				p.b = append(p.b, ',')
-			}
+		printList(p, v.Children, '{', ',', '}', func(c *ast.ChildValue) {
 			p.b = append(p.b, c.Name...)
 			p.b = append(p.b, ':')
 			p.value(c.Value)
-		}
-		p.b = append(p.b, '}')
+		})
 	default: // IntValue, FloatValue, BooleanValue, NullValue, EnumValue
 		p.b = append(p.b, v.Raw...)
 	}

@@ -179,24 +179,13 @@ func newFileKeys(path string, now func() time.Time, log *slog.Logger) (*fileKeys
 // load reads the file and installs its keys when they changed.
 func (f *fileKeys) load() error {
 	b, err := readCapped(f.path)
+	if err == nil {
+		err = installKeys(&f.set, &f.st, f.log, b, "identity: JWK Set loaded")
+	}
 	if err != nil {
 		f.st.errors.Add(1)
-		return err
 	}
-	f.st.loads.Add(1)
-	old := f.set.Load()
-	sum := sha256.Sum256(b)
-	if sum == old.sum && old.gen != 0 {
-		return nil
-	}
-	keys, err := parseKeySet(b)
-	if err != nil {
-		f.st.errors.Add(1)
-		return err
-	}
-	f.set.Store(&keySet{gen: old.gen + 1, keys: keys, sum: sum})
-	f.log.Info("identity: JWK Set loaded", "keys", len(keys), "kids", kids(keys))
-	return nil
+	return err
 }
 
 func readCapped(path string) ([]byte, error) {
@@ -205,7 +194,12 @@ func readCapped(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer fh.Close()
-	b, err := io.ReadAll(io.LimitReader(fh, maxKeySetBytes+1))
+	return readKeySet(fh)
+}
+
+// readKeySet reads a JWK Set of at most maxKeySetBytes from r.
+func readKeySet(r io.Reader) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, maxKeySetBytes+1))
 	if err != nil {
 		return nil, err
 	}
@@ -213,6 +207,24 @@ func readCapped(path string) ([]byte, error) {
 		return nil, fmt.Errorf("larger than %d bytes", maxKeySetBytes)
 	}
 	return b, nil
+}
+
+// installKeys counts a load of the JWK Set b and installs its keys in set
+// when they changed, logging msg.
+func installKeys(set *atomic.Pointer[keySet], st *keyStats, log *slog.Logger, b []byte, msg string) error {
+	st.loads.Add(1)
+	old := set.Load()
+	sum := sha256.Sum256(b)
+	if sum == old.sum && old.gen != 0 {
+		return nil
+	}
+	keys, err := parseKeySet(b)
+	if err != nil {
+		return err
+	}
+	set.Store(&keySet{gen: old.gen + 1, keys: keys, sum: sum})
+	log.Info(msg, "keys", len(keys), "kids", kids(keys))
+	return nil
 }
 
 func (f *fileKeys) current(_ context.Context, now time.Time) *keySet {
@@ -401,26 +413,11 @@ func (u *urlKeys) fetch() error {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		return fmt.Errorf("status %d", resp.StatusCode)
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxKeySetBytes+1))
+	b, err := readKeySet(resp.Body)
 	if err != nil {
 		return err
 	}
-	if len(b) > maxKeySetBytes {
-		return fmt.Errorf("larger than %d bytes", maxKeySetBytes)
-	}
-	u.st.loads.Add(1)
-	old := u.set.Load()
-	sum := sha256.Sum256(b)
-	if sum == old.sum && old.gen != 0 {
-		return nil
-	}
-	keys, err := parseKeySet(b)
-	if err != nil {
-		return err
-	}
-	u.set.Store(&keySet{gen: old.gen + 1, keys: keys, sum: sum})
-	u.log.Info("identity: JWK Set fetched", "keys", len(keys), "kids", kids(keys))
-	return nil
+	return installKeys(&u.set, &u.st, u.log, b, "identity: JWK Set fetched")
 }
 
 // current returns the keys in force without waiting (none, before the

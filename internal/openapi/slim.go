@@ -19,10 +19,93 @@ import (
 // kin-openapi sees the document, so that importing Stripe's description
 // peaks at a fraction of the memory (BENCHMARKS.md, routes import).
 
-// operationMethods are the keys of a path item that hold operations.
-var operationMethods = map[string]bool{
-	"get": true, "put": true, "post": true, "delete": true,
-	"options": true, "head": true, "patch": true, "trace": true,
+// What the slims keep of each mapping they read (see [fields]).
+var (
+	// topFields: the document's top level.
+	topFields = fields{
+		"openapi": nil, "swagger": nil, "servers": nil, "host": nil, "basePath": nil,
+		"schemes": nil, "consumes": nil, "produces": nil,
+		"info":       slimInfo,
+		"paths":      eachValue(pathItemFields.slim),
+		"webhooks":   namesOnly,
+		"parameters": eachValue(slimParameter), // Swagger 2's shared parameters
+		"components": componentFields.slim,
+	}
+	// componentFields: the components that can be reached from what routes
+	// read: $refs from parameters, request bodies and path items (3.1).
+	componentFields = fields{
+		"parameters":    eachValue(slimParameter),
+		"requestBodies": eachValue(slimRequestBody),
+		"pathItems":     eachValue(pathItemFields.slim),
+	}
+	// pathItemFields: a path item's $ref, servers, parameters and
+	// operations.
+	pathItemFields = fields{
+		"$ref": nil, "servers": nil,
+		"parameters": eachElem(slimParameter),
+		"get":        operationFields.slim, "put": operationFields.slim, "post": operationFields.slim,
+		"delete": operationFields.slim, "options": operationFields.slim, "head": operationFields.slim,
+		"patch": operationFields.slim, "trace": operationFields.slim,
+	}
+	// operationFields: what the importer reads of an operation; callbacks
+	// keep their names (the importer reports them), not their path items.
+	operationFields = fields{
+		"operationId": nil, "servers": nil, "consumes": nil,
+		"parameters":  eachElem(slimParameter),
+		"requestBody": slimRequestBody,
+		"callbacks":   namesOnly,
+	}
+)
+
+// fields says what a slim keeps of a mapping: the members it names, as
+// they are (a nil func) or slimmed by their func, and the extensions (x-*).
+type fields map[string]func(any) any
+
+// keeps reports whether fs keeps the member k.
+func (fs fields) keeps(k string) bool {
+	_, ok := fs[k]
+	return ok || strings.HasPrefix(k, "x-")
+}
+
+// slim returns what fs keeps of v when it is a mapping; anything else is
+// left for kin-openapi to refuse.
+func (fs fields) slim(v any) any {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	out := map[string]any{}
+	for k, val := range m {
+		if !fs.keeps(k) {
+			continue
+		}
+		if f := fs[k]; f != nil {
+			val = f(val)
+		}
+		out[k] = val
+	}
+	return out
+}
+
+// eachValue slims each value of a mapping with f.
+func eachValue(f func(any) any) func(any) any {
+	return func(v any) any { return mapValues(v, f) }
+}
+
+// eachElem slims each element of a list with f.
+func eachElem(f func(any) any) func(any) any {
+	return func(v any) any { return listValues(v, f) }
+}
+
+// namesOnly keeps the names of a mapping's members, not their values.
+func namesOnly(v any) any { return mapValues(v, func(any) any { return map[string]any{} }) }
+
+// slimInfo keeps the title and version of the info object.
+func slimInfo(v any) any {
+	if m, ok := v.(map[string]any); ok {
+		return pick(m, "title", "version")
+	}
+	return v
 }
 
 // slimDocument parses data (JSON or YAML) and returns the document with
@@ -63,7 +146,7 @@ func slimJSON(data []byte) (map[string]any, error) {
 			}
 			kept := map[string]any{}
 			for ck, cr := range comps {
-				if !keptComponent(ck) {
+				if !componentFields.keeps(ck) {
 					continue
 				}
 				var v any
@@ -85,101 +168,10 @@ func slimJSON(data []byte) (map[string]any, error) {
 	return slimTop(top), nil
 }
 
-// keptComponent reports whether the components member k can be reached
-// from what routes read: $refs from parameters, request bodies and path
-// items (3.1).
-func keptComponent(k string) bool {
-	return k == "parameters" || k == "requestBodies" || k == "pathItems" || strings.HasPrefix(k, "x-")
-}
-
 // slimTop keeps the top-level members routes need and slims their
 // contents.
 func slimTop(top map[string]any) map[string]any {
-	out := map[string]any{}
-	for k, v := range top {
-		switch {
-		case k == "openapi" || k == "swagger" || k == "servers" || k == "host" || k == "basePath" ||
-			k == "schemes" || k == "consumes" || k == "produces" || strings.HasPrefix(k, "x-"):
-			out[k] = v
-		case k == "info":
-			if m, ok := v.(map[string]any); ok {
-				out[k] = pick(m, "title", "version")
-			} else {
-				out[k] = v
-			}
-		case k == "paths":
-			out[k] = mapValues(v, slimPathItem)
-		case k == "webhooks":
-			out[k] = mapValues(v, func(any) any { return map[string]any{} }) // names only
-		case k == "parameters": // Swagger 2's shared parameters
-			out[k] = mapValues(v, slimParameter)
-		case k == "components":
-			m, ok := v.(map[string]any)
-			if !ok {
-				out[k] = v
-				continue
-			}
-			c := map[string]any{}
-			for ck, cv := range m {
-				switch {
-				case ck == "parameters":
-					c[ck] = mapValues(cv, slimParameter)
-				case ck == "requestBodies":
-					c[ck] = mapValues(cv, slimRequestBody)
-				case ck == "pathItems":
-					c[ck] = mapValues(cv, slimPathItem)
-				case strings.HasPrefix(ck, "x-"):
-					c[ck] = cv
-				}
-			}
-			out[k] = c
-		}
-	}
-	return out
-}
-
-// slimPathItem keeps a path item's $ref, servers, parameters, extensions
-// and operations.
-func slimPathItem(v any) any {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return v
-	}
-	out := map[string]any{}
-	for k, val := range m {
-		switch {
-		case k == "$ref" || k == "servers" || strings.HasPrefix(k, "x-"):
-			out[k] = val
-		case k == "parameters":
-			out[k] = listValues(val, slimParameter)
-		case operationMethods[k]:
-			out[k] = slimOperation(val)
-		}
-	}
-	return out
-}
-
-// slimOperation keeps what the importer reads of an operation; callbacks
-// keep their names (the importer reports them), not their path items.
-func slimOperation(v any) any {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return v
-	}
-	out := map[string]any{}
-	for k, val := range m {
-		switch {
-		case k == "operationId" || k == "servers" || k == "consumes" || strings.HasPrefix(k, "x-"):
-			out[k] = val
-		case k == "parameters":
-			out[k] = listValues(val, slimParameter)
-		case k == "requestBody":
-			out[k] = slimRequestBody(val)
-		case k == "callbacks":
-			out[k] = mapValues(val, func(any) any { return map[string]any{} })
-		}
-	}
-	return out
+	return topFields.slim(top).(map[string]any)
 }
 
 // slimParameter keeps a parameter's identity ($ref, in, name, required)
@@ -202,7 +194,7 @@ func slimParameter(v any) any {
 		}
 	}
 	if c, ok := m["content"]; ok {
-		out["content"] = mapValues(c, func(any) any { return map[string]any{} })
+		out["content"] = namesOnly(c)
 	}
 	return out
 }
@@ -217,7 +209,7 @@ func slimRequestBody(v any) any {
 	out := pick(m, "$ref", "required")
 	copyExtensions(out, m)
 	if c, ok := m["content"]; ok {
-		out["content"] = mapValues(c, func(any) any { return map[string]any{} })
+		out["content"] = namesOnly(c)
 	}
 	return out
 }

@@ -104,31 +104,10 @@ type normEntry struct {
 // and so are /a and /a/. Routes with the same method and ambiguous
 // templates must be refused; [NewTableOptions] does.
 func AmbiguousNormalized(a, b *Template, c Case) (example string, ok bool) {
-	if a.literals != b.literals || len(a.norm) != len(b.norm) {
+	if a.literals != b.literals {
 		return "", false
 	}
-	var sb strings.Builder
-	for i, x := range a.norm {
-		y := b.norm[i]
-		sb.WriteByte('/')
-		switch {
-		case x.param == "" && y.param == "":
-			if fold(x.lit, c) != fold(y.lit, c) {
-				return "", false
-			}
-			sb.WriteString(x.lit)
-		case x.param == "":
-			sb.WriteString(x.lit)
-		case y.param == "":
-			sb.WriteString(y.lit)
-		default:
-			sb.WriteString("{" + x.param + "}")
-		}
-	}
-	if len(a.norm) == 0 {
-		sb.WriteByte('/')
-	}
-	return sb.String(), true
+	return overlapSegments(a.norm, b.norm, func(x, y string) bool { return fold(x, c) == fold(y, c) }, true)
 }
 
 // foldSpecial are the percent-encoded UTF-8 characters outside ASCII whose

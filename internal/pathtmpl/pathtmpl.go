@@ -295,32 +295,43 @@ func (t *Template) match(p string, want int) (string, bool) {
 // that is a parameter in both templates is written as a's {name}, which both
 // templates match as a value.
 func Overlap(a, b *Template) (string, bool) {
-	if len(a.segs) != len(b.segs) {
+	return overlapSegments(a.segs, b.segs, func(x, y string) bool { return x == y }, false)
+}
+
+// overlapSegments returns a path that matches both xs and ys, segment by
+// segment, if there is one: two literals must be the same (as same says),
+// a literal against a parameter is written as it is (an empty one, a
+// trailing slash, only when emptyParam: in segs a trailing slash never
+// matches a parameter), and a parameter in both is written as xs's {name}.
+func overlapSegments(xs, ys []segment, same func(x, y string) bool, emptyParam bool) (string, bool) {
+	if len(xs) != len(ys) {
 		return "", false
 	}
 	var sb strings.Builder
-	for i, x := range a.segs {
-		y := b.segs[i]
+	for i, x := range xs {
+		y := ys[i]
 		sb.WriteByte('/')
 		switch {
 		case x.param == "" && y.param == "":
-			if x.lit != y.lit {
+			if !same(x.lit, y.lit) {
 				return "", false
 			}
 			sb.WriteString(x.lit)
-		case x.param == "":
-			if x.lit == "" {
-				return "", false // a trailing slash never matches a parameter
+		case x.param == "" || y.param == "":
+			lit := x.lit // the literal's
+			if x.param != "" {
+				lit = y.lit
 			}
-			sb.WriteString(x.lit)
-		case y.param == "":
-			if y.lit == "" {
+			if lit == "" && !emptyParam {
 				return "", false
 			}
-			sb.WriteString(y.lit)
+			sb.WriteString(lit)
 		default:
 			sb.WriteString("{" + x.param + "}")
 		}
+	}
+	if len(xs) == 0 {
+		sb.WriteByte('/')
 	}
 	return sb.String(), true
 }

@@ -99,12 +99,9 @@ func Compile(s Spec) (*Template, error) {
 	}
 	t.jsonBody = esc == escapeJSON
 	if s.Body != "" {
-		if t.body, err = parseEscaped("body", s.Body, esc); err != nil {
-			return nil, fmt.Errorf("body: %v", err)
-		}
-		out, err := t.execute(t.body, sample)
-		if err != nil {
-			return nil, fmt.Errorf("body: %v", err)
+		var out []byte
+		if t.body, out, err = t.compileOne("body", s.Body, esc); err != nil {
+			return nil, err
 		}
 		if t.jsonBody && !json.Valid(out) {
 			return nil, fmt.Errorf("body: content_type %s, but the template's output for a sample problem is not valid JSON: %s", t.contentType, out)
@@ -113,12 +110,9 @@ func Compile(s Spec) (*Template, error) {
 		return nil, fmt.Errorf("content_type: %s without a body template: problem+json's body is JSON", t.contentType)
 	}
 	if s.Extensions != "" {
-		if t.ext, err = parseEscaped("extensions", s.Extensions, escapeJSON); err != nil {
-			return nil, fmt.Errorf("extensions: %v", err)
-		}
-		out, err := t.execute(t.ext, sample)
-		if err != nil {
-			return nil, fmt.Errorf("extensions: %v", err)
+		var out []byte
+		if t.ext, out, err = t.compileOne("extensions", s.Extensions, escapeJSON); err != nil {
+			return nil, err
 		}
 		var obj map[string]any
 		if err := json.Unmarshal(out, &obj); err != nil || obj == nil {
@@ -126,6 +120,20 @@ func Compile(s Spec) (*Template, error) {
 		}
 	}
 	return t, nil
+}
+
+// compileOne parses the template src of the field name and returns it
+// with its output for the sample problem; the error names the field.
+func (t *Template) compileOne(name, src string, esc escaping) (executor, []byte, error) {
+	tm, err := parseEscaped(name, src, esc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %v", name, err)
+	}
+	out, err := t.execute(tm, sample)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %v", name, err)
+	}
+	return tm, out, nil
 }
 
 func (t *Template) execute(tm executor, d Data) ([]byte, error) {

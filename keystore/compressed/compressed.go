@@ -246,23 +246,7 @@ func (s *Store) Get(ctx context.Context, k keystore.Key) (keystore.Record, error
 // InFlight implements [keystore.Admin].
 func (s *Store) InFlight(ctx context.Context, olderThan time.Duration, limit int) ([]keystore.Record, error) {
 	recs, err := s.Wrapper.InFlight(ctx, olderThan, limit)
-	var damaged *keystore.DamagedError
-	if err != nil && !errors.As(err, &damaged) {
-		return nil, err
-	}
-	if damaged == nil {
-		damaged = &keystore.DamagedError{}
-	}
-	out := recs[:0]
-	for _, rec := range recs {
-		opened, oerr := s.opened(rec)
-		if oerr != nil {
-			damaged.Add(rec.Key.String(), oerr) // skipped, as the inner store skips what it cannot read
-			continue
-		}
-		out = append(out, opened)
-	}
-	return out, damaged.OrNil()
+	return keystore.MapListing(recs, err, s.opened)
 }
 
 // ForceComplete implements [keystore.Admin]; resp is compressed like

@@ -47,6 +47,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/tick"
 	"github.com/idemgate/idemgate/keystore"
 )
 
@@ -816,16 +817,7 @@ func (s *Store) Close() error {
 
 func (s *Store) sweepLoop(ctx context.Context, every time.Duration) {
 	defer s.wg.Done()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.sweep()
-		}
-	}
+	tick.Every(ctx.Done(), every, func(time.Time) { s.sweep() })
 }
 
 // sweep drops every expired record and compacts the shards whose arenas

@@ -216,15 +216,26 @@ func (s *Store) Reserve(ctx context.Context, k keystore.Key, opts keystore.Reser
 		}
 		return res, &keystore.UnknownError{Marked: ue.Marked, Info: info}
 	}
-	if err != nil || res.Response == nil {
+	if err != nil {
 		return res, err
 	}
-	resp, err := s.open(k, res.Response)
-	if err != nil {
+	if err := s.openIn(k, &res.Response); err != nil {
 		return keystore.Reservation{}, err
 	}
-	res.Response = resp
 	return res, nil
+}
+
+// openIn opens the sealed answer *resp in place, if there is one.
+func (s *Store) openIn(k keystore.Key, resp **keystore.Response) error {
+	if *resp == nil {
+		return nil
+	}
+	opened, err := s.open(k, *resp)
+	if err != nil {
+		return err
+	}
+	*resp = opened
+	return nil
 }
 
 // Complete implements [keystore.Store].
@@ -248,44 +259,27 @@ func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Cl
 // open returns ErrUnsealable.
 func (s *Store) Get(ctx context.Context, k keystore.Key) (keystore.Record, error) {
 	rec, err := s.Wrapper.Get(ctx, k)
-	if err == nil && rec.Info != nil {
-		if rec.Info, err = s.open(k, rec.Info); err != nil {
-			return keystore.Record{}, err
-		}
-	}
-	if err != nil || rec.Response == nil {
+	if err != nil {
 		return rec, err
 	}
-	resp, err := s.open(k, rec.Response)
-	if err != nil {
+	if err := s.openIn(k, &rec.Info); err != nil {
 		return keystore.Record{}, err
 	}
-	rec.Response = resp
+	if err := s.openIn(k, &rec.Response); err != nil {
+		return keystore.Record{}, err
+	}
 	return rec, nil
 }
 
 // InFlight implements [keystore.Admin].
 func (s *Store) InFlight(ctx context.Context, olderThan time.Duration, limit int) ([]keystore.Record, error) {
+	// A sealed answer that does not open is a damaged record: skipped and
+	// counted, as the backends skip theirs.
 	recs, err := s.Wrapper.InFlight(ctx, olderThan, limit)
-	damaged := &keystore.DamagedError{}
-	if err != nil && !errors.As(err, &damaged) {
-		return nil, err
-	}
-	out := recs[:0]
-	for _, rec := range recs {
-		if rec.Response != nil {
-			resp, err := s.open(rec.Key, rec.Response)
-			if err != nil {
-				// A sealed answer that does not open is a damaged record:
-				// skipped and counted, as the backends skip theirs.
-				damaged.Add(rec.Key.String(), err)
-				continue
-			}
-			rec.Response = resp
-		}
-		out = append(out, rec)
-	}
-	return out, damaged.OrNil()
+	return keystore.MapListing(recs, err, func(rec keystore.Record) (keystore.Record, error) {
+		err := s.openIn(rec.Key, &rec.Response)
+		return rec, err
+	})
 }
 
 // ForceComplete implements [keystore.Admin]; resp is sealed like Complete's.
