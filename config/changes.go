@@ -37,10 +37,23 @@ func diffStruct(a, b reflect.Value, prefix string, out *[]string) {
 			diffStruct(fa, fb, key, out)
 			continue
 		}
-		if !reflect.DeepEqual(fa.Interface(), fb.Interface()) {
+		if !sameValue(fa, fb) {
 			*out = append(*out, key)
 		}
 	}
+}
+
+// sameValue reports whether a and b are deeply equal, an empty list or map
+// being the same as none (a file that writes "domains: []" changes nothing
+// against the default).
+func sameValue(a, b reflect.Value) bool {
+	switch a.Kind() {
+	case reflect.Slice, reflect.Map:
+		if a.Len() == 0 && b.Len() == 0 {
+			return true
+		}
+	}
+	return reflect.DeepEqual(a.Interface(), b.Interface())
 }
 
 // restartOnly is the one list of the keys that need a restart (DESIGN.md,
@@ -60,8 +73,15 @@ var restartOnly = []string{
 	"store.redis.*", // but store.redis.timeout and store.redis.record_format
 	"limiter.backend",
 	"tracing.enabled",
-	// The variable must be in the process's environment, which is fixed at
-	// start: a reload could only name a variable the process already had.
+	// It names an environment variable, read once at start into the
+	// sealing layer of the store stack (internal/app newStore). A reload
+	// cannot change the process's environment (a Kubernetes Secret's env
+	// vars reach a container only when it starts), so a new name could
+	// only point at a variable the process already had; and a key swapped
+	// live would leave every answer sealed before unopenable while
+	// requests are running. A reload that changes it logs that it needs a
+	// restart, and whether the restart would fail (variable unset or not
+	// a key: checkRestartKeys).
 	"idempotency.encryption_key_env",
 	// The certificate source (files or certmagic's ACME config) is built
 	// once at start; swapping it live is not done yet.

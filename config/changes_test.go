@@ -47,3 +47,19 @@ func TestWithKeys(t *testing.T) {
 		t.Errorf("ChangedKeys(start, applied) = %v; want [edge_limit.rate]", keys)
 	}
 }
+
+// TestChangedKeysEmptyIsNone: an empty list or map is no change against
+// none (the effective YAML writes "domains: []" for the default nil).
+func TestChangedKeysEmptyIsNone(t *testing.T) {
+	t.Parallel()
+	a, b := Default(), Default()
+	a.TLS.Domains, b.TLS.Domains = nil, []string{}
+	a.Idempotency.TenantHosts, b.Idempotency.TenantHosts = nil, map[string]string{}
+	if got := ChangedKeys(a, b); len(got) != 0 {
+		t.Errorf("ChangedKeys = %v; want none", got)
+	}
+	b.TLS.Domains = []string{"a.example"}
+	if got := ChangedKeys(a, b); !slices.Equal(got, []string{"tls.domains"}) {
+		t.Errorf("ChangedKeys = %v; want [tls.domains]", got)
+	}
+}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -168,8 +170,31 @@ func (a *App) applyConfig(data []byte, readErr error) {
 	}
 	if len(restart) > 0 {
 		log.Warn("config changes need a restart; they are ignored until then", "keys", restart)
+		a.checkRestartKeys(next, restart, log)
 	}
 	a.reloads.observe(true, len(restart) > 0)
+}
+
+// checkRestartKeys logs, for the changed keys that need a restart, what a
+// restart with next would meet: a sealing key (idempotency.encryption_key_env)
+// that is not in this process's environment, or not a key, would stop the
+// restart; one that is would leave the answers sealed with the running key
+// unopenable (sealed.ErrUnsealable: their retries fail closed until they
+// expire). A reload cannot change the environment: the variable must be
+// in the pod's (or the service's) environment before the restart.
+func (a *App) checkRestartKeys(next *config.Config, restart []string, log *slog.Logger) {
+	if !slices.Contains(restart, "idempotency.encryption_key_env") {
+		return
+	}
+	env := next.Idempotency.EncryptionKeyEnv
+	if env == "" {
+		return
+	}
+	if _, err := sealingKey(env); err != nil {
+		log.Error("idempotency.encryption_key_env: a restart with this file would fail (the environment is read at start; a reload cannot add to it); the running key keeps sealing", "problem", err.Error())
+		return
+	}
+	log.Warn("idempotency.encryption_key_env changed: after a restart, answers sealed with the running key cannot be opened (their retries get 503 until they expire)", "variable", env)
 }
 
 // applyPolicy builds the policy of applied with the builder New uses and
