@@ -57,7 +57,8 @@ func sameValue(a, b reflect.Value) bool {
 }
 
 // restartOnly is the one list of the keys that need a restart (DESIGN.md,
-// Config): the listeners, tls.mode, the store backend and its Redis
+// Config): the listeners (tls.http_listen among them), tls.mode (it decides
+// whether the public listener speaks TLS at all), the store backend and its Redis
 // connection (a live prefix or db change would hide every record), the
 // limiter backend and the tracing exporter; then the few keys below with
 // the reason each cannot be applied live yet. Every other key reloads
@@ -83,9 +84,6 @@ var restartOnly = []string{
 	// restart, and whether the restart would fail (variable unset or not
 	// a key: checkRestartKeys).
 	"idempotency.encryption_key_env",
-	// The certificate source (files or certmagic's ACME config) is built
-	// once at start; swapping it live is not done yet.
-	"tls.*",
 }
 
 // reloadableRedis are the store.redis keys that reload live: the record

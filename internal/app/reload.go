@@ -199,8 +199,9 @@ func (a *App) checkRestartKeys(next *config.Config, restart []string, log *slog.
 
 // applyPolicy builds the policy of applied with the builder New uses and
 // applies it to the proxy, and sets the running parts that keep state
-// (setters; see applyLive). The limiters, the queue and the identity
-// resolver are rebuilt only when their settings changed, so that a change
+// (setters; see applyLive). The limiters, the queue, the identity
+// resolver and the certificate source (tls.*) are rebuilt only when their
+// settings changed, so that a change
 // of routes alone keeps every client's counts and every session's line.
 // The old ones only serve requests that were already running (a limiter
 // and a queue answer after Close); they close once the swap is done.
@@ -209,7 +210,15 @@ func (a *App) applyPolicy(applied *config.Config) error {
 	rs := &a.reload
 	cur := a.proxy.Policy()
 	var limiters, queue, ident closeStack
-	undo := func() { ident.close(); queue.close(); limiters.close() }
+	var certs *tlsSource // a rebuilt certificate source
+	undo := func() {
+		if certs != nil {
+			certs.closers.close()
+		}
+		ident.close()
+		queue.close()
+		limiters.close()
+	}
 	set := a.limits.Load()
 	if limitsChanged(rs.live, applied) {
 		var err error
@@ -232,6 +241,13 @@ func (a *App) applyPolicy(applied *config.Config) error {
 	if newQ {
 		var err error
 		if q, err = newQueue(applied, a.log, a.metrics.Session(), &queue); err != nil {
+			undo()
+			return err
+		}
+	}
+	if tlsChanged(rs.live, applied) {
+		var err error
+		if certs, err = a.tls.rebuild(applied); err != nil {
 			undo()
 			return err
 		}
@@ -259,7 +275,17 @@ func (a *App) applyPolicy(applied *config.Config) error {
 		rs.identity.close()
 		rs.identity = ident
 	}
+	if certs != nil {
+		a.tls.swap(certs)
+	}
 	return nil
+}
+
+// tlsChanged reports whether the certificate source must be rebuilt: a tls
+// key changed (tls.mode and tls.http_listen need a restart, so they keep
+// their running values in next).
+func tlsChanged(old, next *config.Config) bool {
+	return slices.ContainsFunc(config.ChangedKeys(old, next), func(k string) bool { return strings.HasPrefix(k, "tls.") })
 }
 
 // applyLive sets the running parts that keep state to applied's values
