@@ -17,13 +17,13 @@ func TestRestartOnly(t *testing.T) {
 		"idempotency.encryption_key_env",
 	}
 	for _, key := range Keys() {
-		want := slices.Contains(restart, key) || strings.HasPrefix(key, "tls.") ||
+		want := slices.Contains(restart, key) ||
 			strings.HasPrefix(key, "store.redis.") && key != "store.redis.record_format"
 		if got := RestartOnly(key); got != want {
 			t.Errorf("RestartOnly(%q) = %v; want %v", key, got, want)
 		}
 	}
-	for _, key := range []string{"max_header_bytes", "store.redis.record_format", "idempotency.tenant", "idempotency.lease", "a_key_added_later", "store.redisx"} {
+	for _, key := range []string{"max_header_bytes", "tls.cert_file", "tls.on_demand.allow", "store.redis.record_format", "idempotency.tenant", "idempotency.lease", "a_key_added_later", "store.redisx"} {
 		if RestartOnly(key) {
 			t.Errorf("RestartOnly(%q) = true; want false", key)
 		}

@@ -58,7 +58,9 @@ type tlsSource struct {
 // the store's, so TLS closes first: the ACME storage releases its locks
 // through the store's client.
 func newTLS(cfg *config.Config, rdb redis.UniversalClient, log *slog.Logger, cs *closeStack) (*tlsState, error) {
-	ts := &tlsState{build: func(cfg *config.Config) (*tlsSource, error) { return newTLSSource(cfg, rdb, log.With("component", "tls")) }}
+	ts := &tlsState{build: func(cfg *config.Config) (*tlsSource, error) {
+		return newTLSSource(cfg, rdb, log.With("component", "tls"))
+	}}
 	if cfg.TLS.Mode != config.TLSFiles && cfg.TLS.Mode != config.TLSACME {
 		return ts, nil
 	}
