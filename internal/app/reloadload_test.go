@@ -134,10 +134,19 @@ routes:
 	if s, body, _ := send("POST", "/pay", "probe-3"); s != http.StatusConflict || !strings.Contains(body, "idempotency_response_too_large") {
 		t.Errorf("a retry after max_response_bytes: 16 = %d %s; want 409 idempotency_response_too_large", s, body)
 	}
+	// max_header_bytes: 8192 holds for the next request head.
+	apply("max_header_bytes", func(c *config.Config) { c.MaxHeaderBytes = 8192 })
+	big, _ := http.NewRequest("GET", oa.base+"/big", nil)
+	big.Header.Set("X-Pad", strings.Repeat("p", 9000))
+	if res, err := client.Do(big); err != nil || res.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("a 9,000-byte header right after max_header_bytes: 8192 = %v, %v; want 431", res, err)
+	} else {
+		res.Body.Close()
+	}
 	close(stop)
 	wg.Wait()
 	took := time.Since(start)
-	t.Logf("%d requests in %v (%.0f/s) across 13 reloads", sent.Load(), took.Round(time.Millisecond), float64(sent.Load())/took.Seconds())
+	t.Logf("%d requests in %v (%.0f/s) across 14 reloads", sent.Load(), took.Round(time.Millisecond), float64(sent.Load())/took.Seconds())
 	if n := failed.Load(); n > 0 {
 		t.Errorf("%d of %d requests failed during the reloads; the first: %s", n, sent.Load(), *firstFailure.Load())
 	}

@@ -2,8 +2,13 @@ package app
 
 import (
 	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,6 +76,47 @@ tls: {mode: files, cert_file: `+crt1+`, key_file: `+key1+`, http_listen: ""}
 	}
 	defer early.Close()
 
+	// New TLS connections, one request each, all through the reloads:
+	// none fails.
+	var sent, failed atomic.Int64
+	var firstFailure atomic.Pointer[string]
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool, ServerName: "localhost"}, DisableKeepAlives: true, ForceAttemptHTTP2: true}
+			defer tr.CloseIdleConnections()
+			c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				res, err := c.Get("https://" + app.https + "/load")
+				sent.Add(1)
+				if err == nil {
+					io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+				}
+				if err != nil || res.StatusCode != http.StatusOK {
+					failed.Add(1)
+					msg := fmt.Sprint(res, err)
+					firstFailure.CompareAndSwap(nil, &msg)
+				}
+			}
+		})
+	}
+	defer func() {
+		close(stop)
+		wg.Wait()
+		t.Logf("%d requests on new TLS connections across the reloads", sent.Load())
+		if n := failed.Load(); n > 0 || sent.Load() == 0 {
+			t.Errorf("%d of %d requests on new connections failed during the reloads; the first: %v", n, sent.Load(), firstFailure.Load())
+		}
+	}()
+	time.Sleep(100 * time.Millisecond) // traffic on the first pair
+
 	failures := reloadFailures(t, app.app)
 	reloadTLS(t, app.app, func(c *config.Config) { c.TLS.CertFile, c.TLS.KeyFile = crt2, key2 })
 	if s := serial(); s != 2 {
@@ -98,6 +144,7 @@ tls: {mode: files, cert_file: `+crt1+`, key_file: `+key1+`, http_listen: ""}
 	if live := app.app.liveConfig().TLS; live.CertFile != crt2 || live.KeyFile != key2 {
 		t.Errorf("running cert_file, key_file %s, %s; want %s, %s", live.CertFile, live.KeyFile, crt2, key2)
 	}
+	time.Sleep(100 * time.Millisecond) // traffic after the refusal
 }
 
 // TestTLSReloadACME: the acme keys reload live: a reload that changes the
