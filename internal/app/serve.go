@@ -74,9 +74,9 @@ func guarded(h http.Handler, lim *headLimit) http.Handler {
 // headLimit is max_header_bytes as it runs (DESIGN.md, Bounds): each
 // watched listener counts HTTP/1 heads against it, exactly, from the next
 // head on, and the guard checks HTTP/2 header lists against it per
-// request. Both refuse with 431 in the problem format and the request's
-// ID (the answer a reload cannot change, unlike net/http's plain-text
-// one, which only heads over config.MaxHeaderBytesCeiling still get).
+// request. Both refuse with 431 in the problem format, with the request's
+// ID. (net/http's own plain-text 431, at config.MaxHeaderBytesCeiling, is
+// left for connections the listener no longer watches: after an Upgrade.)
 type headLimit struct {
 	n atomic.Int64
 	// requestID is the request ID header's name (request_id_header);
