@@ -190,4 +190,20 @@ tls:
 	if n := pb.Finalized(); n != 2 {
 		t.Errorf("Pebble issued %d certificates; want 2", n)
 	}
+
+	// A source that cannot be built (ca_root holds no certificate)
+	// refuses the reload; the running one keeps serving.
+	garbage := filepath.Join(dir, "garbage.pem")
+	if err := os.WriteFile(garbage, []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	failures, running := reloadFailures(t, app.app), app.app.tls.cur.Load()
+	reloadTLS(t, app.app, func(c *config.Config) { c.TLS.CARoot = garbage })
+	if got := reloadFailures(t, app.app); got != failures+1 || app.app.tls.cur.Load() != running || app.app.liveConfig().TLS.CARoot != root {
+		t.Errorf("a ca_root without a certificate: failures %v (want %v), source replaced %v, running ca_root %s",
+			got, failures+1, app.app.tls.cur.Load() != running, app.app.liveConfig().TLS.CARoot)
+	}
+	if _, body := httpsGet(t, app.https, "x.b.idemgate.test", "/b2", pb.IssuerRoots); body != "upstream GET /b2 https" {
+		t.Errorf("after the refused reload: %q", body)
+	}
 }
