@@ -37,14 +37,28 @@ func diffStruct(a, b reflect.Value, prefix string, out *[]string) {
 			diffStruct(fa, fb, key, out)
 			continue
 		}
-		if !reflect.DeepEqual(fa.Interface(), fb.Interface()) {
+		if !sameValue(fa, fb) {
 			*out = append(*out, key)
 		}
 	}
 }
 
+// sameValue reports whether a and b are deeply equal, an empty list or map
+// being the same as none (a file that writes "domains: []" changes nothing
+// against the default).
+func sameValue(a, b reflect.Value) bool {
+	switch a.Kind() {
+	case reflect.Slice, reflect.Map:
+		if a.Len() == 0 && b.Len() == 0 {
+			return true
+		}
+	}
+	return reflect.DeepEqual(a.Interface(), b.Interface())
+}
+
 // restartOnly is the one list of the keys that need a restart (DESIGN.md,
-// Config): the listeners, tls.mode, the store backend and its Redis
+// Config): the listeners (tls.http_listen among them), tls.mode (it decides
+// whether the public listener speaks TLS at all), the store backend and its Redis
 // connection (a live prefix or db change would hide every record), the
 // limiter backend and the tracing exporter; then the few keys below with
 // the reason each cannot be applied live yet. Every other key reloads
@@ -57,20 +71,36 @@ var restartOnly = []string{
 	"tls.http_listen",
 	"tls.mode",
 	"store.backend",
-	"store.redis.*", // but store.redis.timeout and store.redis.record_format
+	// Every store.redis key but record_format (reloadableRedis). DESIGN.md
+	// names timeout live; it is not yet: store.redis.timeout is every
+	// go-redis client's dial, read, write and pool timeout, which go-redis
+	// copies into the client and its pool when the client is made, and
+	// the store's auto-pipeline reads it from the client as its wait.
+	// Those clients are shared (the store's by the store, its completion
+	// notices, the replay cache's subscription and the ACME storage; the
+	// limiters and the session locks have their own, with the same
+	// options) and hold leases, locks and subscriptions, so a new client
+	// per reload would move all of them; and with ContextTimeoutEnabled a
+	// per-call deadline could only shorten a call below the client's
+	// timeout, never lengthen it, and would have to be added at every
+	// call site of four packages.
+	"store.redis.*",
 	"limiter.backend",
 	"tracing.enabled",
-	// The variable must be in the process's environment, which is fixed at
-	// start: a reload could only name a variable the process already had.
+	// It names an environment variable, read once at start into the
+	// sealing layer of the store stack (internal/app newStore). A reload
+	// cannot change the process's environment (a Kubernetes Secret's env
+	// vars reach a container only when it starts), so a new name could
+	// only point at a variable the process already had; and a key swapped
+	// live would leave every answer sealed before unopenable while
+	// requests are running. A reload that changes it logs that it needs a
+	// restart, and whether the restart would fail (variable unset or not
+	// a key: checkRestartKeys).
 	"idempotency.encryption_key_env",
-	// The certificate source (files or certmagic's ACME config) is built
-	// once at start; swapping it live is not done yet.
-	"tls.*",
 }
 
 // reloadableRedis are the store.redis keys that reload live: the record
-// format new records are written in, and (by the list above: go-redis
-// fixes a client's timeouts when it is made) not yet the timeout.
+// format new records are written in (not yet the timeout: see above).
 var reloadableRedis = []string{"store.redis.record_format"}
 
 // RestartOnly reports whether a changed key (as [ChangedKeys] names it)

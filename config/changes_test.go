@@ -17,13 +17,13 @@ func TestRestartOnly(t *testing.T) {
 		"idempotency.encryption_key_env",
 	}
 	for _, key := range Keys() {
-		want := slices.Contains(restart, key) || strings.HasPrefix(key, "tls.") ||
+		want := slices.Contains(restart, key) ||
 			strings.HasPrefix(key, "store.redis.") && key != "store.redis.record_format"
 		if got := RestartOnly(key); got != want {
 			t.Errorf("RestartOnly(%q) = %v; want %v", key, got, want)
 		}
 	}
-	for _, key := range []string{"max_header_bytes", "store.redis.record_format", "idempotency.tenant", "idempotency.lease", "a_key_added_later", "store.redisx"} {
+	for _, key := range []string{"max_header_bytes", "tls.cert_file", "tls.on_demand.allow", "store.redis.record_format", "idempotency.tenant", "idempotency.lease", "a_key_added_later", "store.redisx"} {
 		if RestartOnly(key) {
 			t.Errorf("RestartOnly(%q) = true; want false", key)
 		}
@@ -45,5 +45,21 @@ func TestWithKeys(t *testing.T) {
 	}
 	if keys := ChangedKeys(start, got); !slices.Equal(keys, []string{"edge_limit.rate"}) {
 		t.Errorf("ChangedKeys(start, applied) = %v; want [edge_limit.rate]", keys)
+	}
+}
+
+// TestChangedKeysEmptyIsNone: an empty list or map is no change against
+// none (the effective YAML writes "domains: []" for the default nil).
+func TestChangedKeysEmptyIsNone(t *testing.T) {
+	t.Parallel()
+	a, b := Default(), Default()
+	a.TLS.Domains, b.TLS.Domains = nil, []string{}
+	a.Idempotency.TenantHosts, b.Idempotency.TenantHosts = nil, map[string]string{}
+	if got := ChangedKeys(a, b); len(got) != 0 {
+		t.Errorf("ChangedKeys = %v; want none", got)
+	}
+	b.TLS.Domains = []string{"a.example"}
+	if got := ChangedKeys(a, b); !slices.Equal(got, []string{"tls.domains"}) {
+		t.Errorf("ChangedKeys = %v; want [tls.domains]", got)
 	}
 }

@@ -280,6 +280,10 @@ func (m *ACME) Close() error {
 	return nil
 }
 
+// Options returns the options it was made with, its Domains normalized
+// (lower-cased, deduplicated).
+func (m *ACME) Options() ACMEOptions { return m.opts }
+
 // Leaves returns the leaf certificates the cache holds for the managed
 // domains (for their expiry metric); on-demand names are not included.
 func (m *ACME) Leaves() []*x509.Certificate {

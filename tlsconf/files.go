@@ -139,6 +139,9 @@ func (f *Files) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 // Certificate returns the pair being served.
 func (f *Files) Certificate() *tls.Certificate { return f.cur.Load() }
 
+// Paths returns the certificate and key files it serves (FilesOptions).
+func (f *Files) Paths() (certFile, keyFile string) { return f.opts.CertFile, f.opts.KeyFile }
+
 // TLSConfig returns a [ServerConfig] serving the files' pair.
 func (f *Files) TLSConfig() *tls.Config { return ServerConfig(f.GetCertificate) }
 

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -168,14 +170,38 @@ func (a *App) applyConfig(data []byte, readErr error) {
 	}
 	if len(restart) > 0 {
 		log.Warn("config changes need a restart; they are ignored until then", "keys", restart)
+		a.checkRestartKeys(next, restart, log)
 	}
 	a.reloads.observe(true, len(restart) > 0)
 }
 
+// checkRestartKeys logs, for the changed keys that need a restart, what a
+// restart with next would meet: a sealing key (idempotency.encryption_key_env)
+// that is not in this process's environment, or not a key, would stop the
+// restart; one that is would leave the answers sealed with the running key
+// unopenable (sealed.ErrUnsealable: their retries fail closed until they
+// expire). A reload cannot change the environment: the variable must be
+// in the pod's (or the service's) environment before the restart.
+func (a *App) checkRestartKeys(next *config.Config, restart []string, log *slog.Logger) {
+	if !slices.Contains(restart, "idempotency.encryption_key_env") {
+		return
+	}
+	env := next.Idempotency.EncryptionKeyEnv
+	if env == "" {
+		return
+	}
+	if _, err := sealingKey(env); err != nil {
+		log.Error("idempotency.encryption_key_env: a restart with this file would fail (the environment is read at start; a reload cannot add to it); the running key keeps sealing", "problem", err.Error())
+		return
+	}
+	log.Warn("idempotency.encryption_key_env changed: after a restart, answers sealed with the running key cannot be opened (their retries get 503 until they expire)", "variable", env)
+}
+
 // applyPolicy builds the policy of applied with the builder New uses and
 // applies it to the proxy, and sets the running parts that keep state
-// (setters; see applyLive). The limiters, the queue and the identity
-// resolver are rebuilt only when their settings changed, so that a change
+// (setters; see applyLive). The limiters, the queue, the identity
+// resolver and the certificate source (tls.*) are rebuilt only when their
+// settings changed, so that a change
 // of routes alone keeps every client's counts and every session's line.
 // The old ones only serve requests that were already running (a limiter
 // and a queue answer after Close); they close once the swap is done.
@@ -184,7 +210,15 @@ func (a *App) applyPolicy(applied *config.Config) error {
 	rs := &a.reload
 	cur := a.proxy.Policy()
 	var limiters, queue, ident closeStack
-	undo := func() { ident.close(); queue.close(); limiters.close() }
+	var certs *tlsSource // a rebuilt certificate source
+	undo := func() {
+		if certs != nil {
+			certs.closers.close()
+		}
+		ident.close()
+		queue.close()
+		limiters.close()
+	}
 	set := a.limits.Load()
 	if limitsChanged(rs.live, applied) {
 		var err error
@@ -207,6 +241,13 @@ func (a *App) applyPolicy(applied *config.Config) error {
 	if newQ {
 		var err error
 		if q, err = newQueue(applied, a.log, a.metrics.Session(), &queue); err != nil {
+			undo()
+			return err
+		}
+	}
+	if tlsChanged(rs.live, applied) {
+		var err error
+		if certs, err = a.tls.rebuild(applied); err != nil {
 			undo()
 			return err
 		}
@@ -234,7 +275,17 @@ func (a *App) applyPolicy(applied *config.Config) error {
 		rs.identity.close()
 		rs.identity = ident
 	}
+	if certs != nil {
+		a.tls.swap(certs)
+	}
 	return nil
+}
+
+// tlsChanged reports whether the certificate source must be rebuilt: a tls
+// key changed (tls.mode and tls.http_listen need a restart, so they keep
+// their running values in next).
+func tlsChanged(old, next *config.Config) bool {
+	return slices.ContainsFunc(config.ChangedKeys(old, next), func(k string) bool { return strings.HasPrefix(k, "tls.") })
 }
 
 // applyLive sets the running parts that keep state to applied's values

@@ -2,9 +2,11 @@ package app
 
 import (
 	"cmp"
+	"crypto/x509"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -12,8 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/certmagic"
+
 	"github.com/idemgate/idemgate/config"
 	"github.com/idemgate/idemgate/proxy"
+	"github.com/idemgate/idemgate/tlsconf"
+	"github.com/idemgate/idemgate/tlsconf/tlstest"
 )
 
 // keysBase is the config TestEveryKeyReloads starts from: a JWT identity,
@@ -82,6 +88,13 @@ func TestEveryKeyReloads(t *testing.T) {
 			return res.StatusCode
 		}
 	}
+	filesApp, acmeApp, tlsB := startKeysTLSApps(t, up.URL)
+	// The app each tls key is changed on: tls.mode needs a restart, and
+	// the other tls keys are refused with mode none.
+	tlsApps := map[string]*opsApp{"tls.cert_file": filesApp, "tls.key_file": filesApp}
+	for _, k := range []string{"tls.domains", "tls.email", "tls.ca", "tls.ca_root", "tls.on_demand.allow", "tls.storage_dir"} {
+		tlsApps[k] = acmeApp
+	}
 	live := func(get func(c *config.Config) any) func(a *opsApp) any {
 		return func(a *opsApp) any { return get(a.liveConfig()) }
 	}
@@ -107,6 +120,22 @@ func TestEveryKeyReloads(t *testing.T) {
 		// running config, and redisstore.SetRecordFormat with Redis
 		// (TestRecordFormatReload).
 		"store.redis.record_format": {func(c *config.Config) { c.Store.Redis.RecordFormat = config.RecordHash }, live(func(c *config.Config) any { return c.Store.Redis.RecordFormat }), config.RecordHash},
+		// The tls keys, on apps with tls.mode files and acme: each reaches
+		// the certificate source that a reload rebuilt (TestTLSReloadFiles
+		// and TestTLSReloadACME prove that new handshakes use it).
+		"tls.cert_file": {func(c *config.Config) { c.TLS.CertFile = tlsB.cert }, func(a *opsApp) any { c, _ := tlsSrc(a).files.Paths(); return c }, tlsB.cert},
+		"tls.key_file":  {func(c *config.Config) { c.TLS.KeyFile = tlsB.key }, func(a *opsApp) any { _, k := tlsSrc(a).files.Paths(); return k }, tlsB.key},
+		"tls.domains":   {func(c *config.Config) { c.TLS.Domains = []string{"B.example"} }, func(a *opsApp) any { return fmt.Sprint(acmeOpts(a).Domains) }, "[b.example]"},
+		"tls.email":     {func(c *config.Config) { c.TLS.Email = "ops@b.example" }, func(a *opsApp) any { return acmeOpts(a).Email }, "ops@b.example"},
+		"tls.ca":        {func(c *config.Config) { c.TLS.CA = "https://127.0.0.1:2/b" }, func(a *opsApp) any { return acmeOpts(a).CA }, "https://127.0.0.1:2/b"},
+		"tls.ca_root":   {func(c *config.Config) { c.TLS.CARoot = tlsB.root }, func(a *opsApp) any { return acmeOpts(a).Roots.Equal(tlsB.roots) }, true},
+		"tls.on_demand.allow": {func(c *config.Config) { c.TLS.OnDemand.Allow = []string{".b.example"} }, func(a *opsApp) any {
+			return fmt.Sprint(acmeOpts(a).OnDemand.Allows("x.b.example"), acmeOpts(a).OnDemand.Allows("x.a.example"))
+		}, "true false"},
+		"tls.storage_dir": {func(c *config.Config) { c.TLS.StorageDir = tlsB.storage }, func(a *opsApp) any {
+			fs, _ := acmeOpts(a).Storage.(*certmagic.FileStorage)
+			return fs.Path
+		}, tlsB.storage},
 		"store.compression":         {func(c *config.Config) { c.Store.Compression = config.CompressionZstd }, func(a *opsApp) any { return a.built.compressed.Options().Compress }, true},
 		"client_ip.trusted_proxies": {func(c *config.Config) { c.ClientIP.TrustedProxies = []string{"10.0.0.0/8"} }, func(a *opsApp) any { return fmt.Sprint(policy(a).TrustedProxies) }, "[10.0.0.0/8]"},
 		"edge_limit.rate":           {func(c *config.Config) { c.EdgeLimit.Rate = 0 }, func(a *opsApp) any { return policy(a).Edge == nil }, true},
@@ -207,6 +236,7 @@ func TestEveryKeyReloads(t *testing.T) {
 			t.Errorf("%s: neither on the restart list (config.RestartOnly) nor in this test's table: add an entry that changes it on reload and reads it back", key)
 			continue
 		}
+		oa := cmp.Or(tlsApps[key], oa)
 		before := tc.got(oa)
 		cur := oa.liveConfig()
 		next := cloneConfig(t, cur)
@@ -261,3 +291,54 @@ func mustPathCase(t *testing.T, s string) any {
 	}
 	return pc
 }
+
+// tlsKeysB are the second values TestEveryKeyReloads gives the tls keys.
+type tlsKeysB struct {
+	cert, key, root, storage string
+	roots                    *x509.CertPool // the system roots and root
+}
+
+// startKeysTLSApps starts an app with tls.mode files and one with acme
+// (on demand only, with a CA that is never asked: nothing is obtained) for
+// TestEveryKeyReloads, and prepares the tls keys' second values: a copy
+// of the pair under other names, a root file and a storage directory.
+func startKeysTLSApps(t *testing.T, upstream string) (files, acme *opsApp, b tlsKeysB) {
+	t.Helper()
+	ca := tlstest.NewCA(t)
+	dir := t.TempDir()
+	crt, key := ca.Leaf(t, 1, time.Now().Add(time.Hour))
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	certA, keyA := write("a.crt", crt), write("a.key", key)
+	b = tlsKeysB{cert: write("b.crt", crt), key: write("b.key", key), root: write("root-b.pem", crt), storage: filepath.Join(dir, "certs-b")}
+	var err error
+	if b.roots, err = x509.SystemCertPool(); err != nil {
+		b.roots = x509.NewCertPool()
+	}
+	b.roots.AppendCertsFromPEM(crt)
+	base := `upstream: {url: "` + upstream + `"}
+idempotency: {require_identity: false}
+`
+	files = startOpsApp(t, base+`tls: {mode: files, cert_file: `+certA+`, key_file: `+keyA+`, http_listen: ""}
+`, "", nil)
+	acme = startOpsApp(t, base+`tls:
+  mode: acme
+  ca: "https://127.0.0.1:1/a"
+  email: ops@a.example
+  storage_dir: `+filepath.Join(dir, "certs-a")+`
+  http_listen: "127.0.0.1:0"
+  on_demand: {allow: [".a.example"]}
+`, "", nil)
+	return files, acme, b
+}
+
+// tlsSrc is a's running certificate source.
+func tlsSrc(a *opsApp) *tlsSource { return a.tls.cur.Load() }
+
+// acmeOpts are the options of a's running ACME manager.
+func acmeOpts(a *opsApp) tlsconf.ACMEOptions { return tlsSrc(a).acme.Options() }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -74,9 +75,9 @@ func guarded(h http.Handler, lim *headLimit) http.Handler {
 // headLimit is max_header_bytes as it runs (DESIGN.md, Bounds): each
 // watched listener counts HTTP/1 heads against it, exactly, from the next
 // head on, and the guard checks HTTP/2 header lists against it per
-// request. Both refuse with 431 in the problem format and the request's
-// ID (the answer a reload cannot change, unlike net/http's plain-text
-// one, which only heads over config.MaxHeaderBytesCeiling still get).
+// request. Both refuse with net/http's plain-text 431, with the request's
+// ID. (net/http's own 431, at config.MaxHeaderBytesCeiling, is
+// left for connections the listener no longer watches: after an Upgrade.)
 type headLimit struct {
 	n atomic.Int64
 	// requestID is the request ID header's name (request_id_header);
@@ -108,25 +109,24 @@ func (l *headLimit) watched(cl *connguard.Listener) *connguard.Listener {
 	return cl
 }
 
-// problemHeaderTooLarge is the 431 answer (DESIGN.md's error table, "headers
-// too large").
-var problemHeaderTooLarge = problem.Problem{
-	Status: http.StatusRequestHeaderFieldsTooLarge,
-	Code:   "request_headers_too_large",
-	Title:  "Request header fields too large",
-	Detail: "The request's head is larger than this server accepts",
-}
+// headerTooLarge is the 431's body: net/http's own plain text, which
+// DESIGN.md (Bounds) names as the one answer exempt from problem+json and
+// the errors shapes.
+const headerTooLarge = "431 Request Header Fields Too Large"
 
-// refuse answers r with 431 (the connection closes after it on HTTP/1:
-// connguard.Oversized set Connection: close). l may be nil.
+// refuse answers r with 431, as net/http's own server does (plain text;
+// the connection closes after it on HTTP/1: connguard.Oversized set
+// Connection: close), with the request's ID. l may be nil.
 func (l *headLimit) refuse(w http.ResponseWriter, r *http.Request) {
 	name := problem.RequestIDHeader
 	if l != nil && l.requestID != nil {
 		name = l.requestID()
 	}
-	id := problem.RequestID(r.Header.Get(name))
-	w.Header().Set(name, id)
-	problem.Write(w, r, problem.JSON{}, problemHeaderTooLarge, id)
+	h := w.Header()
+	h.Set(name, problem.RequestID(r.Header.Get(name)))
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusRequestHeaderFieldsTooLarge)
+	io.WriteString(w, headerTooLarge)
 }
 
 // h2FieldOverhead is what RFC 9113 §6.5.2 counts per header field beyond

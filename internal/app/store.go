@@ -119,13 +119,9 @@ func newStore(cfg *config.Config, log *slog.Logger, cs *closeStack) (builtStore,
 		cs.push(b.store.Close)
 	}
 	if env := cfg.Idempotency.EncryptionKeyEnv; env != "" {
-		v, ok := os.LookupEnv(env)
-		if !ok || v == "" {
-			return b, fmt.Errorf("idempotency.encryption_key_env: environment variable %s is not set", env)
-		}
-		key, err := sealed.ParseKey(v)
+		key, err := sealingKey(env)
 		if err != nil {
-			return b, fmt.Errorf("idempotency.encryption_key_env: %s: %w", env, err)
+			return b, err
 		}
 		s, err := sealed.New(b.store, key)
 		if err != nil {
@@ -153,6 +149,21 @@ func newStore(cfg *config.Config, log *slog.Logger, cs *closeStack) (builtStore,
 		cs.push(b.cache.Close)
 	}
 	return b, nil
+}
+
+// sealingKey reads the sealing key from the environment variable env
+// (idempotency.encryption_key_env): the process's environment, as it was
+// at start.
+func sealingKey(env string) (sealed.Key, error) {
+	v, ok := os.LookupEnv(env)
+	if !ok || v == "" {
+		return sealed.Key{}, fmt.Errorf("idempotency.encryption_key_env: environment variable %s is not set", env)
+	}
+	key, err := sealed.ParseKey(v)
+	if err != nil {
+		return sealed.Key{}, fmt.Errorf("idempotency.encryption_key_env: %s: %w", env, err)
+	}
+	return key, nil
 }
 
 // checkRedis runs the startup check (redisstore.Check) on client, bounded

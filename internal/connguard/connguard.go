@@ -317,17 +317,16 @@ func (c *conn) step(b []byte) (int, int) {
 // current line go into c.complete (so that the server reads a well-formed
 // head of what came so far, then the marker and the head's end), and the
 // rest of the connection is dropped. A request line gets a version; a
-// header line without a colon yet, an empty value.
+// header line ":" and its end (an empty value for a name cut short; for a
+// value, one more character it may hold).
 func (c *conn) oversize() {
 	switch {
 	case c.lineLen == 0:
 		c.complete = c.complete[:0]
 	case c.first:
 		c.complete = append(c.complete[:0], " HTTP/1.1\r\n"...)
-	case !c.colon:
-		c.complete = append(c.complete[:0], ":\r\n"...)
 	default:
-		c.complete = append(c.complete[:0], "\r\n"...)
+		c.complete = append(c.complete[:0], ":\r\n"...)
 	}
 	c.state = stDrop
 }
@@ -337,7 +336,6 @@ func (c *conn) addByte(ch byte) {
 		c.line[c.lineLen] = ch
 	}
 	c.lineLen++
-	c.colon = c.colon || ch == ':'
 	if c.first { // only the request line's end (its version) is needed
 		copy(c.tail[:], c.tail[1:])
 		c.tail[8] = ch
@@ -353,7 +351,7 @@ func (c *conn) lineBytes() ([]byte, bool) {
 	if whole && len(l) > 0 && l[len(l)-1] == '\r' {
 		l = l[:len(l)-1]
 	}
-	c.lineLen, c.colon = 0, false
+	c.lineLen = 0
 	return l, whole
 }
 

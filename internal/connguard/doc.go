@@ -21,7 +21,7 @@
 //     first byte after which the head can no longer fit (with the end of
 //     its line and a final CRLF), it cuts the head there: the server reads
 //     what came, with the line it stopped in completed (a request line
-//     gets " HTTP/1.1", a header name an empty value), then
+//     gets " HTTP/1.1", a header line ":"), then
 //     [OversizeMarker] and the head's end; everything the client sends
 //     after that is read and dropped. So the server never holds more than
 //     the limit, and [Oversized] tells the handler to answer 431 (which it
