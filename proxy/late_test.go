@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,50 +22,6 @@ import (
 // from arrival; at 300ms a clean-clone run once saw the 504 before the
 // request was forwarded).
 const lateTimeout = time.Second
-
-// heldUpstream is a loopback API whose answers wait until release is
-// closed (or their request is cancelled), and that counts executions per
-// key and the requests that were cancelled before they could answer.
-type heldUpstream struct {
-	*upstream
-	arrived   chan string // the key of each request, on arrival
-	release   chan struct{}
-	once      sync.Once
-	cancelled atomic.Int64
-}
-
-func newHeldUpstream(t *testing.T) *heldUpstream {
-	u := &heldUpstream{upstream: newUpstream(t), arrived: make(chan string, 100), release: make(chan struct{})}
-	u.handler = func(w http.ResponseWriter, r *http.Request, n int) {
-		u.arrived <- r.Header.Get("Idempotency-Key")
-		select {
-		case <-u.release:
-		case <-r.Context().Done():
-			u.cancelled.Add(1)
-			return
-		}
-		w.Header().Set("X-Execution", fmt.Sprint(n))
-		w.WriteHeader(http.StatusCreated)
-		fmt.Fprintf(w, `{"execution":%d}`, n)
-	}
-	t.Cleanup(u.open)
-	return u
-}
-
-func (u *heldUpstream) open() { u.once.Do(func() { close(u.release) }) }
-
-// arrival waits for the upstream to receive the request with key.
-func (u *heldUpstream) arrival(t *testing.T, key string) {
-	t.Helper()
-	select {
-	case got := <-u.arrived:
-		if got != key {
-			t.Fatalf("request %q arrived upstream; want %q", got, key)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("request %q did not arrive upstream within 10s", key)
-	}
-}
 
 // accessLine returns the access-log line of the request with id, or nil.
 func accessLine(logs string, id string) map[string]any {
@@ -97,7 +51,7 @@ func lateRoutes(wait time.Duration) []Route {
 // call is cancelled at the timeout and the answer is lost.
 func TestLateAnswerKept(t *testing.T) {
 	t.Parallel()
-	up := newHeldUpstream(t)
+	up := itestutil.NewHeldUpstream(t, itestutil.HeldOptions{})
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg, "test", "")
 	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) {
@@ -113,7 +67,7 @@ func TestLateAnswerKept(t *testing.T) {
 	if took < lateTimeout || took > lateTimeout+5*time.Second {
 		t.Errorf("the 504 came after %v; want it at the %v timeout", took, lateTimeout)
 	}
-	up.arrival(t, "k1")
+	up.Arrival(t, "k1")
 	if n := testutil.ToFloat64(m.lateKept); n != 1 {
 		t.Errorf("idemgate_late_calls_kept = %v; want 1", n)
 	}
@@ -121,7 +75,7 @@ func TestLateAnswerKept(t *testing.T) {
 	if r := tp.do(t, "POST", "/pay", "k1", `{"amount":1}`); r.status != http.StatusConflict || problemCode(t, r) != "idempotency_in_progress" {
 		t.Fatalf("retry while the call runs = %v; want 409 in progress", r)
 	}
-	up.open()
+	up.Open()
 	var retry result
 	itestutil.Eventually(t, 10*time.Second, "the late answer replayed", func() error {
 		if retry = tp.do(t, "POST", "/pay", "k1", `{"amount":1}`); retry.status != http.StatusCreated {
@@ -129,10 +83,10 @@ func TestLateAnswerKept(t *testing.T) {
 		}
 		return nil
 	})
-	if retry.header.Get("Idempotent-Replayed") != "true" || string(retry.body) != `{"execution":1}` {
+	if retry.header.Get("Idempotent-Replayed") != "true" || string(retry.body) != `{"key":"k1","execution":1}` {
 		t.Errorf("retry = %v %v; want the late answer replayed", retry, retry.header)
 	}
-	if n := up.executions("POST", "/pay", "k1"); n != 1 {
+	if n := up.Count("k1"); n != 1 {
 		t.Errorf("executions = %d; want 1", n)
 	}
 	var line map[string]any
@@ -154,15 +108,15 @@ func TestLateAnswerKept(t *testing.T) {
 // behaviour: the call is cancelled at the timeout.
 func TestLateAnswerZeroCancels(t *testing.T) {
 	t.Parallel()
-	up := newHeldUpstream(t)
+	up := itestutil.NewHeldUpstream(t, itestutil.HeldOptions{})
 	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) {
 		o.Stages.Routes = lateRoutes(0)
 	})
 	if r := tp.do(t, "POST", "/pay", "k1", `{}`); r.status != http.StatusGatewayTimeout {
 		t.Fatalf("first = %v; want 504", r)
 	}
-	up.arrival(t, "k1")
-	itestutil.Eventually(t, 10*time.Second, "the call cancelled", func() bool { return up.cancelled.Load() == 1 })
+	up.Arrival(t, "k1")
+	itestutil.Eventually(t, 10*time.Second, "the call cancelled", func() bool { return up.Cancelled() == 1 })
 }
 
 // TestLateAnswerKeepsSessionTurn: a kept call holds its session's turn
@@ -170,7 +124,7 @@ func TestLateAnswerZeroCancels(t *testing.T) {
 // it, although the first one's client got its 504 long ago.
 func TestLateAnswerKeepsSessionTurn(t *testing.T) {
 	t.Parallel()
-	up := newHeldUpstream(t)
+	up := itestutil.NewHeldUpstream(t, itestutil.HeldOptions{})
 	q, err := session.New(session.Options{QueueDepth: 4, QueueTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +136,7 @@ func TestLateAnswerKeepsSessionTurn(t *testing.T) {
 	if r := tp.do(t, "PUT", "/carts/c1", "k1", `{}`); r.status != http.StatusGatewayTimeout {
 		t.Fatalf("first = %v; want 504", r)
 	}
-	up.arrival(t, "k1")
+	up.Arrival(t, "k1")
 	got := make(chan result, 1)
 	go func() {
 		req, _ := http.NewRequest("GET", tp.URL+"/carts/c1", nil)
@@ -194,17 +148,15 @@ func TestLateAnswerKeepsSessionTurn(t *testing.T) {
 		}
 		got <- readResult(t, res)
 	}()
-	select {
-	case key := <-up.arrived:
+	if key, ok := up.Next(300 * time.Millisecond); ok {
 		t.Fatalf("request %q reached the upstream while the kept call held the session's turn", key)
-	case <-time.After(300 * time.Millisecond):
 	}
-	up.open()
-	up.arrival(t, "get")
+	up.Open()
+	up.Arrival(t, "get")
 	if r := <-got; r.status != http.StatusCreated {
 		t.Errorf("the session's next request = %v; want 201", r)
 	}
-	if n := up.executions("PUT", "/carts/c1", "k1"); n != 1 {
+	if n := up.Count("k1"); n != 1 {
 		t.Errorf("executions = %d; want 1", n)
 	}
 }
@@ -213,7 +165,7 @@ func TestLateAnswerKeepsSessionTurn(t *testing.T) {
 // cancelled as without a late wait, and counted.
 func TestLateAnswerMax(t *testing.T) {
 	t.Parallel()
-	up := newHeldUpstream(t)
+	up := itestutil.NewHeldUpstream(t, itestutil.HeldOptions{})
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg, "test", "")
 	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) {
@@ -224,16 +176,16 @@ func TestLateAnswerMax(t *testing.T) {
 	if r := tp.do(t, "POST", "/pay", "k1", `{}`); r.status != http.StatusGatewayTimeout {
 		t.Fatalf("first = %v; want 504", r)
 	}
-	up.arrival(t, "k1")
+	up.Arrival(t, "k1")
 	if r := tp.do(t, "POST", "/pay", "k2", `{}`); r.status != http.StatusGatewayTimeout || problemCode(t, r) != "upstream_timeout" {
 		t.Fatalf("second = %v; want 504 upstream_timeout", r)
 	}
-	up.arrival(t, "k2")
-	itestutil.Eventually(t, 10*time.Second, "the call over late_answer_max cancelled", func() bool { return up.cancelled.Load() == 1 })
+	up.Arrival(t, "k2")
+	itestutil.Eventually(t, 10*time.Second, "the call over late_answer_max cancelled", func() bool { return up.Cancelled() == 1 })
 	if n := testutil.ToFloat64(m.lateDrop.WithLabelValues("pay")); n != 1 {
 		t.Errorf("idemgate_late_calls_cancelled_total = %v; want 1", n)
 	}
-	up.open()
+	up.Open()
 	itestutil.Eventually(t, 10*time.Second, "k1's late answer replayed", func() bool {
 		return tp.do(t, "POST", "/pay", "k1", `{}`).status == http.StatusCreated
 	})
@@ -249,7 +201,7 @@ func TestLateAnswerMax(t *testing.T) {
 // its late wait, so that no retry takes its key over before then.
 func TestLateAnswerShutdown(t *testing.T) {
 	t.Parallel()
-	up := newHeldUpstream(t)
+	up := itestutil.NewHeldUpstream(t, itestutil.HeldOptions{})
 	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) {
 		o.Stages.Routes = lateRoutes(30 * time.Minute)
 		o.Idempotency.Lease = time.Minute
@@ -258,7 +210,7 @@ func TestLateAnswerShutdown(t *testing.T) {
 	if first.status != http.StatusGatewayTimeout {
 		t.Fatalf("first = %v; want 504", first)
 	}
-	up.arrival(t, "k1")
+	up.Arrival(t, "k1")
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -274,7 +226,7 @@ func TestLateAnswerShutdown(t *testing.T) {
 	if left := rec.LeaseEnd.Sub(tp.clock.Now()); left < 25*time.Minute {
 		t.Errorf("lease left after shutdown = %v; want about the 30m late wait", left)
 	}
-	up.open()
+	up.Open()
 }
 
 // httptestRequest is a request with no identity on the default host, for
@@ -290,7 +242,7 @@ func httptestRequest() *http.Request {
 // kept, and writes pass again once their late answers came.
 func TestLateAnswerHoldsBody(t *testing.T) {
 	t.Parallel()
-	up := newHeldUpstream(t)
+	up := itestutil.NewHeldUpstream(t, itestutil.HeldOptions{})
 	wait := time.Minute
 	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) {
 		o.Stages.Routes = []Route{{Name: "pay", Method: "POST", Path: "/pay", Idempotent: true, Timeout: 50 * time.Millisecond, LateAnswerWait: &wait}}
@@ -310,12 +262,12 @@ func TestLateAnswerHoldsBody(t *testing.T) {
 		if r.status != http.StatusGatewayTimeout {
 			t.Fatalf("write %d = %v; want 504 (kept) or 503 overloaded", i, r)
 		}
-		up.arrival(t, fmt.Sprintf("k%d", i))
+		up.Arrival(t, fmt.Sprintf("k%d", i))
 	}
 	if overloaded < 0 || overloaded > 8 {
 		t.Fatalf("first 503 overloaded at write %d; want it once about 8 KiB of bodies are kept", overloaded)
 	}
-	up.open()
+	up.Open()
 	itestutil.Eventually(t, 10*time.Second, "writes accepted after the late answers", func() bool {
 		return send("after").status == http.StatusCreated
 	})

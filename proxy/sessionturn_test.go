@@ -58,101 +58,24 @@ func (c *sessionCounters) Rejected(r session.Result) {
 }
 func (c *sessionCounters) Fallback() { c.fallbacks.Add(1) }
 
-// sessionUpstream is a real loopback API that records, per path (one
+// newSessionUpstream is a real loopback API that records, per path (one
 // session per path in these tests), how many requests it ran at once, and
 // the order in which keyed requests arrived. A request with X-Hold waits
-// until release is closed; X-Work makes it take that long.
-type sessionUpstream struct {
-	*httptest.Server
-	arrived chan string   // the key of each X-Hold request, on arrival
-	release chan struct{} // closed by open to let X-Hold requests answer
-	once    sync.Once
-
-	mu        sync.Mutex // protects the fields below
-	active    map[string]int
-	maxActive map[string]int
-	global    int
-	peak      int
-	order     []string
-	execs     map[string]int
-}
-
-func newSessionUpstream(t *testing.T) *sessionUpstream {
-	u := &sessionUpstream{
-		arrived:   make(chan string, 16),
-		release:   make(chan struct{}),
-		active:    make(map[string]int),
-		maxActive: make(map[string]int),
-		execs:     make(map[string]int),
-	}
-	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		key := r.Header.Get("Idempotency-Key")
-		p := r.URL.Path
-		u.mu.Lock()
-		u.active[p]++
-		u.maxActive[p] = max(u.maxActive[p], u.active[p])
-		u.global++
-		u.peak = max(u.peak, u.global)
-		u.order = append(u.order, key)
-		u.execs[key]++
-		u.mu.Unlock()
-		if r.Header.Get("X-Hold") != "" {
-			u.arrived <- key
-			select {
-			case <-u.release:
-			case <-r.Context().Done():
+// until the upstream opens; X-Work makes it take that long.
+func newSessionUpstream(t *testing.T) *itestutil.HeldUpstream {
+	return itestutil.NewHeldUpstream(t, itestutil.HeldOptions{
+		Hold: func(r *http.Request) bool { return r.Header.Get("X-Hold") != "" },
+		Answer: func(w http.ResponseWriter, r *http.Request, n int) {
+			if d, err := time.ParseDuration(r.Header.Get("X-Work")); err == nil {
+				// Simulated work of the upstream, not a synchronization.
+				select {
+				case <-time.After(d):
+				case <-r.Context().Done():
+				}
 			}
-		}
-		if d, err := time.ParseDuration(r.Header.Get("X-Work")); err == nil {
-			// Simulated work of the upstream, not a synchronization.
-			select {
-			case <-time.After(d):
-			case <-r.Context().Done():
-			}
-		}
-		u.mu.Lock()
-		u.active[p]--
-		u.global--
-		u.mu.Unlock()
-		w.WriteHeader(http.StatusCreated)
-		fmt.Fprintf(w, `{"key":%q}`, key)
-	}))
-	t.Cleanup(u.Close)
-	return u
-}
-
-// open lets every held request answer. Tests defer it, so that a failing
-// test does not leave requests held while its servers close.
-func (u *sessionUpstream) open() { u.once.Do(func() { close(u.release) }) }
-
-func (u *sessionUpstream) stats() (maxPerSession map[string]int, peak int, order []string) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	m := make(map[string]int, len(u.maxActive))
-	for k, v := range u.maxActive {
-		m[k] = v
-	}
-	return m, u.peak, append([]string(nil), u.order...)
-}
-
-func (u *sessionUpstream) executions(key string) int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.execs[key]
-}
-
-// waitArrived waits (at most 10 s) for the held request with key.
-func (u *sessionUpstream) waitArrived(t *testing.T, key string) {
-	t.Helper()
-	select {
-	case got := <-u.arrived:
-		if got != key {
-			t.Fatalf("held request %q arrived; want %q", got, key)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("held request %q did not arrive within 10s", key)
-	}
+			itestutil.WriteCreated(w, r, n)
+		},
+	})
 }
 
 // newSessionProxy is a memory-store proxy with the session routes and a
@@ -268,12 +191,12 @@ func TestSessionOverflow(t *testing.T) {
 	up := newSessionUpstream(t)
 	m := &sessionCounters{}
 	tp := newSessionProxy(t, up.URL, session.Options{QueueDepth: 4, QueueTimeout: time.Minute, Metrics: m}, nil)
-	defer up.open()
+	defer up.Open()
 	c := sessionClient(t)
 	u := tp.URL + "/carts/c1"
 
 	answers := []<-chan result{async(c, "PUT", u, "k1", "X-Hold", "1")}
-	up.waitArrived(t, "k1")
+	up.Arrival(t, "k1")
 	for i := 2; i <= 5; i++ {
 		answers = append(answers, async(c, "PUT", u, fmt.Sprintf("k%d", i)))
 		itestutil.Eventually(t, 10*time.Second, fmt.Sprintf("%d waiting", i-1), func() error { return wantWaiting(m, int64(i-1)) })
@@ -293,22 +216,22 @@ func TestSessionOverflow(t *testing.T) {
 		t.Errorf("waiting after the refusals = %d; want 4", n)
 	}
 
-	up.open()
+	up.Open()
 	for i, ch := range answers {
 		if r := recv(t, ch, fmt.Sprintf("k%d", i+1)); r.status != 201 {
 			t.Errorf("k%d = %v; want 201", i+1, r)
 		}
 	}
-	_, _, order := up.stats()
+	order := up.Order()
 	if got := strings.Join(order, ","); got != "k1,k2,k3,k4,k5" {
 		t.Errorf("upstream order = %s; want k1,k2,k3,k4,k5 (FIFO)", got)
 	}
 	// The refused request was never claimed for good: it runs now.
 	r = recv(t, async(c, "PUT", u, "k6"), "6th again")
-	if r.status != 201 || r.header.Get("Idempotent-Replayed") != "" || up.executions("k6") != 1 {
-		t.Errorf("6th again = %v, executions %d; want a first execution", r, up.executions("k6"))
+	if r.status != 201 || r.header.Get("Idempotent-Replayed") != "" || up.Count("k6") != 1 {
+		t.Errorf("6th again = %v, executions %d; want a first execution", r, up.Count("k6"))
 	}
-	maxes, _, _ := up.stats()
+	maxes, _ := up.Concurrency()
 	if maxes["/carts/c1"] != 1 {
 		t.Errorf("max concurrency of /carts/c1 = %d; want 1", maxes["/carts/c1"])
 	}
@@ -325,12 +248,12 @@ func TestSessionQueueTimeout(t *testing.T) {
 	m := &sessionCounters{}
 	const timeout = 300 * time.Millisecond
 	tp := newSessionProxy(t, up.URL, session.Options{QueueDepth: 4, QueueTimeout: timeout, Metrics: m}, nil)
-	defer up.open()
+	defer up.Open()
 	c := sessionClient(t)
 	u := tp.URL + "/carts/c1"
 
 	first := async(c, "PUT", u, "k1", "X-Hold", "1")
-	up.waitArrived(t, "k1")
+	up.Arrival(t, "k1")
 	for attempt := 1; attempt <= 2; attempt++ {
 		start := time.Now()
 		r := recv(t, async(c, "PUT", u, "k2"), "k2")
@@ -346,12 +269,12 @@ func TestSessionQueueTimeout(t *testing.T) {
 		t.Logf("attempt %d: 503 after %v (queue_timeout %v)", attempt, d, timeout)
 		itestutil.Eventually(t, 10*time.Second, "k2 released", func() bool { return released(t, tp, "k2") })
 	}
-	up.open()
+	up.Open()
 	if r := recv(t, first, "k1"); r.status != 201 {
 		t.Errorf("k1 = %v; want 201", r)
 	}
-	if r := recv(t, async(c, "PUT", u, "k2"), "k2 later"); r.status != 201 || up.executions("k2") != 1 {
-		t.Errorf("k2 later = %v, executions %d; want 201, 1", r, up.executions("k2"))
+	if r := recv(t, async(c, "PUT", u, "k2"), "k2 later"); r.status != 201 || up.Count("k2") != 1 {
+		t.Errorf("k2 later = %v, executions %d; want 201, 1", r, up.Count("k2"))
 	}
 	if n := m.timeouts.Load(); n != 2 {
 		t.Errorf("timeouts = %d; want 2", n)
@@ -366,12 +289,12 @@ func TestSessionClientHangUp(t *testing.T) {
 	up := newSessionUpstream(t)
 	m := &sessionCounters{}
 	tp := newSessionProxy(t, up.URL, session.Options{QueueDepth: 1, QueueTimeout: time.Minute, Metrics: m}, nil)
-	defer up.open()
+	defer up.Open()
 	c := sessionClient(t)
 	u := tp.URL + "/carts/c1"
 
 	first := async(c, "PUT", u, "k1", "X-Hold", "1")
-	up.waitArrived(t, "k1")
+	up.Arrival(t, "k1")
 	ctx, cancel := context.WithCancel(context.Background())
 	gone := make(chan error, 1)
 	go func() {
@@ -392,7 +315,7 @@ func TestSessionClientHangUp(t *testing.T) {
 	// The line has room again.
 	third := async(c, "PUT", u, "k3")
 	itestutil.Eventually(t, 10*time.Second, "1 waiting", func() error { return wantWaiting(m, 1) })
-	up.open()
+	up.Open()
 	for _, x := range []struct {
 		key string
 		ch  <-chan result
@@ -401,7 +324,7 @@ func TestSessionClientHangUp(t *testing.T) {
 			t.Errorf("%s = %v; want 201", x.key, r)
 		}
 	}
-	if n := up.executions("k2"); n != 0 {
+	if n := up.Count("k2"); n != 0 {
 		t.Errorf("the hung-up request ran %d times; want 0", n)
 	}
 	if r := recv(t, async(c, "PUT", u, "k2"), "k2 again"); r.status != 201 {
@@ -428,13 +351,13 @@ func TestSessionScopes(t *testing.T) {
 	tp := newSessionProxy(t, up.URL, session.Options{QueueDepth: 4, QueueTimeout: time.Minute, Metrics: m}, func(o *Options) {
 		o.Idempotency.TenantFor = tenantHosts(map[string]string{"127.0.0.1": "shop1", "shop2.example": "shop2"})
 	})
-	defer up.open()
+	defer up.Open()
 	c := sessionClient(t)
 
 	held := async(c, "PUT", tp.URL+"/carts/A", "held", "X-Hold", "1")
-	up.waitArrived(t, "held")
+	up.Arrival(t, "held")
 	hdrHeld := async(c, "POST", tp.URL+"/checkout", "hdr-held", "X-Cart-Id", "A", "X-Hold", "1")
-	up.waitArrived(t, "hdr-held")
+	up.Arrival(t, "hdr-held")
 
 	get := async(c, "GET", tp.URL+"/carts/A", "")
 	itestutil.Eventually(t, 10*time.Second, "1 waiting: the GET", func() error { return wantWaiting(m, 1) })
@@ -465,7 +388,7 @@ func TestSessionScopes(t *testing.T) {
 	// Another spelling of the same cart is the same session: it waits.
 	spelled := async(c, "PUT", tp.URL+"/CARTS//%41/", "spelled")
 	itestutil.Eventually(t, 10*time.Second, "3 waiting", func() error { return wantWaiting(m, 3) })
-	up.open()
+	up.Open()
 	for name, ch := range map[string]<-chan result{"held": held, "get": get, "hdr-held": hdrHeld, "hdr-wait": hdrWait, "spelled": spelled} {
 		if r := recv(t, ch, name); r.status != 201 {
 			t.Errorf("%s = %v; want 201", name, r)
@@ -477,7 +400,7 @@ func TestSessionScopes(t *testing.T) {
 // once, spread over bases, each taking work at the upstream. It checks
 // that the upstream never ran two of one session at once and that every
 // request ran once, and reports the wall time and peak parallelism.
-func loadSessions(t *testing.T, up *sessionUpstream, bases []string, sessions, per int, work time.Duration) {
+func loadSessions(t *testing.T, up *itestutil.HeldUpstream, bases []string, sessions, per int, work time.Duration) {
 	t.Helper()
 	c := sessionClient(t)
 	var wg sync.WaitGroup
@@ -499,7 +422,8 @@ func loadSessions(t *testing.T, up *sessionUpstream, bases []string, sessions, p
 	}
 	wg.Wait()
 	wall := time.Since(start)
-	maxes, peak, order := up.stats()
+	maxes, peak := up.Concurrency()
+	order := up.Order()
 	for s := range sessions {
 		p := fmt.Sprintf("/carts/sess-%d", s)
 		if maxes[p] != 1 {
@@ -510,7 +434,7 @@ func loadSessions(t *testing.T, up *sessionUpstream, bases []string, sessions, p
 		t.Errorf("upstream ran %d requests; want %d", len(order), sessions*per)
 	}
 	for _, k := range order {
-		if n := up.executions(k); n != 1 {
+		if n := up.Count(k); n != 1 {
 			t.Errorf("%s ran %d times; want 1", k, n)
 		}
 	}

@@ -29,27 +29,28 @@ func holdRoutes(wait time.Duration) []Route {
 	return rs
 }
 
-// newHoldProxy is a proxy on holdRoutes in front of up, whose /broken hangs
-// up on every request it read.
-func newHoldProxy(t *testing.T, up *heldUpstream, wait time.Duration) (*testProxy, *Metrics) {
+// newHoldProxy is a proxy on holdRoutes in front of a held upstream,
+// whose /broken hangs up on every request it read, unheld.
+func newHoldProxy(t *testing.T, wait time.Duration) (*itestutil.HeldUpstream, *testProxy, *Metrics) {
 	t.Helper()
-	held := up.handler
-	up.handler = func(w http.ResponseWriter, r *http.Request, n int) {
-		if r.URL.Path == "/broken" {
-			conn, _, err := http.NewResponseController(w).Hijack()
-			if err == nil {
-				conn.Close()
+	up := itestutil.NewHeldUpstream(t, itestutil.HeldOptions{
+		Hold: func(r *http.Request) bool { return r.URL.Path != "/broken" },
+		Answer: func(w http.ResponseWriter, r *http.Request, n int) {
+			if r.URL.Path == "/broken" {
+				if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+					conn.Close()
+				}
+				return
 			}
-			return
-		}
-		held(w, r, n)
-	}
+			itestutil.WriteCreated(w, r, n)
+		},
+	})
 	m := NewMetrics(prometheus.NewRegistry(), "test", "")
 	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) {
 		o.Stages.Routes = holdRoutes(wait)
 		o.Metrics = m
 	})
-	return tp, m
+	return up, tp, m
 }
 
 // wantUnknown checks that r is 409 idempotency_outcome_unknown without
@@ -71,8 +72,7 @@ func wantUnknown(t *testing.T, what string, r result) {
 // (the old behaviour) the retry after the lease would run it again.
 func TestHoldBroken(t *testing.T) {
 	t.Parallel()
-	up := newHeldUpstream(t)
-	tp, m := newHoldProxy(t, up, time.Minute)
+	up, tp, m := newHoldProxy(t, time.Minute)
 	first := tp.do(t, "POST", "/broken", "k1", `{"amount":1}`)
 	if first.status != http.StatusBadGateway || problemCode(t, first) != "upstream_broken" {
 		t.Fatalf("first = %v; want 502 upstream_broken", first)
@@ -83,7 +83,7 @@ func TestHoldBroken(t *testing.T) {
 			tp.clock.Advance(time.Hour) // long past the lease: still held
 		}
 	}
-	if n := up.executions("POST", "/broken", "k1"); n != 1 {
+	if n := up.Count("k1"); n != 1 {
 		t.Errorf("executions = %d; want 1", n)
 	}
 	if n := testutil.ToFloat64(m.unknowns.WithLabelValues("broken", "broken")); n != 1 {
@@ -113,8 +113,8 @@ func TestHoldBroken(t *testing.T) {
 	if r := tp.do(t, "POST", "/pay", "k2", `{}`); r.status != http.StatusGatewayTimeout {
 		t.Fatalf("k2 = %v; want 504", r)
 	}
-	up.arrival(t, "k2")
-	up.open()
+	up.Arrival(t, "k2")
+	up.Open()
 	itestutil.Eventually(t, 10*time.Second, "k2's late answer recorded", func() bool {
 		return tp.do(t, "POST", "/pay", "k2", `{}`).status == http.StatusCreated
 	})
@@ -126,12 +126,11 @@ func TestHoldBroken(t *testing.T) {
 func TestHoldLateTimeout(t *testing.T) {
 	t.Parallel()
 	for _, wait := range []time.Duration{0, 200 * time.Millisecond} {
-		up := newHeldUpstream(t)
-		tp, m := newHoldProxy(t, up, wait)
+		up, tp, m := newHoldProxy(t, wait)
 		if r := tp.do(t, "POST", "/pay", "k1", `{}`); r.status != http.StatusGatewayTimeout {
 			t.Fatalf("late_answer_wait %v: first = %v; want 504", wait, r)
 		}
-		up.arrival(t, "k1")
+		up.Arrival(t, "k1")
 		var r result
 		itestutil.Eventually(t, 10*time.Second, "the late wait to end", func() error {
 			if r = tp.do(t, "POST", "/pay", "k1", `{}`); r.status == http.StatusConflict && problemCode(t, r) == "idempotency_in_progress" {
@@ -143,8 +142,8 @@ func TestHoldLateTimeout(t *testing.T) {
 		if n := testutil.ToFloat64(m.unknowns.WithLabelValues("pay", "late_timeout")); n != 1 {
 			t.Errorf("late_answer_wait %v: unknown outcomes late_timeout = %v; want 1", wait, n)
 		}
-		up.open()
-		if n := up.executions("POST", "/pay", "k1"); n != 1 {
+		up.Open()
+		if n := up.Count("k1"); n != 1 {
 			t.Errorf("executions = %d; want 1", n)
 		}
 	}
@@ -157,13 +156,12 @@ func TestHoldLateTimeout(t *testing.T) {
 // over: keystore/storetest's LapsedWithoutSentMarkTakenOver.)
 func TestHoldLapsed(t *testing.T) {
 	t.Parallel()
-	up := newHeldUpstream(t)
-	tp, m := newHoldProxy(t, up, time.Minute)
+	up, tp, m := newHoldProxy(t, time.Minute)
 	first := tp.do(t, "POST", "/pay", "k1", `{}`)
 	if first.status != http.StatusGatewayTimeout {
 		t.Fatalf("first = %v; want 504", first)
 	}
-	up.arrival(t, "k1")
+	up.Arrival(t, "k1")
 	tp.clock.Advance(10 * time.Minute) // past the lease (120s): it lapsed
 	wantUnknown(t, "retry of the lapsed sent claim", tp.do(t, "POST", "/pay", "k1", `{}`))
 	wantUnknown(t, "second retry", tp.do(t, "POST", "/pay", "k1", `{}`))
@@ -173,7 +171,7 @@ func TestHoldLapsed(t *testing.T) {
 	if !strings.Contains(tp.logs.String(), `"request_id":"`+first.header.Get("X-Request-Id")+`","route":"pay","cause":"lapsed"`) {
 		t.Errorf("no log line of the lapsed outcome with the original's request id:\n%s", tp.logs.String())
 	}
-	up.open()
+	up.Open()
 	var r result
 	itestutil.Eventually(t, 10*time.Second, "the holder's late answer to resolve it", func() error {
 		if r = tp.do(t, "POST", "/pay", "k1", `{}`); r.status != http.StatusCreated {
@@ -181,7 +179,7 @@ func TestHoldLapsed(t *testing.T) {
 		}
 		return nil
 	})
-	if n := up.executions("POST", "/pay", "k1"); n != 1 {
+	if n := up.Count("k1"); n != 1 {
 		t.Errorf("executions = %d; want 1", n)
 	}
 }
@@ -190,12 +188,11 @@ func TestHoldLapsed(t *testing.T) {
 // is marked unknown (cause shutdown).
 func TestHoldShutdown(t *testing.T) {
 	t.Parallel()
-	up := newHeldUpstream(t)
-	tp, m := newHoldProxy(t, up, 30*time.Minute)
+	up, tp, m := newHoldProxy(t, 30*time.Minute)
 	if r := tp.do(t, "POST", "/pay", "k1", `{}`); r.status != http.StatusGatewayTimeout {
 		t.Fatalf("first = %v; want 504", r)
 	}
-	up.arrival(t, "k1")
+	up.Arrival(t, "k1")
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	tp.p.Shutdown(ctx)
@@ -206,7 +203,7 @@ func TestHoldShutdown(t *testing.T) {
 	if n := testutil.ToFloat64(m.unknowns.WithLabelValues("pay", "shutdown")); n != 1 {
 		t.Errorf("unknown outcomes shutdown = %v; want 1", n)
 	}
-	up.open()
+	up.Open()
 }
 
 // TestHoldWaiter: with in_progress: wait on a hold route, a waiter that
@@ -215,8 +212,7 @@ func TestHoldShutdown(t *testing.T) {
 // claiming it.
 func TestHoldWaiter(t *testing.T) {
 	t.Parallel()
-	up := newHeldUpstream(t)
-	tp, m := newHoldProxy(t, up, time.Minute)
+	up, tp, m := newHoldProxy(t, time.Minute)
 	rs := holdRoutes(time.Minute)
 	for i := range rs {
 		if rs[i].Idempotent {
@@ -241,7 +237,7 @@ func TestHoldWaiter(t *testing.T) {
 		}
 		first <- readResult(t, res)
 	}()
-	up.arrival(t, "k1")
+	up.Arrival(t, "k1")
 	waiter := make(chan result, 1)
 	go func() {
 		req, _ := http.NewRequest("POST", tp.URL+"/pay", strings.NewReader(`{}`))
@@ -270,9 +266,9 @@ func TestHoldWaiter(t *testing.T) {
 	if n := testutil.ToFloat64(m.unknowns.WithLabelValues("pay", "lapsed")); n != 1 {
 		t.Errorf("unknown outcomes lapsed = %v; want 1", n)
 	}
-	up.open()
+	up.Open()
 	<-first
-	if n := up.executions("POST", "/pay", "k1"); n != 1 {
+	if n := up.Count("k1"); n != 1 {
 		t.Errorf("executions = %d; want 1", n)
 	}
 }

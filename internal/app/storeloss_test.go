@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,59 +18,6 @@ import (
 	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/internal/testutil"
 )
-
-// gatedUpstream counts executions per key and holds each request until the
-// test opens its gate (or 20 s pass).
-type gatedUpstream struct {
-	*httptest.Server
-	arrived chan string
-	mu      sync.Mutex // protects gate and opened
-	gate    chan struct{}
-	opened  bool
-	execs   execCounter
-}
-
-func newGatedUpstream(t *testing.T) *gatedUpstream {
-	u := &gatedUpstream{arrived: make(chan string, 16), gate: make(chan struct{})}
-	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		key := r.Header.Get("Idempotency-Key")
-		n, _ := u.execs.add(key)
-		u.arrived <- key
-		u.mu.Lock()
-		gate := u.gate
-		u.mu.Unlock()
-		select {
-		case <-gate:
-		case <-time.After(20 * time.Second):
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusCreated)
-		fmt.Fprintf(w, `{"key":%q,"exec":%d}`, key, n)
-	}))
-	t.Cleanup(u.Close)
-	t.Cleanup(u.open) // before Close: a held request must not hold Close
-	return u
-}
-
-// open lets the held requests (and the next ones) answer.
-func (u *gatedUpstream) open() {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if !u.opened {
-		close(u.gate)
-		u.opened = true
-	}
-}
-
-// shut makes the next requests wait for open again.
-func (u *gatedUpstream) shut() {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.opened {
-		u.gate, u.opened = make(chan struct{}), false
-	}
-}
 
 // storeLossApp runs an app on the Redis at addr with the given store
 // timeout; it returns it with its logs.
@@ -121,7 +67,7 @@ func (oa *opsApp) late(t *testing.T) float64 {
 func TestStoreLossFlushAllE2E(t *testing.T) {
 	t.Parallel()
 	own := redistest.StartOwn(t)
-	up := newGatedUpstream(t)
+	up := testutil.NewHeldUpstream(t, testutil.HeldOptions{})
 	oa := storeLossApp(t, up.URL, own.Addr, "1s")
 	if got := testutil.Gathered(t, oa.reg, "idemgate_store_resets_total"); got != 0 {
 		t.Fatalf("idemgate_store_resets_total at start = %v; want 0", got)
@@ -130,22 +76,22 @@ func TestStoreLossFlushAllE2E(t *testing.T) {
 	c := e2eClient(t)
 	first := make(chan e2eAnswer, 1)
 	go func() { first <- post(c, oa.base, "flushed", `{"n":1}`) }()
-	waitArrived(t, up.arrived, "flushed")
+	up.Arrival(t, "flushed")
 	rc := own.Client()
 	defer rc.Close()
 	if err := rc.FlushAll(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
-	up.open()
+	up.Open()
 	a := <-first
-	if a.err != nil || a.status != http.StatusCreated || a.body != `{"key":"flushed","exec":1}` {
-		t.Fatalf("write during FLUSHALL = %v; want 201 exec 1", a)
+	if a.err != nil || a.status != http.StatusCreated || a.body != `{"key":"flushed","execution":1}` {
+		t.Fatalf("write during FLUSHALL = %v; want 201 execution 1", a)
 	}
 	r := post(c, oa.base, "flushed", `{"n":1}`)
 	if r.err != nil || r.status != http.StatusCreated || r.body != a.body || r.header.Get("Idempotent-Replayed") != "true" {
 		t.Errorf("retry after FLUSHALL = %v (replayed %q); want the first answer replayed", r, r.header.Get("Idempotent-Replayed"))
 	}
-	if n := up.execs.get("flushed"); n != 1 {
+	if n := up.Count("flushed"); n != 1 {
 		t.Errorf("upstream ran the write %d times; want 1", n)
 	}
 	if got := oa.late(t); got != 0 {
@@ -170,8 +116,8 @@ func TestStoreLossFlushAllE2E(t *testing.T) {
 func TestStoreLossPausedClaimE2E(t *testing.T) {
 	t.Parallel()
 	own := redistest.StartOwn(t)
-	up := newGatedUpstream(t)
-	up.open()
+	up := testutil.NewHeldUpstream(t, testutil.HeldOptions{})
+	up.Open()
 	oa := storeLossApp(t, up.URL, own.Addr, "300ms")
 	c := e2eClient(t)
 	warmUp(t, c, oa.base)
@@ -205,7 +151,7 @@ func TestStoreLossPausedClaimE2E(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("a retry ran %v after Redis resumed (%d × 409 before)", time.Since(resumed).Round(time.Millisecond), conflicts)
-	if n := up.execs.get("paused"); n != 1 {
+	if n := up.Count("paused"); n != 1 {
 		t.Errorf("upstream ran the write %d times; want 1", n)
 	}
 	if got := testutil.Gathered(t, oa.reg, "idemgate_claim_releases_total", "result", "released"); got < 1 {
@@ -322,20 +268,22 @@ func TestStoreLossLostCompletionReplyE2E(t *testing.T) {
 	t.Parallel()
 	own := redistest.StartOwn(t)
 	mute := newReplyMute(t, own.Addr)
-	up := newGatedUpstream(t)
+	up := testutil.NewHeldUpstream(t, testutil.HeldOptions{})
 	oa := storeLossApp(t, up.URL, mute.addr, "300ms")
 	c := e2eClient(t)
 	// A first write loads the scripts: a script's first run (EVALSHA, then
 	// EVAL on NOSCRIPT) would otherwise be lost whole while muted.
-	up.open()
+	up.Open()
 	warmUp(t, c, oa.base)
-	<-up.arrived
-	up.shut()
+	if _, ok := up.Next(10 * time.Second); !ok {
+		t.Fatal("the warm-up write did not reach the upstream")
+	}
+	up.Shut()
 	first := make(chan e2eAnswer, 1)
 	go func() { first <- post(c, oa.base, "completing", `{}`) }()
-	waitArrived(t, up.arrived, "completing")
+	up.Arrival(t, "completing")
 	mute.muted.Store(true)
-	up.open()
+	up.Open()
 	a := <-first
 	if a.err != nil || a.status != http.StatusCreated {
 		t.Fatalf("write = %v; want 201", a)
@@ -358,7 +306,7 @@ func TestStoreLossLostCompletionReplyE2E(t *testing.T) {
 	if strings.Contains(oa.logs.String(), "late completion rejected") {
 		t.Errorf("a late completion was logged with no takeover:\n%s", oa.logs)
 	}
-	if n := up.execs.get("completing"); n != 1 {
+	if n := up.Count("completing"); n != 1 {
 		t.Errorf("upstream ran the write %d times; want 1", n)
 	}
 }
@@ -369,8 +317,8 @@ func TestStoreLossLostCompletionReplyE2E(t *testing.T) {
 func TestStoreLossRestartE2E(t *testing.T) {
 	t.Parallel()
 	own := redistest.StartOwn(t)
-	up := newGatedUpstream(t)
-	up.open()
+	up := testutil.NewHeldUpstream(t, testutil.HeldOptions{})
+	up.Open()
 	oa := storeLossApp(t, up.URL, own.Addr, "500ms")
 	testutil.Eventually(t, 10*time.Second, "the first epoch check", func() bool { return healthResets(t, oa).Checked != nil })
 	if h := healthResets(t, oa); h.Count != 0 || h.Last != nil {
@@ -400,8 +348,8 @@ func TestStoreLossRestartE2E(t *testing.T) {
 func TestStoreLossReleaseDroppedAtShutdown(t *testing.T) {
 	t.Parallel()
 	own := redistest.StartOwn(t)
-	up := newGatedUpstream(t)
-	up.open()
+	up := testutil.NewHeldUpstream(t, testutil.HeldOptions{})
+	up.Open()
 	cfg, err := parseConfig([]byte(`
 upstream: {url: "` + up.URL + `"}
 edge_limit: {rate: 0}

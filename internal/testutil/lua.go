@@ -1,10 +1,12 @@
 package testutil
 
 import (
+	"io/fs"
 	"maps"
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -15,17 +17,34 @@ var (
 	luaReply = regexp.MustCompile(`return \{?\s*(-?\d+|[A-Z][A-Z_]*\b)`)
 )
 
-// LuaReplyCodes checks a package's embedded Lua scripts against the Go
-// constants of their reply codes. defs, the Lua that defines the codes
-// (one `local NAME = N -- meaning` line each), defines every name of want
-// once, with want's value, and no other; and no script (by file name in
-// scripts) is empty, replies with a bare number where a code belongs, or
+// LuaReplyCodes checks a package's embedded Lua scripts, every .lua file
+// in files, against the Go constants of their reply codes: the file defs,
+// which defines the codes (one `local NAME = N -- meaning` line each),
+// defines every name of want once, with want's value, and no other; and no
+// script is empty, replies with a bare number where a code belongs, or
 // replies with a capitalized name that is not a code. It reports each
 // problem with t.Errorf.
-func LuaReplyCodes(t testing.TB, defs string, want map[string]int, scripts map[string]string) {
+func LuaReplyCodes(t testing.TB, files fs.FS, defs string, want map[string]int) {
 	t.Helper()
+	scripts := map[string]string{}
+	err := fs.WalkDir(files, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".lua") {
+			return err
+		}
+		b, err := fs.ReadFile(files, path)
+		scripts[path] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Errorf("reading the Lua: %v", err)
+		return
+	}
+	if _, ok := scripts[defs]; !ok {
+		t.Errorf("no Lua file %s among %q", defs, slices.Sorted(maps.Keys(scripts)))
+		return
+	}
 	got := map[string]int{}
-	for _, m := range luaCode.FindAllStringSubmatch(defs, -1) {
+	for _, m := range luaCode.FindAllStringSubmatch(scripts[defs], -1) {
 		if _, dup := got[m[1]]; dup {
 			t.Errorf("the Lua defines %s twice", m[1])
 		}

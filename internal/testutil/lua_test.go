@@ -3,6 +3,7 @@ package testutil
 import (
 	"strings"
 	"testing"
+	"testing/fstest"
 )
 
 // LuaReplyCodes passes Lua whose codes match the Go constants and whose
@@ -28,16 +29,21 @@ func TestLuaReplyCodes(t *testing.T) {
 		{"twice", defs + "local OK = 1 -- again\n", map[string]string{"a.lua": good},
 			[]string{"the Lua defines OK twice"}},
 		{"bare numbers", defs, map[string]string{"a.lua": "return 1", "b.lua": "return {0, left}", "c.lua": "return { -1 }"},
-			[]string{`a.lua replies with a bare number: "return 1"`, `b.lua replies with a bare number: "return {0, left}"`, `c.lua replies with a bare number`}},
+			[]string{`lua/a.lua replies with a bare number: "return 1"`, `lua/b.lua replies with a bare number: "return {0, left}"`, `lua/c.lua replies with a bare number`}},
 		{"unknown name", defs, map[string]string{"a.lua": "return {HELD, 1}"},
-			[]string{`a.lua replies with a name that is not a reply code: "return {HELD, 1}"`}},
-		{"empty", defs, map[string]string{"a.lua": ""}, []string{"a.lua is empty"}},
+			[]string{`lua/a.lua replies with a name that is not a reply code: "return {HELD, 1}"`}},
+		{"empty", defs, map[string]string{"a.lua": ""}, []string{"lua/a.lua is empty"}},
+		{"no defs", "", map[string]string{"a.lua": good}, []string{"the Lua's NOT_HELD", "the Lua's OK", "lua/prelude.lua is empty"}},
 		{"lower-case names and calls are no codes", defs, map[string]string{"a.lua": "return r\nreturn redis.call('DEL', k)\nreturn {ok, v}"}, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
+			files := fstest.MapFS{"lua/prelude.lua": {Data: []byte(tt.defs)}, "lua/README": {Data: []byte("return 1")}}
+			for name, s := range tt.scripts {
+				files["lua/"+name] = &fstest.MapFile{Data: []byte(s)}
+			}
 			r := &fatalRecorder{TB: t}
-			LuaReplyCodes(r, tt.defs, want, tt.scripts)
+			LuaReplyCodes(r, files, "lua/prelude.lua", want)
 			if len(r.msgs) != len(tt.want) {
 				t.Fatalf("reported %q; want %d messages starting %q", r.msgs, len(tt.want), tt.want)
 			}
@@ -48,4 +54,12 @@ func TestLuaReplyCodes(t *testing.T) {
 			}
 		})
 	}
+	t.Run("no defs file", func(t *testing.T) {
+		t.Parallel()
+		r := &fatalRecorder{TB: t}
+		LuaReplyCodes(r, fstest.MapFS{"lua/a.lua": {Data: []byte(good)}}, "lua/codes.lua", want)
+		if len(r.msgs) != 1 || !strings.HasPrefix(r.msgs[0], `no Lua file lua/codes.lua among ["lua/a.lua"]`) {
+			t.Errorf("reported %q; want that lua/codes.lua is missing", r.msgs)
+		}
+	})
 }

@@ -1,6 +1,9 @@
 // Package testutil holds the small helpers several packages' tests share: a
 // settable clock, a goroutine-safe buffer for captured logs, a dead address,
-// a silent go-redis logger and a metric reader.
+// a silent go-redis logger, a metric reader, Eventually (polling with a
+// deadline), Gate (a TCP forwarder to shut and open), HeldUpstream (an HTTP
+// upstream that holds requests until opened) and LuaReplyCodes (embedded
+// Lua's reply codes against their Go constants).
 package testutil
 
 import (

@@ -1,18 +1,19 @@
 package redisstorage
 
 import (
+	"embed"
 	"testing"
 
 	"github.com/idemgate/idemgate/internal/testutil"
 )
 
+//go:embed lua/*.lua
+var luaFiles embed.FS
+
 // TestLuaReplyCodes: the reply codes named in lua/prelude.lua have the Go
-// constants' values, each is defined once, and every script replies with
-// them, never with a bare number.
+// constants' values, each is defined once, and every script in lua/
+// replies with them, never with a bare number.
 func TestLuaReplyCodes(t *testing.T) {
 	t.Parallel()
-	testutil.LuaReplyCodes(t, prelude, map[string]int{"OK": codeOK, "NOT_HELD": codeNotHeld}, map[string]string{
-		"prelude.lua": prelude, "acquire.lua": acquireLua, "refresh.lua": refreshLua,
-		"release.lua": releaseLua, "store.lua": storeLua, "delete.lua": deleteLua,
-	})
+	testutil.LuaReplyCodes(t, luaFiles, "lua/prelude.lua", map[string]int{"OK": codeOK, "NOT_HELD": codeNotHeld})
 }
