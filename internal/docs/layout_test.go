@@ -14,16 +14,17 @@ import (
 // the dependencies point one way, from main down to the contracts. A new
 // package gets its layer here; TestImportDirection fails until it has one.
 var layers = [][]string{
-	// 0: contracts and leaves, which import nothing of the module.
+	// 0: leaves, which import nothing of the module.
 	{
-		"keystore", "limiter", "session", "tlsconf", "tlsconf/redisstorage",
 		"internal/canonform", "internal/canonjson", "internal/clientaddr", "internal/cliflags",
 		"internal/connguard", "internal/demo", "internal/metric", "internal/memlimit",
-		"internal/pathtmpl", "internal/problem", "internal/tracing",
+		"internal/pathtmpl", "internal/problem", "internal/tick", "internal/tracing",
 		// test-only helpers, imported by tests alone
 		"internal/testutil", "internal/redistest", "tlsconf/storagetest", "tlsconf/tlstest",
 	},
-	// 1: the backends and decorators of a contract, and the building blocks
+	// 1: the contracts.
+	{"keystore", "limiter", "session", "tlsconf", "tlsconf/redisstorage"},
+	// 2: the backends and decorators of a contract, and the building blocks
 	// the proxy and the config share.
 	{
 		"keystore/compressed", "keystore/memstore", "keystore/metered", "keystore/redisstore",
@@ -31,12 +32,12 @@ var layers = [][]string{
 		"internal/budget", "internal/gql", "internal/identity", "admin", "admin/console",
 		"keystore/storetest", // the conformance suite, imported by the backends' tests
 	},
-	// 2: the pipeline and the config: neither imports the other (the proxy
+	// 3: the pipeline and the config: neither imports the other (the proxy
 	// takes a plain Policy the wiring compiles from the config).
 	{"proxy", "config"},
-	// 3: the wiring, and the config's importer.
+	// 4: the wiring, and the config's importer.
 	{"internal/app", "internal/openapi"},
-	// 4: main.
+	// 5: main.
 	{"cmd/idemgate"},
 }
 
