@@ -318,7 +318,7 @@ func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
 	// Header.Set for the three, with one array for their values.
 	var peerText string
 	if ex := exchangeOf(in); peer == ex.client {
-		peerText = ex.clientString() // the access log's too
+		peerText = clientText(in, ex) // the access log's too
 	} else {
 		peerText = peer.String()
 	}
