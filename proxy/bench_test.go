@@ -71,10 +71,22 @@ func newBenchIdemgate(b *testing.B, upstream string, mods ...func(*Options)) *ht
 	if err != nil {
 		b.Fatal(err)
 	}
-	st := memstore.New(memstore.Options{MaxEntries: 1 << 30, MaxBytes: 1 << 40})
 	tr := NewTransport()
+	srv := httptest.NewServer(newBenchProxy(b, u, tr, mods...))
+	b.Cleanup(func() {
+		srv.Close()
+		tr.CloseIdleConnections()
+	})
+	return srv
+}
+
+// newBenchProxy is idemgate (memory store, no edge limit) in front of
+// upstream through tr, closed when b ends.
+func newBenchProxy(b *testing.B, upstream *url.URL, tr http.RoundTripper, mods ...func(*Options)) *Proxy {
+	b.Helper()
+	st := memstore.New(memstore.Options{MaxEntries: 1 << 30, MaxBytes: 1 << 40})
 	opts := Options{
-		Upstream:  u,
+		Upstream:  upstream,
 		Transport: tr,
 		Stages: Stages{Routes: []Route{
 			{Name: "create_cart", Method: http.MethodPost, Path: "/ucp/v1/carts", Idempotent: true},
@@ -90,14 +102,11 @@ func newBenchIdemgate(b *testing.B, upstream string, mods ...func(*Options)) *ht
 	if err != nil {
 		b.Fatalf("New = %v", err)
 	}
-	srv := httptest.NewServer(p)
-	b.Cleanup(func() {
-		srv.Close()
+	b.Cleanup(func() { // after the server's Close (cleanups run last first)
 		p.Close()
 		st.Close()
-		tr.CloseIdleConnections()
 	})
-	return srv
+	return p
 }
 
 // benchLogged gives a benchmarked idemgate cmd/idemgate's access log (slog's
@@ -390,29 +399,7 @@ func BenchmarkHandler(b *testing.B) {
 		BufferPool: &bufferPool{},
 	}
 	idem := func(b *testing.B, mods ...func(*Options)) http.Handler {
-		st := memstore.New(memstore.Options{MaxEntries: 1 << 30, MaxBytes: 1 << 40})
-		opts := Options{
-			Upstream:  upURL,
-			Transport: benchRoundTripper{},
-			Stages: Stages{Routes: []Route{
-				{Name: "create_cart", Method: http.MethodPost, Path: "/ucp/v1/carts", Idempotent: true},
-				{Name: "get_cart", Method: http.MethodGet, Path: "/ucp/v1/carts/{id}"},
-			}},
-			Store:       st,
-			Idempotency: Idempotency{ReplayHeader: benchReplayHeader},
-		}
-		for _, mod := range mods {
-			mod(&opts)
-		}
-		p, err := newOpts(opts)
-		if err != nil {
-			b.Fatalf("New = %v", err)
-		}
-		b.Cleanup(func() {
-			p.Close()
-			st.Close()
-		})
-		return p
+		return newBenchProxy(b, upURL, benchRoundTripper{}, mods...)
 	}
 	type request struct {
 		method, path string

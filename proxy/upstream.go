@@ -63,6 +63,51 @@ func (b *bufferPool) Put(buf []byte) {
 	}
 }
 
+// headerTimer is a pass-through's response-header deadline: a timer that
+// cancels the upstream call with errHeaderTimeout. The timers are pooled
+// with their callback (issue 31: a timer and a closure fewer per
+// pass-through); one goes back to the pool only when it was stopped before
+// it fired, so its callback never runs for a later request. Only the
+// request's handler goroutine calls stop and release.
+type headerTimer struct {
+	t       *time.Timer
+	cancel  context.CancelCauseFunc // the call's; set before the timer is armed
+	stopped bool                    // a Stop returned true: the callback will not run
+}
+
+var headerTimers sync.Pool // of *headerTimer, stopped before they fired
+
+// startHeaderTimer calls cancel(errHeaderTimeout) after d, unless stopped
+// first.
+func startHeaderTimer(d time.Duration, cancel context.CancelCauseFunc) *headerTimer {
+	if ht, ok := headerTimers.Get().(*headerTimer); ok {
+		ht.cancel, ht.stopped = cancel, false
+		ht.t.Reset(d) // orders the write of cancel before the callback (as AfterFunc does)
+		return ht
+	}
+	ht := &headerTimer{cancel: cancel}
+	ht.t = time.AfterFunc(d, ht.fire)
+	return ht
+}
+
+func (ht *headerTimer) fire() { ht.cancel(errHeaderTimeout) }
+
+// stop stops the timer: the response headers arrived.
+func (ht *headerTimer) stop() {
+	if !ht.stopped {
+		ht.stopped = ht.t.Stop()
+	}
+}
+
+// release stops the timer and pools it, unless it fired.
+func (ht *headerTimer) release() {
+	ht.stop()
+	if ht.stopped {
+		ht.cancel = nil
+		headerTimers.Put(ht)
+	}
+}
+
 // upstreamCall is the per-request state of the upstream stage, kept in the
 // request's exchange.
 type upstreamCall struct {
@@ -72,8 +117,8 @@ type upstreamCall struct {
 	// failure is why a sent keyed write got no answer: broken or timed
 	// out (late wait over), for an unknown outcome (unknown.go).
 	failure     keystore.Cause
-	headerTimer *time.Timer // pass-through: the response-header deadline
-	late        *lateCall   // keyed writes with a late wait (late.go)
+	headerTimer *headerTimer // pass-through: the response-header deadline
+	late        *lateCall    // keyed writes with a late wait (late.go)
 	trace       httptrace.ClientTrace
 }
 
@@ -123,13 +168,11 @@ func (p *Proxy) newUpstream() http.Handler {
 		} else {
 			// Only the wait for response headers is bounded: streams and
 			// upgrades run on.
-			// cancel is declared here, never assigned again: the timer's
-			// closure then holds a copy, not a variable moved to the heap.
 			cctx, cancel := context.WithCancelCause(ctx)
 			ctx = cctx
 			defer cancel(nil)
-			call.headerTimer = time.AfterFunc(timeout, func() { cancel(errHeaderTimeout) })
-			defer call.headerTimer.Stop()
+			call.headerTimer = startHeaderTimer(timeout, cancel)
+			defer call.headerTimer.release()
 		}
 		ctx = p.traceWrites(ctx, call)
 		if call.sent == notSent {
@@ -276,7 +319,7 @@ func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
 	// Header.Set for the three, with one array for their values.
 	var peerText string
 	if ex := exchangeOf(in); peer == ex.client {
-		peerText = ex.clientString() // the access log's too
+		peerText = clientText(in, ex) // the access log's too
 	} else {
 		peerText = peer.String()
 	}
@@ -293,7 +336,7 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 		return nil
 	}
 	if call.headerTimer != nil {
-		call.headerTimer.Stop()
+		call.headerTimer.stop()
 	}
 	call.sent = answered
 	// A live answer keeps the upstream's own request ID (what its logs

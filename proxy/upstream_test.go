@@ -487,3 +487,128 @@ func TestRequestIDs(t *testing.T) {
 		t.Errorf("answer without the upstream's ID: %q; want [mine-3]", got)
 	}
 }
+
+// A pass-through waits for the upstream's response headers at most the
+// route's timeout (504 upstream_timeout, the upstream's request canceled);
+// once the headers came, the body streams on past it. The header timers
+// are pooled (issue 31): pass-throughs after and among timed-out ones are
+// never canceled by a timer of another request.
+func TestPassThroughHeaderTimeout(t *testing.T) {
+	t.Parallel()
+	const timeout = time.Second
+	up := newUpstream(t)
+	var canceled atomic.Int64
+	up.handler = func(w http.ResponseWriter, r *http.Request, n int) {
+		switch r.URL.Path {
+		case "/hang":
+			select {
+			case <-r.Context().Done():
+				canceled.Add(1)
+			case <-time.After(20 * time.Second):
+			}
+		case "/stream":
+			w.WriteHeader(http.StatusOK)
+			for i := range 3 {
+				fmt.Fprintf(w, "chunk %d;", i)
+				w.(http.Flusher).Flush()
+				time.Sleep(timeout / 2)
+			}
+		default:
+			w.WriteHeader(http.StatusOK)
+			io.WriteString(w, "fast")
+		}
+	}
+	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) { o.Timeout = timeout })
+
+	const hangs, fast = 4, 64
+	var wg sync.WaitGroup
+	errs := make(chan string, hangs+fast+1)
+	get := func(path string, wantStatus int, wantBody, wantCode string) {
+		defer wg.Done()
+		res, err := tp.Client().Get(tp.URL + path)
+		if err != nil {
+			errs <- fmt.Sprintf("GET %s: %v", path, err)
+			return
+		}
+		b, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		r := result{res.StatusCode, res.Header, b}
+		switch {
+		case err != nil:
+			errs <- fmt.Sprintf("GET %s: reading: %v", path, err)
+		case r.status != wantStatus:
+			errs <- fmt.Sprintf("GET %s = %d %s; want %d", path, r.status, b, wantStatus)
+		case wantCode != "" && problemCode(t, r) != wantCode:
+			errs <- fmt.Sprintf("GET %s = %s; want %s", path, b, wantCode)
+		case wantBody != "" && string(b) != wantBody:
+			errs <- fmt.Sprintf("GET %s = %q; want %q", path, b, wantBody)
+		}
+	}
+	start := time.Now()
+	wg.Add(1)
+	go get("/stream", http.StatusOK, "chunk 0;chunk 1;chunk 2;", "")
+	for range hangs {
+		wg.Add(1)
+		go get("/hang", http.StatusGatewayTimeout, "", "upstream_timeout")
+	}
+	for i := range fast {
+		if i == fast/2 {
+			time.Sleep(timeout + timeout/4) // the rest after the hangs timed out
+		}
+		wg.Add(1)
+		go get("/fast", http.StatusOK, "fast", "")
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if took := time.Since(start); took < timeout*3/2 {
+		t.Errorf("done after %v; the stream alone takes 1.5s", took)
+	}
+	testutil.Eventually(t, 10*time.Second, "the upstream's hung requests canceled", func() bool { return canceled.Load() == hangs })
+}
+
+// A header timer calls its own request's cancel, once, after its time, and
+// never one of an earlier request it was pooled after: 8 goroutines start
+// and stop timers of which every other one fires (1ns) and every other one
+// is stopped first (1h), each with a cancel of its own.
+func TestHeaderTimerPool(t *testing.T) {
+	t.Parallel()
+	const workers, each = 8, 200
+	counts := make([]atomic.Int64, workers*each)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				n := w*each + i
+				cancel := func(cause error) {
+					if cause != errHeaderTimeout {
+						t.Errorf("timer %d canceled with %v; want errHeaderTimeout", n, cause)
+					}
+					counts[n].Add(1)
+				}
+				if n%2 == 0 {
+					ht := startHeaderTimer(time.Hour, cancel)
+					ht.stop() // the headers came
+					ht.release()
+					continue
+				}
+				ht := startHeaderTimer(time.Nanosecond, cancel)
+				for counts[n].Load() == 0 {
+					time.Sleep(10 * time.Microsecond)
+				}
+				ht.stop() // too late: it fired
+				ht.release()
+			}
+		})
+	}
+	wg.Wait()
+	time.Sleep(10 * time.Millisecond) // a stray callback would land here
+	for n := range counts {
+		want := int64(n % 2)
+		if got := counts[n].Load(); got != want {
+			t.Errorf("timer %d's cancel ran %d times; want %d", n, got, want)
+		}
+	}
+}

@@ -55,6 +55,17 @@ func stripClientAddr(h map[string][]string, folded bool) int {
 // isClientAddrHeader is the one rule that names a client-address header:
 // the names compare without case and with "_" read as "-".
 func isClientAddrHeader(k string) bool {
+	// Every name below starts with X, T, F or C: most of a request's
+	// headers (Accept, User-Agent, Authorization, Idempotency-Key) are
+	// passed over at their first byte, on every forwarded request.
+	if k == "" {
+		return false
+	}
+	switch fold(k[0]) {
+	case 'x', 't', 'f', 'c':
+	default:
+		return false
+	}
 	const xf = "X-Forwarded-"
 	if len(k) >= len(xf) && foldEqual(k[:len(xf)], xf) {
 		return true

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/idemgate/idemgate/internal/clientaddr"
@@ -108,5 +109,43 @@ func TestStripAllocs(t *testing.T) {
 		clientaddr.StripHeaders(h)
 	}); a != 0 {
 		t.Errorf("allocs = %v; want 0", a)
+	}
+}
+
+// Every client-address header, in every spelling, is stripped, and other
+// headers are not, whatever their first byte (StripHeaders passes over most
+// names at their first byte).
+func TestStripHeadersEverySpelling(t *testing.T) {
+	names := []string{
+		"X-Real-Ip", "True-Client-Ip", "Forwarded", "X-Client-Ip", "X-Cluster-Client-Ip",
+		"Cf-Connecting-Ip", "Fastly-Client-Ip", "X-Forwarded-For", "X-Forwarded-Anything",
+	}
+	for _, name := range names {
+		for _, k := range []string{name, strings.ToLower(name), strings.ToUpper(name), strings.ReplaceAll(name, "-", "_")} {
+			if n := clientaddr.StripHeaders(map[string][]string{k: {"1.2.3.4"}}); n != 1 {
+				t.Errorf("StripHeaders removed %d of {%q}; want 1", n, k)
+			}
+		}
+	}
+	for _, k := range []string{"", "Accept", "Content-Type", "X-Request-Id", "Traceparent", "Forwarded-X", "Cf-Ray", "X-Forwarded", "Fastly-Debug"} {
+		if n := clientaddr.StripHeaders(map[string][]string{k: {"1.2.3.4"}}); n != 0 {
+			t.Errorf("StripHeaders removed %d of {%q}; want 0", n, k)
+		}
+	}
+}
+
+// BenchmarkStripHeaders strips a keyed write's headers, as a client sends
+// them: none is a client-address header.
+func BenchmarkStripHeaders(b *testing.B) {
+	h := map[string][]string{
+		"Accept": {"*/*"}, "User-Agent": {"Stripe/v1 GoBindings/82.1.0"}, "Authorization": {"Bearer sk_test"},
+		"Content-Type": {"application/json"}, "Content-Length": {"82"}, "Idempotency-Key": {"k-1"},
+		"Stripe-Version": {"2025-01-27"}, "X-Request-Id": {"abc-1"},
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if n := clientaddr.StripHeaders(h); n != 0 {
+			b.Fatalf("stripped %d", n)
+		}
 	}
 }
