@@ -71,11 +71,9 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	return slog.New(utcHandler{slog.NewJSONHandler(w, &slog.HandlerOptions{Level: &lv})}), nil
 }
 
-// utcHandler writes every log line's time in UTC. It sets the record's
-// time instead of giving the JSON handler a ReplaceAttr: with one, the
-// handler calls it for every attribute of every line (the access log's
-// dozen) and encodes the level through encoding/json (issue 31); the
-// lines are the same bytes.
+// utcHandler writes every line's time in UTC by setting the record's time:
+// a ReplaceAttr would run for every attribute of every line and encode the
+// level through encoding/json (issue 31). The lines are the same bytes.
 type utcHandler struct{ slog.Handler }
 
 func (h utcHandler) Handle(ctx context.Context, r slog.Record) error {
