@@ -100,3 +100,27 @@ func TestImportDirection(t *testing.T) {
 		}
 	}
 }
+
+// TestMainIsSmall keeps cmd/idemgate to flags, signals and subcommands
+// (DESIGN.md, Layout): at most 600 lines outside its tests, the rest in
+// internal/app (issue 29; it grew back past 600 twice).
+func TestMainIsSmall(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(root, "cmd", "idemgate", "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines += strings.Count(string(b), "\n")
+	}
+	if lines > 600 {
+		t.Errorf("cmd/idemgate has %d lines outside its tests; want at most 600: move the work into internal/app", lines)
+	}
+}
