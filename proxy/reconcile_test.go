@@ -176,13 +176,10 @@ func waitProbes(t *testing.T, tp *testProxy, key string, n int) keystore.ProbeSt
 	t.Helper()
 	var st keystore.ProbeState
 	itestutil.Eventually(t, 10*time.Second, "a reconcile probe", func() error {
-		if (func() bool {
-			st, _, _ = unknownStore(tp).ProbeStatus(context.Background(), tp.scopeOf(key))
-			return st.Probes >= n
-		})() {
-			return nil
+		if st, _, _ = unknownStore(tp).ProbeStatus(context.Background(), tp.scopeOf(key)); st.Probes < n {
+			return fmt.Errorf("probes of %s = %+v; want %d", key, st, n)
 		}
-		return errors.New((func() string { return fmt.Sprintf("probes of %s = %+v; want %d", key, st, n) })())
+		return nil
 	})
 	return st
 }
@@ -352,10 +349,10 @@ func TestReconcileFirstResolutionWins(t *testing.T) {
 	}
 	close(up.gate)
 	itestutil.Eventually(t, 10*time.Second, "a reconcile probe", func() error {
-		if (func() bool { return probes(m, keystore.ProbeLost) == 1 })() {
-			return nil
+		if probes(m, keystore.ProbeLost) != 1 {
+			return errors.New("the probe's result was never counted")
 		}
-		return errors.New((func() string { return "the probe's result was never counted" })())
+		return nil
 	})
 	if r := tp.write(t, "k1"); r.status != 202 || string(r.body) != "operator" {
 		t.Errorf("retry = %v; want the operator's answer", r)
@@ -416,14 +413,12 @@ func TestReconcileOneProberAtATime(t *testing.T) {
 			}
 			// After every, the next round probes again: one more.
 			itestutil.Eventually(t, 10*time.Second, "a reconcile probe", func() error {
-				if (func() bool {
-					a.p.ReconcileUnknown(context.Background(), 100)
-					b.p.ReconcileUnknown(context.Background(), 100)
-					return up.lookups.Load() >= 2
-				})() {
-					return nil
+				a.p.ReconcileUnknown(context.Background(), 100)
+				b.p.ReconcileUnknown(context.Background(), 100)
+				if n := up.lookups.Load(); n < 2 {
+					return fmt.Errorf("lookups = %d; want 2", n)
 				}
-				return errors.New((func() string { return fmt.Sprintf("lookups = %d; want 2", up.lookups.Load()) })())
+				return nil
 			})
 			if most := up.most.Load(); most != 1 {
 				t.Errorf("at once at most %d lookups; want 1", most)
@@ -463,10 +458,10 @@ func TestReconcileRedis(t *testing.T) {
 		t.Fatalf("first through A = %v; want 502", r)
 	}
 	itestutil.Eventually(t, 10*time.Second, "a reconcile probe", func() error {
-		if (func() bool { return probes(m, keystore.ProbeFound) == 1 })() {
-			return nil
+		if probes(m, keystore.ProbeFound) != 1 {
+			return errors.New("A's probe never found the write")
 		}
-		return errors.New((func() string { return "A's probe never found the write" })())
+		return nil
 	})
 	if r := b.write(t, "k.found"); r.status != http.StatusCreated || string(r.body) != `{"order":"o-1"}` || r.header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("retry through B = %v; want the probe's answer replayed as 201", r)
@@ -474,23 +469,19 @@ func TestReconcileRedis(t *testing.T) {
 	up.mode.Store("absent")
 	a.write(t, "k.absent")
 	itestutil.Eventually(t, 10*time.Second, "a reconcile probe", func() error {
-		if (func() bool { return probes(m, keystore.ProbeAbsent) >= 1 })() {
-			return nil
+		if probes(m, keystore.ProbeAbsent) < 1 {
+			return errors.New("A's first probe never went out")
 		}
-		return errors.New((func() string { return "A's first probe never went out" })())
+		return nil
 	})
 	wantUnknown(t, "retry through B after an early absent", b.write(t, "k.absent"))
 	itestutil.Eventually(t, 10*time.Second, "a reconcile probe", func() error {
-		if (func() bool {
-			b.p.ReconcileUnknown(context.Background(), 100)
-			return probes(mb, keystore.ProbeReleased) == 1
-		})() {
-			return nil
-		}
-		return errors.New((func() string {
+		b.p.ReconcileUnknown(context.Background(), 100)
+		if probes(mb, keystore.ProbeReleased) != 1 {
 			ps, ok, err := st.ProbeStatus(context.Background(), b.scopeOf("k.absent"))
-			return fmt.Sprintf("not released; %d lookups; probe state %+v %v %v", up.lookups.Load(), ps, ok, err)
-		})())
+			return fmt.Errorf("not released; %d lookups; probe state %+v %v %v", up.lookups.Load(), ps, ok, err)
+		}
+		return nil
 	})
 	if absents := probes(m, keystore.ProbeAbsent) + probes(mb, keystore.ProbeAbsent); absents < 2 {
 		t.Errorf("probes{absent} = %v before the release; want at least 2 (the early one and the first that counts)", absents)
