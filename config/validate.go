@@ -262,6 +262,12 @@ func (c *Config) validateStore(p *problems) {
 	if r.DB < 0 {
 		p.add("store.redis.db", ErrRange, "must be >= 0; got %d", r.DB)
 	}
+	if strings.ContainsAny(r.KeyPrefix, "{}") {
+		// Every key is prefix + "{" + hash tag + "}" (the store, the
+		// limiters, the session locks, the TLS storage): a brace in the
+		// prefix would move the hash tag, and a Cluster slot with it.
+		p.add("store.redis.key_prefix", ErrInvalid, "%q: must not contain { or } (the keys' Redis Cluster hash tags follow it)", r.KeyPrefix)
+	}
 	if r.Timeout <= 0 {
 		p.add("store.redis.timeout", ErrRange, "must be > 0; got %s", r.Timeout)
 	}

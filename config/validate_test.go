@@ -150,6 +150,8 @@ func TestValidateRules(t *testing.T) {
 		{"redis addr without port", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.Redis.Addrs = []string{"a:1", "localhost"} }, "store.redis.addrs[1]", ErrInvalid, nil},
 		{"redis addr without host", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.Redis.Addrs = []string{":6379"} }, "store.redis.addrs[0]", ErrInvalid, nil},
 		{"redis db", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.Redis.DB = -1 }, "store.redis.db", ErrRange, nil},
+		{"redis key prefix open brace", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.Redis.KeyPrefix = "shop{1}:" }, "store.redis.key_prefix", ErrInvalid, nil},
+		{"redis key prefix close brace", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.Redis.KeyPrefix = "shop}" }, "store.redis.key_prefix", ErrInvalid, nil},
 		{"redis timeout", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.Redis.Timeout = 0 }, "store.redis.timeout", ErrRange, nil},
 		{"record format", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.Redis.RecordFormat = "string" }, "store.redis.record_format", ErrInvalid, nil},
 		{"compression", func(c *Config) { c.Store.Compression = "gzip" }, "store.compression", ErrInvalid, nil},
