@@ -173,9 +173,7 @@ type TLS struct {
 	HTTPListen string `mapstructure:"http_listen"`
 }
 
-// MaxHeaderBytesCeiling is the largest MaxHeaderBytes accepted, and the
-// servers' own head limit: a reload may set MaxHeaderBytes to anything up
-// to it, which idemgate enforces per request below it.
+// MaxHeaderBytesCeiling is the largest MaxHeaderBytes accepted.
 const MaxHeaderBytesCeiling = 16 << 20
 
 // DefaultACMEHTTPListen is the HTTP listener of TLSACME when

@@ -88,7 +88,6 @@ type App struct {
 	ready, draining atomic.Bool
 	public, admin   *http.Server
 	conns           []*limitListener // max_connections of each listener; reload.mu protects it
-	heads           headLimit        // max_header_bytes of each listener
 	// afterDrain, when set (tests), runs after the public server drained
 	// and before the stores close.
 	afterDrain func()
@@ -167,8 +166,6 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 	a.closers.pushCtx(a.proxy.Shutdown) // first: the renewals and retries of requests still running
 	a.limits.Store(set)
 	a.setAdminToken(o.AdminToken)
-	a.heads.set(cfg.MaxHeaderBytes)
-	a.heads.requestID = a.proxy.RequestIDHeader
 	a.public = NewServer(a.proxy, a.log)
 	a.admin = NewServer(a.adminHandler(), a.log)
 	return a, nil

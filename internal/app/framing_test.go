@@ -28,14 +28,12 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
-	"github.com/idemgate/idemgate/config"
 	"github.com/idemgate/idemgate/tlsconf/tlstest"
 )
 
 // framingApp is a running idemgate whose upstream records the paths it
 // serves.
 type framingApp struct {
-	app   *App
 	addr  string
 	roots *x509.CertPool // nil: plain listener
 	mu    sync.Mutex
@@ -70,7 +68,7 @@ edge_limit: {rate: 0}
 		if err != nil {
 			t.Fatal(err)
 		}
-		fa.app, fa.addr = a, strings.TrimPrefix(serveTestApp(t, a), "http://")
+		fa.addr = strings.TrimPrefix(serveTestApp(t, a), "http://")
 		return fa
 	}
 	ca := tlstest.NewCA(t)
@@ -83,8 +81,8 @@ edge_limit: {rate: 0}
   key_file: ` + filepath.Join(sec.Dir, "tls.key") + `
   http_listen: ""
 `
-	ta := startTLSApp(t, tlsConfig(t, yaml))
-	fa.app, fa.addr, fa.roots = ta.app, ta.https, ca.Pool
+	fa.addr = startTLSApp(t, tlsConfig(t, yaml)).https
+	fa.roots = ca.Pool
 	return fa
 }
 
@@ -323,11 +321,11 @@ func h2Fields(t *testing.T, path string, n int) []hpack.HeaderField {
 }
 
 // TestMaxHeaderBytesExactHTTP2: over HTTP/2 max_header_bytes is the header
-// list size (names, values and 32 bytes a field, pseudo-headers included):
-// a list of exactly 65,536 bytes is served, one byte more gets 431 (from
-// the guard, per request). The server advertises its ceiling,
-// config.MaxHeaderBytesCeiling, in SETTINGS_MAX_HEADER_LIST_SIZE, since
-// max_header_bytes may change under open connections.
+// list size (names, values and 32 bytes a field, pseudo-headers included),
+// advertised as SETTINGS_MAX_HEADER_LIST_SIZE: a list of exactly 65,536
+// bytes is served, one byte more gets 431 (Go alone allows 320 more). A
+// single field longer than the limit ends the connection (Go's HPACK
+// decoder refuses the string), so the test stays at the boundary.
 func TestMaxHeaderBytesExactHTTP2(t *testing.T) {
 	t.Parallel()
 	app := startFramingApp(t, true)
@@ -343,8 +341,8 @@ func TestMaxHeaderBytesExactHTTP2(t *testing.T) {
 			if got := h.request(1, h2Fields(t, path, tc.n), ""); got != tc.want {
 				t.Fatalf("status %d; want %d", got, tc.want)
 			}
-			if h.maxHeaderList != config.MaxHeaderBytesCeiling {
-				t.Errorf("SETTINGS_MAX_HEADER_LIST_SIZE = %d; want %d", h.maxHeaderList, config.MaxHeaderBytesCeiling)
+			if h.maxHeaderList != 65536 {
+				t.Errorf("SETTINGS_MAX_HEADER_LIST_SIZE = %d; want 65536", h.maxHeaderList)
 			}
 			reached := false
 			for _, p := range app.seen() {
@@ -419,159 +417,5 @@ func TestTLSListenerPlainHTTP(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusBadRequest {
 		t.Errorf("status %d; want 400", res.StatusCode)
-	}
-}
-
-// exchangeOne writes raw on a new HTTP/1.1 connection and reads one answer.
-func (a *framingApp) exchangeOne(t *testing.T, raw string) (status int, closeHeader bool) {
-	t.Helper()
-	c := a.dial(t, "http/1.1")
-	go io.WriteString(c, raw)
-	res, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatalf("no answer: %v", err)
-	}
-	io.Copy(io.Discard, res.Body)
-	res.Body.Close()
-	c.Close()
-	return res.StatusCode, res.Close
-}
-
-// reloadHeaderLimit changes max_header_bytes on a through the real reload.
-func reloadHeaderLimit(t *testing.T, a *App, n int) {
-	t.Helper()
-	next := cloneConfig(t, a.liveConfig())
-	next.MaxHeaderBytes = n
-	data, err := next.EffectiveYAML()
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.applyConfig(data, nil)
-	if got := a.liveConfig().MaxHeaderBytes; got != n {
-		t.Fatalf("after the reload max_header_bytes is %d; want %d", got, n)
-	}
-}
-
-// manyHeaders returns a GET head of exactly n bytes made of 10-byte
-// "X-Hnnn: v" lines (and one pad line).
-func manyHeaders(t *testing.T, path string, n int) string {
-	var b strings.Builder
-	b.WriteString("GET " + path + " HTTP/1.1\r\nHost: x\r\n")
-	for i := 0; b.Len()+10+12+2 <= n; i++ {
-		fmt.Fprintf(&b, "X-H%03d: v\r\n", i%1000)
-	}
-	b.WriteString("X-P: " + strings.Repeat("p", n-b.Len()-9) + "\r\n\r\n")
-	if b.Len() != n {
-		t.Fatalf("head is %d bytes; want %d", b.Len(), n)
-	}
-	return b.String()
-}
-
-// TestMaxHeaderBytesReload: max_header_bytes reloads live, on the plain and
-// the TLS listener, over HTTP/1.1 and HTTP/2, and applies from the next
-// head on a connection already open. After a reload to 8,192 a head of
-// exactly 8,192 bytes is served and one byte more gets net/http's
-// plain-text 431 (DESIGN.md, Bounds) with Connection: close, whether the head is one huge header or
-// many small ones; after a reload to 100,000 a head of 100,000 bytes,
-// over the start's 65,536, is served.
-func TestMaxHeaderBytesReload(t *testing.T) {
-	t.Parallel()
-	for _, useTLS := range []bool{false, true} {
-		t.Run(fmt.Sprintf("tls=%v", useTLS), func(t *testing.T) {
-			t.Parallel()
-			app := startFramingApp(t, useTLS)
-			// A connection opened before the reload, with one request on it.
-			early := app.dial(t, "http/1.1")
-			earlyR := bufio.NewReader(early)
-			roundTrip := func(raw string) *http.Response {
-				t.Helper()
-				if _, err := io.WriteString(early, raw); err != nil {
-					t.Fatal(err)
-				}
-				res, err := http.ReadResponse(earlyR, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				b, _ := io.ReadAll(res.Body)
-				res.Body.Close()
-				res.Body = io.NopCloser(bytes.NewReader(b))
-				return res
-			}
-			if res := roundTrip(h1Head(t, "/early", 9000)); res.StatusCode != http.StatusOK {
-				t.Fatalf("before the reload: status %d; want 200", res.StatusCode)
-			}
-
-			reloadHeaderLimit(t, app.app, 8192)
-			for _, tc := range []struct {
-				name string
-				head string
-				want int
-			}{
-				{"one header, exactly the limit", h1Head(t, "/one-exact", 8192), http.StatusOK},
-				{"one header, one byte over", h1Head(t, "/one-over", 8193), http.StatusRequestHeaderFieldsTooLarge},
-				{"one huge header", h1Head(t, "/huge", 60000), http.StatusRequestHeaderFieldsTooLarge},
-				{"small headers, exactly the limit", manyHeaders(t, "/many-exact", 8192), http.StatusOK},
-				{"small headers, one byte over", manyHeaders(t, "/many-over", 8193), http.StatusRequestHeaderFieldsTooLarge},
-			} {
-				status, closeHeader := app.exchangeOne(t, tc.head)
-				if status != tc.want {
-					t.Errorf("%s: status %d; want %d", tc.name, status, tc.want)
-				}
-				if tc.want != http.StatusOK && !closeHeader {
-					t.Errorf("%s: 431 without Connection: close", tc.name)
-				}
-			}
-			// The connection opened before the reload: the next head counts
-			// against the new limit, and the 431 is net/http's plain text.
-			res := roundTrip(h1Head(t, "/early-over", 8193))
-			body, _ := io.ReadAll(res.Body)
-			if res.StatusCode != http.StatusRequestHeaderFieldsTooLarge || res.Header.Get("Content-Type") != "text/plain; charset=utf-8" ||
-				string(body) != "431 Request Header Fields Too Large" || res.Header.Get("X-Request-Id") == "" || !res.Close {
-				t.Errorf("open connection, head over the new limit: %d %v %s; want net/http's plain-text 431, a request ID, Connection: close",
-					res.StatusCode, res.Header, body)
-			}
-			if useTLS {
-				h := app.dialH2(t)
-				if got := h.request(1, h2Fields(t, "/h2-exact", 8192), ""); got != http.StatusOK {
-					t.Errorf("HTTP/2, exactly the limit: status %d; want 200", got)
-				}
-				if got := h.request(3, h2Fields(t, "/h2-over", 8193), ""); got != http.StatusRequestHeaderFieldsTooLarge {
-					t.Errorf("HTTP/2, one byte over: status %d; want 431", got)
-				}
-				// One field longer than the limit (Go's own limit is the
-				// ceiling, so the connection serves on), and many small ones.
-				huge := append(h2Fields(t, "/h2-huge", 1000), hpack.HeaderField{Name: "x-huge", Value: strings.Repeat("h", 20000)})
-				if got := h.request(5, huge, ""); got != http.StatusRequestHeaderFieldsTooLarge {
-					t.Errorf("HTTP/2, one 20,000-byte field: status %d; want 431", got)
-				}
-				many := h2Fields(t, "/h2-many-over", 1000)
-				for i := 0; fieldsSize(many) <= 8192; i++ {
-					many = append(many, hpack.HeaderField{Name: fmt.Sprintf("x-h%03d", i), Value: "v"})
-				}
-				if got := h.request(7, many, ""); got != http.StatusRequestHeaderFieldsTooLarge {
-					t.Errorf("HTTP/2, small fields over the limit (%d bytes): status %d; want 431", fieldsSize(many), got)
-				}
-				if got := h.request(9, h2Fields(t, "/h2-after", 1000), ""); got != http.StatusOK {
-					t.Errorf("HTTP/2, the next request on the connection: status %d; want 200", got)
-				}
-			}
-
-			reloadHeaderLimit(t, app.app, 100000)
-			if status, _ := app.exchangeOne(t, h1Head(t, "/raised", 100000)); status != http.StatusOK {
-				t.Errorf("raised to 100,000: status %d; want 200", status)
-			}
-			if status, _ := app.exchangeOne(t, manyHeaders(t, "/raised-over", 100001)); status != http.StatusRequestHeaderFieldsTooLarge {
-				t.Errorf("raised to 100,000, one byte over: status %d; want 431", status)
-			}
-			var reached []string
-			for _, p := range app.seen() {
-				if strings.Contains(p, "over") || strings.Contains(p, "huge") {
-					reached = append(reached, p)
-				}
-			}
-			if len(reached) > 0 {
-				t.Errorf("refused requests reached the upstream: %q", reached)
-			}
-		})
 	}
 }

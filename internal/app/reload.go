@@ -306,7 +306,6 @@ func (a *App) applyLive(applied *config.Config) {
 	for _, l := range a.conns {
 		l.SetLimit(applied.MaxConnections)
 	}
-	a.heads.set(applied.MaxHeaderBytes)
 	a.reloadAdmin(applied)
 }
 

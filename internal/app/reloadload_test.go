@@ -25,7 +25,7 @@ var formerRestartOnly = []string{
 	"idempotency.lease", "idempotency.max_lease", "idempotency.max_response_bytes",
 	"idempotency.late_answer_wait", "idempotency.late_answer_max", "idempotency.unknown_outcome",
 	"idempotency.max_waiters", "idempotency.key_syntax", "idempotency.allow_shared_accounts",
-	"path_case", "extra_methods", "max_header_bytes",
+	"path_case", "extra_methods",
 	// The tls.* keys but mode and http_listen reload live too; they are
 	// changed while TLS clients connect in TestTLSReloadFiles.
 }
@@ -246,16 +246,6 @@ routes:
 	if s, body, _ := send("POST", "/pay", "probe-3"); s != http.StatusConflict || !strings.Contains(body, "idempotency_response_too_large") {
 		t.Errorf("a retry after max_response_bytes: 16 = %d %s; want 409 idempotency_response_too_large", s, body)
 	}
-	// max_header_bytes: 8192 holds for the next request head.
-	apply("max_header_bytes", func(c *config.Config) { c.MaxHeaderBytes = 8192 })
-	big, _ := http.NewRequest("GET", oa.base+"/big", nil)
-	big.Header.Set("X-Pad", strings.Repeat("p", 9000))
-	if res, err := client.Do(big); err != nil || res.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
-		t.Errorf("a 9,000-byte header right after max_header_bytes: 8192 = %v, %v; want 431", res, err)
-	} else {
-		res.Body.Close()
-	}
-	done = append(done, "max_header_bytes")
 	for _, k := range formerRestartOnly {
 		if config.RestartOnly(k) {
 			t.Errorf("%s is on the restart list again: remove it from formerRestartOnly", k)

@@ -5,29 +5,23 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/idemgate/idemgate/config"
 	"github.com/idemgate/idemgate/internal/connguard"
-	"github.com/idemgate/idemgate/internal/problem"
 )
 
 // Server timeouts (caddy's defaults): headers must arrive within a minute;
-// idle keep-alive connections live five minutes. net/http's own head limit
-// is config.MaxHeaderBytesCeiling, fixed (net/http reads it unsynchronized
-// per request, and HTTP/2 advertises it per connection); max_header_bytes,
-// which reloads live, is enforced below it by the [headLimit].
+// idle keep-alive connections live five minutes. Request heads are capped
+// by max_header_bytes (Serve sets it from the config).
 const (
 	readHeaderTimeout = time.Minute
 	idleTimeout       = 5 * time.Minute
+	maxHeaderBytes    = 64 << 10 // max_header_bytes' default
 )
 
 // NewServer returns an http.Server for h with idemgate's timeouts and
@@ -36,139 +30,46 @@ const (
 // Transfer-Encoding) with "Connection: close", first thing.
 func NewServer(h http.Handler, log *slog.Logger) *http.Server {
 	return &http.Server{
-		Handler:           guarded(h, nil),
+		Handler:           guarded(h),
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    config.MaxHeaderBytesCeiling,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 }
 
-// guard is a server's handler: [connguard.Check] first, then the head
-// limit (lim; nil: the server's own only), then h.
-type guard struct {
-	h   http.Handler
-	lim *headLimit
-}
+// guard is a server's handler: [connguard.Check] first, then h.
+type guard struct{ h http.Handler }
 
 func (g guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	connguard.Check(w, r)
-	if connguard.Oversized(w, r) || (r.ProtoMajor == 2 && g.lim != nil && h2HeaderListSize(r) > g.lim.get()) {
-		g.lim.refuse(w, r)
-		return
-	}
 	g.h.ServeHTTP(w, r)
 }
 
-// guarded wraps h (nil: nothing to wrap) in a guard with the limit lim; a
-// guard keeps its handler and takes lim.
-func guarded(h http.Handler, lim *headLimit) http.Handler {
-	if g, ok := h.(guard); ok {
-		return guard{g.h, lim}
-	}
-	if h == nil {
+// guarded wraps h (nil: nothing to wrap; a guard already is) in a guard.
+func guarded(h http.Handler) http.Handler {
+	if _, ok := h.(guard); ok || h == nil {
 		return h
 	}
-	return guard{h, lim}
+	return guard{h}
 }
 
-// headLimit is max_header_bytes as it runs (DESIGN.md, Bounds): each
-// watched listener counts HTTP/1 heads against it, exactly, from the next
-// head on, and the guard checks HTTP/2 header lists against it per
-// request. Both refuse with net/http's plain-text 431, with the request's
-// ID. (net/http's own 431, at config.MaxHeaderBytesCeiling, is
-// left for connections the listener no longer watches: after an Upgrade.)
-type headLimit struct {
-	n atomic.Int64
-	// requestID is the request ID header's name (request_id_header);
-	// nil: problem.RequestIDHeader.
-	requestID func() string
-
-	mu        sync.Mutex            // protects listeners
-	listeners []*connguard.Listener // the watched listeners, set with n
-}
-
-func (l *headLimit) get() int { return int(l.n.Load()) }
-
-// set sets the limit to n on every watched listener and the guards.
-func (l *headLimit) set(n int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.n.Store(int64(n))
-	for _, cl := range l.listeners {
-		cl.SetMaxHeaderBytes(n)
-	}
-}
-
-// watched registers cl, which then follows the limit.
-func (l *headLimit) watched(cl *connguard.Listener) *connguard.Listener {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	cl.SetMaxHeaderBytes(l.get())
-	l.listeners = append(l.listeners, cl)
-	return cl
-}
-
-// headerTooLarge is the 431's body: net/http's own plain text, which
-// DESIGN.md (Bounds) names as the one answer exempt from problem+json and
-// the errors shapes.
-const headerTooLarge = "431 Request Header Fields Too Large"
-
-// refuse answers r with 431, as net/http's own server does (plain text;
-// the connection closes after it on HTTP/1: connguard.Oversized set
-// Connection: close), with the request's ID. l may be nil.
-func (l *headLimit) refuse(w http.ResponseWriter, r *http.Request) {
-	name := problem.RequestIDHeader
-	if l != nil && l.requestID != nil {
-		name = l.requestID()
-	}
-	h := w.Header()
-	h.Set(name, problem.RequestID(r.Header.Get(name)))
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(http.StatusRequestHeaderFieldsTooLarge)
-	io.WriteString(w, headerTooLarge)
-}
-
-// h2FieldOverhead is what RFC 9113 §6.5.2 counts per header field beyond
-// its name and value.
-const h2FieldOverhead = 32
-
-// h2HeaderListSize is r's header list size as RFC 9113 §6.5.2 defines it
-// and Go's HTTP/2 server counts it against its own limit: each field's name
-// and value plus 32 bytes, the pseudo-headers included (:method, :scheme,
-// :authority, :path). Counted from the request net/http built: :scheme is
-// "https" (HTTP/2 is served over TLS only), :authority is r.Host, :path is
-// r.RequestURI, and several cookie fields count as the one Cookie field
-// the server joined them into (each further field 30 bytes less).
-func h2HeaderListSize(r *http.Request) int {
-	n := len(":method") + len(r.Method) + len(":scheme") + len("https") +
-		len(":authority") + len(r.Host) + len(":path") + len(r.RequestURI) + 4*h2FieldOverhead
-	for k, vs := range r.Header {
-		for _, v := range vs {
-			n += len(k) + len(v) + h2FieldOverhead
-		}
-	}
-	return n
-}
-
-// watch prepares s to serve on l under the head limit lim (DESIGN.md,
-// Bounds). A plain-text listener is wrapped in a [connguard.Listener]
-// (CL+TE heads marked, the limit exact). With tc (the public listener's
-// TLS) l is the TCP listener under TLS: [connguard.NewTLSListener] serves
-// TLS on it and watches the decrypted stream the same way, for HTTP/1.1
-// and, through net/http's HTTP/2 server on that stream, HTTP/2, whose
-// header list limit (advertised in SETTINGS_MAX_HEADER_LIST_SIZE) is
-// config.MaxHeaderBytesCeiling, and lim is checked per request by the
-// guard (see [connguard.ServeTLS]).
-func watch(s *http.Server, l net.Listener, lim *headLimit, tc *tls.Config) net.Listener {
-	s.MaxHeaderBytes = config.MaxHeaderBytesCeiling
-	s.Handler = guarded(s.Handler, lim)
+// watch prepares s to serve on l with the max_header_bytes limit n (DESIGN.md,
+// Bounds). A plain-text listener is wrapped in a [connguard.Listener] (CL+TE
+// heads marked, the limit exact). With tc (the public listener's TLS) l is
+// the TCP listener under TLS: [connguard.NewTLSListener] serves TLS on it
+// and watches the decrypted stream the same way, for HTTP/1.1 and, through
+// net/http's HTTP/2 server on that stream, HTTP/2, whose header list limit
+// is set to n exactly (see [connguard.ServeTLS]).
+func watch(s *http.Server, l net.Listener, n int, tc *tls.Config) net.Listener {
+	s.MaxHeaderBytes = n
+	s.Handler = guarded(s.Handler)
 	if tc == nil {
-		return lim.watched(connguard.NewListener(l, lim.get()))
+		return connguard.NewListener(l, n)
 	}
-	s.MaxHeaderBytes = connguard.H2MaxHeaderBytes(config.MaxHeaderBytesCeiling)
+	s.MaxHeaderBytes = connguard.H2MaxHeaderBytes(n)
 	connguard.ServeTLS(s)
-	return lim.watched(connguard.NewTLSListener(l, tc, lim.get(), s.ErrorLog))
+	return connguard.NewTLSListener(l, tc, n, s.ErrorLog)
 }
 
 // Listeners are an app's bound listeners; HTTP (tls.http_listen) is bound
@@ -210,7 +111,7 @@ func (a *App) Serve(ctx context.Context, grace time.Duration, lns *Listeners) er
 	// accepted and reset, which a client retries at once). The cap wraps
 	// the TCP listener, under TLS: a handshake holds a slot too.
 	// The cap follows reloads (applyLive sets a.conns).
-	conns := a.cfg.MaxConnections
+	n, conns := a.cfg.MaxHeaderBytes, a.cfg.MaxConnections
 	limited := func(l net.Listener) net.Listener {
 		ll := newLimitListener(l, conns)
 		a.reload.mu.Lock()
@@ -218,8 +119,8 @@ func (a *App) Serve(ctx context.Context, grace time.Duration, lns *Listeners) er
 		a.reload.mu.Unlock()
 		return ll
 	}
-	pub := watch(a.public, limited(lns.Public), &a.heads, a.tls.config)
-	adm := watch(a.admin, limited(lns.Admin), &a.heads, nil)
+	pub := watch(a.public, limited(lns.Public), n, a.tls.config)
+	adm := watch(a.admin, limited(lns.Admin), n, nil)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serveOn(a.public, pub) })
 	g.Go(func() error { return serveOn(a.admin, adm) })
@@ -229,7 +130,7 @@ func (a *App) Serve(ctx context.Context, grace time.Duration, lns *Listeners) er
 		return nil
 	})
 	if a.tls.http != nil {
-		h := watch(a.tls.http, limited(lns.HTTP), &a.heads, nil)
+		h := watch(a.tls.http, limited(lns.HTTP), n, nil)
 		g.Go(func() error { return serveOn(a.tls.http, h) })
 	}
 	a.ready.Store(true)

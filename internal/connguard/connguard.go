@@ -7,7 +7,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"sync/atomic"
 )
 
 // Marker is the header the [Listener] adds to a request head that it wants
@@ -15,15 +14,7 @@ import (
 // own connection. [Check] removes it.
 const Marker = "Idemgate-Framing-Conflict"
 
-// OversizeMarker is the header the [Listener] adds to a request head longer
-// than its limit (see [Listener.SetMaxHeaderBytes]). A client may send it
-// too: that only refuses its own request. [Oversized] removes it.
-const OversizeMarker = "Idemgate-Head-Too-Large"
-
-var (
-	markerLine   = []byte(Marker + ": 1\r\n")
-	oversizeLine = []byte(OversizeMarker + ": 1\r\n")
-)
+var markerLine = []byte(Marker + ": 1\r\n")
 
 // Check reports whether r must be answered with "Connection: close" because
 // its head was marked by the [Listener]; it then sets that header on w.
@@ -41,28 +32,14 @@ func Check(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// Oversized reports whether r's head was longer than the [Listener]'s limit
-// when it was read: the caller then answers 431 and nothing else (r holds
-// the head up to the limit; the rest of it, and of the connection, was
-// dropped). It removes the marker from r.Header and sets "Connection:
-// close" on w. Call it after [Check], for every request.
-func Oversized(w http.ResponseWriter, r *http.Request) bool {
-	if _, ok := r.Header[OversizeMarker]; !ok {
-		return false
-	}
-	delete(r.Header, OversizeMarker)
-	w.Header().Set("Connection", "close")
-	return true
-}
-
 // A Listener wraps a plain-text listener's connections to watch their
 // request heads (see the package documentation). Create it with
 // [NewListener]. It is safe for concurrent use, as its connections are for
 // net/http's use (one reader at a time).
 type Listener struct {
 	net.Listener
-	maxHeaderBytes atomic.Int64 // read at the start of each head
-	tls            *tls.Config  // NewTLSListener
+	maxHeaderBytes int
+	tls            *tls.Config // NewTLSListener
 	errorLog       *log.Logger
 }
 
@@ -70,18 +47,8 @@ type Listener struct {
 // the largest request head accepted (max_header_bytes); <= 0 means no limit
 // of the Listener's own.
 func NewListener(inner net.Listener, maxHeaderBytes int) *Listener {
-	l := &Listener{Listener: inner}
-	l.SetMaxHeaderBytes(maxHeaderBytes)
-	return l
+	return &Listener{Listener: inner, maxHeaderBytes: maxHeaderBytes}
 }
-
-// SetMaxHeaderBytes sets the largest request head accepted, from the next
-// head on, on every connection (open ones included); <= 0 means no limit of
-// the Listener's own. It is safe to call at any time (a config reload).
-func (l *Listener) SetMaxHeaderBytes(n int) { l.maxHeaderBytes.Store(int64(n)) }
-
-// MaxHeaderBytes returns the limit [Listener.SetMaxHeaderBytes] set.
-func (l *Listener) MaxHeaderBytes() int { return int(l.maxHeaderBytes.Load()) }
 
 // Accept waits for the next connection and returns it wrapped.
 func (l *Listener) Accept() (net.Conn, error) {
@@ -90,10 +57,10 @@ func (l *Listener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	if l.tls == nil {
-		return &conn{Conn: c, limit: &l.maxHeaderBytes}, nil
+		return &conn{Conn: c, max: l.maxHeaderBytes}, nil
 	}
 	tc := &tlsConn{Conn: tls.Server(c, l.tls), errorLog: l.errorLog}
-	return &conn{Conn: tc, limit: &l.maxHeaderBytes, tls: tc}, nil
+	return &conn{Conn: tc, max: l.maxHeaderBytes, tls: tc}, nil
 }
 
 // Parser states.
@@ -106,7 +73,7 @@ const (
 	stChunkCRLF        // after chunk data: remain (2) bytes of CRLF left
 	stTrailer          // in the trailer section, until an empty line
 	stPass             // no longer watched
-	stDrop             // after an oversized head: the client's bytes are discarded
+	stOverflow         // head over the limit: the server gets filler
 )
 
 const lineCap = 128
@@ -116,9 +83,8 @@ const lineCap = 128
 // Conn.
 type conn struct {
 	net.Conn
-	limit *atomic.Int64 // the Listener's limit; nil: max is fixed (tests)
-	max   int           // the current head's limit, read from limit at its start
-	tls   *tlsConn      // c.Conn, from a NewTLSListener; else nil
+	max int
+	tls *tlsConn // c.Conn, from a NewTLSListener; else nil
 
 	state  int
 	remain int64 // stBody, stChunkData, stChunkCRLF
@@ -135,16 +101,13 @@ type conn struct {
 	clBad     bool // a Content-Length not a plain decimal, or two that differ
 	teChunked bool // the last Transfer-Encoding line was exactly "chunked"
 	upgrade   bool
-	marked    bool   // Marker was inserted into this head
-	colon     bool   // the current line has a colon
-	complete  []byte // what ends the line an oversized head stopped in
 
-	// Bytes to hand out before reading on: a marker line (already
-	// watched), then raw, the rest of the read it was inserted into (not
-	// yet watched), then rawErr, the error of that read.
+	// Bytes to hand out before reading on: the marker, then the rest of the
+	// read it was inserted into; then pendErr.
 	pending []byte
-	raw     []byte
-	rawErr  error
+	pendErr error
+
+	realInLast int // bytes of the client's in the read that overflowed (for tests)
 }
 
 // CloseWrite half-closes the connection when it can, so net/http's 431 and
@@ -162,70 +125,48 @@ func (c *conn) Read(p []byte) (int, error) {
 		c.pending = c.pending[n:]
 		return n, nil
 	}
-	var n int
-	var err error
-	switch {
-	case len(c.raw) > 0:
-		n = copy(p, c.raw)
-		if c.raw = c.raw[n:]; len(c.raw) == 0 {
-			err, c.rawErr = c.rawErr, nil
-		}
-	case c.rawErr != nil:
-		err, c.rawErr = c.rawErr, nil
+	if c.pendErr != nil {
+		err := c.pendErr
+		c.pendErr = nil
 		return 0, err
-	case c.state == stDrop:
-		// The server answers the oversized head and closes; until then
-		// whatever the client still sends (the rest of its head) is
-		// read and dropped, so that the answer is not lost to a reset.
-		for {
-			if _, err := c.Conn.Read(p); err != nil {
-				return 0, err
-			}
-		}
-	default:
-		n, err = c.Conn.Read(p)
 	}
-	if c.state == stPass {
-		return n, err
+	switch c.state {
+	case stPass:
+		return c.Conn.Read(p)
+	case stOverflow:
+		return filler(p), nil
 	}
+	n, err := c.Conn.Read(p)
 	for i := 0; i < n; {
 		adv, act := c.step(p[i:n])
 		i += adv
-		if act == actNone {
-			continue
+		switch act {
+		case actMark:
+			// Insert the marker after p[:i]; the rest follows it.
+			c.pending = append(append(make([]byte, 0, len(markerLine)+n-i), markerLine...), p[i:n]...)
+			c.pendErr = err
+			c.state = stPass
+			return i, nil
+		case actOverflow:
+			c.state, c.realInLast = stOverflow, i
+			return i + filler(p[i:]), nil
 		}
-		// Insert the marker lines after p[:i] (the line that decided
-		// them); the rest of the read follows them, watched then; after
-		// an oversized head's end, nothing follows.
-		c.pending = c.pending[:0]
-		if act&actMark != 0 {
-			c.pending = append(c.pending, markerLine...)
-		}
-		if act&actOversize != 0 {
-			c.pending = append(append(append(c.pending, c.complete...), oversizeLine...), "\r\n"...)
-		}
-		switch {
-		case c.state == stDrop:
-			c.raw = nil
-		case i < n:
-			c.raw = append(append([]byte(nil), p[i:n]...), c.raw...)
-		}
-		if err != nil {
-			c.rawErr = err
-		}
-		if i == 0 {
-			return c.Read(p)
-		}
-		return i, nil
 	}
 	return n, err
 }
 
-// Actions after a line, a bit set.
+// filler fills p with bytes that extend a header line without ending it.
+func filler(p []byte) int {
+	for i := range p {
+		p[i] = 'X'
+	}
+	return len(p)
+}
+
 const (
-	actNone     = 0
-	actMark     = 1 << iota // insert Marker
-	actOversize             // complete the line, insert OversizeMarker, end the head
+	actNone = iota
+	actMark
+	actOverflow
 )
 
 // step consumes a prefix of b and returns its length and what to do after
@@ -240,41 +181,25 @@ func (c *conn) step(b []byte) (int, int) {
 		if i < len(b) {
 			c.state, c.first = stHead, true
 			c.headLen, c.lineLen = 0, 0
-			c.http10, c.upgrade, c.teChunked, c.clBad, c.marked = false, false, false, false, false
+			c.http10, c.upgrade, c.teChunked, c.clBad = false, false, false, false
 			c.cl, c.te, c.clVal = 0, 0, 0
-			if c.limit != nil {
-				c.max = int(c.limit.Load())
-			}
 		}
 		return i, actNone
 	case stHead:
 		for i, ch := range b {
 			c.headLen++
+			if c.max > 0 && c.headLen > c.max {
+				return i, actOverflow
+			}
 			if ch != '\n' {
-				// The head is at least this byte, its line's LF and a
-				// final CRLF (a CR that starts a line may be that CRLF,
-				// which fits: see below): over the limit, it ends here.
-				// (A head whose lines end in a bare LF is up to two bytes
-				// shorter than the count assumes.)
-				if c.max > 0 && c.headLen+3 > c.max && (ch != '\r' || c.lineLen > 0) {
-					c.oversize()
-					return i, actOversize
-				}
 				c.addByte(ch)
 				continue
 			}
-			act := c.headLine()
-			if c.state != stHead {
-				return i + 1, act // the head ended
-			}
-			// After this line the head is at least a final CRLF longer.
-			if c.max > 0 && c.headLen+2 > c.max {
-				c.lineLen = 0
-				c.oversize()
-				act |= actOversize
-			}
-			if act != actNone {
+			if act := c.headLine(); act != actNone {
 				return i + 1, act
+			}
+			if c.state != stHead {
+				return i + 1, actNone
 			}
 		}
 		return len(b), actNone
@@ -311,24 +236,6 @@ func (c *conn) step(b []byte) (int, int) {
 		return len(b), actNone
 	}
 	return len(b), actNone
-}
-
-// oversize ends a head that passed the limit: the bytes that complete its
-// current line go into c.complete (so that the server reads a well-formed
-// head of what came so far, then the marker and the head's end), and the
-// rest of the connection is dropped. A request line gets a version; a
-// header line ":" and its end (an empty value for a name cut short; for a
-// value, one more character it may hold).
-func (c *conn) oversize() {
-	switch {
-	case c.lineLen == 0:
-		c.complete = c.complete[:0]
-	case c.first:
-		c.complete = append(c.complete[:0], " HTTP/1.1\r\n"...)
-	default:
-		c.complete = append(c.complete[:0], ":\r\n"...)
-	}
-	c.state = stDrop
 }
 
 func (c *conn) addByte(ch byte) {
@@ -398,17 +305,12 @@ func (c *conn) headLine() int {
 		return actNone
 	}
 	// Marked right after the line that decides it, so the marker is a
-	// header line of this head; the Listener watches the rest of the head
-	// (its size) and then stops, since the connection closes after this
-	// request.
-	if c.marked {
-		return actNone
-	}
+	// header line of this head; the Listener then stops watching, since
+	// the connection closes after this request.
 	switch {
 	case c.cl > 0 && c.te > 0, // RFC 9112 §6.3: close after it
 		c.te > 0 && !c.http10 && (c.te > 1 || !c.teChunked), // net/http: 501 and close
 		c.clBad: // net/http: 400 and close
-		c.marked = true
 		return actMark
 	}
 	return actNone
@@ -417,7 +319,7 @@ func (c *conn) headLine() int {
 // headEnd decides, at a head's empty line, how its body is framed.
 func (c *conn) headEnd() int {
 	switch {
-	case c.marked, c.upgrade:
+	case c.upgrade:
 		c.state = stPass
 	case c.te > 0 && !c.http10:
 		c.state, c.lineLen = stChunkLine, 0

@@ -10,26 +10,15 @@
 //     as the server reads it, and [Check] (called by the outermost handler)
 //     removes the marker and sets "Connection: close", so no pipelined
 //     request after it is served.
-//   - max_header_bytes, exactly, and live. net/http's MaxHeaderBytes lets
-//     up to 4096 more bytes through (its read limit is MaxHeaderBytes +
-//     4096 for bufio slop, counted over whatever the connection
-//     delivered), and it is read unsynchronized per request, so it cannot
-//     change while the server runs. The Listener counts each head's bytes
-//     itself (request line, header lines and the final empty line, CRLFs
-//     included) against a limit read at the head's start
-//     ([Listener.SetMaxHeaderBytes] changes it for the next head). At the
-//     first byte after which the head can no longer fit (with the end of
-//     its line and a final CRLF), it cuts the head there: the server reads
-//     what came, with the line it stopped in completed (a request line
-//     gets " HTTP/1.1", a header line ":"), then
-//     [OversizeMarker] and the head's end; everything the client sends
-//     after that is read and dropped. So the server never holds more than
-//     the limit, and [Oversized] tells the handler to answer 431 (which it
-//     can write in any form) and close. A head whose lines end in a bare LF
-//     is up to two bytes shorter than the count assumes, so such a head
-//     within two bytes of the limit is refused too. Set the server's own
-//     MaxHeaderBytes to a ceiling at least as large as any limit the
-//     Listener is given: it still bounds connections that are not watched.
+//   - max_header_bytes, exactly. net/http's MaxHeaderBytes lets up to 4096
+//     more bytes through (its read limit is MaxHeaderBytes + 4096 for bufio
+//     slop, counted over whatever the connection delivered). The Listener
+//     counts each head's bytes itself (request line, header lines and the
+//     final empty line, CRLFs included) and, once a head passes the limit,
+//     hands the server filler bytes in place of the rest, so that net/http's
+//     own limit trips and it answers its usual plain-text 431 and closes.
+//     Set http.Server.MaxHeaderBytes to the same limit (any value works;
+//     a larger one only costs more filler).
 //
 // To stay in step with pipelined requests the Listener follows each body's
 // framing as net/http does (Content-Length; chunked Transfer-Encoding, chunk
@@ -39,7 +28,7 @@
 // stops watching that connection, as it does after an Upgrade request (the
 // bytes after it may be another protocol) and after the HTTP/2 preface.
 // A connection that is no longer watched still has net/http's own
-// MaxHeaderBytes limit (4096 bytes looser than the server's ceiling).
+// MaxHeaderBytes limit (4096 bytes looser).
 //
 // The Listener must see the plain-text stream: wrap a TCP listener, not a
 // TLS one. For TLS, [NewTLSListener] serves TLS itself and watches the
@@ -50,7 +39,6 @@
 // stream; [Check] sets r.TLS. HTTP/2 frames its own bodies and forbids
 // Transfer-Encoding (RFC 9113 §8.2.2; Go's HTTP/2 server answers 400
 // before any handler runs), so there the Listener only passes frames on;
-// max_header_bytes becomes the HTTP/2 header list size (see
-// [H2MaxHeaderBytes]; a live limit below the server's is the handler's to
-// check, per request).
+// max_header_bytes becomes the HTTP/2 header list size, exactly (see
+// [H2MaxHeaderBytes]).
 package connguard

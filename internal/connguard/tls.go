@@ -25,9 +25,7 @@ import (
 // HTTP/2 preface to its own HTTP/2 server over the same (decrypted,
 // watched) stream. [Check] gives each request its TLS state (r.TLS).
 func NewTLSListener(inner net.Listener, config *tls.Config, maxHeaderBytes int, errorLog *log.Logger) *Listener {
-	l := &Listener{Listener: inner, tls: config, errorLog: errorLog}
-	l.SetMaxHeaderBytes(maxHeaderBytes)
-	return l
+	return &Listener{Listener: inner, maxHeaderBytes: maxHeaderBytes, tls: config, errorLog: errorLog}
 }
 
 // ServeTLS prepares s to serve a [NewTLSListener]'s connections: HTTP/1.1,
