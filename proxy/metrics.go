@@ -262,9 +262,8 @@ func (m *Metrics) observeRequest(r *http.Request, ex *exchange, status int, outc
 	if ex.route != nil {
 		route = ex.route.Name
 	}
-	s := seriesOf(ex) // kept per route: no label lookup (issue 31)
-	s.request(m, route, outcome, statusLabel(status)).Inc()
-	s.took(m, route, resultOf(outcome, ex.code, status)).Observe(d.Seconds())
+	m.requests.WithLabelValues(route, outcome, statusLabel(status)).Inc()
+	m.duration.WithLabelValues(route, resultOf(outcome, ex.code, status)).Observe(d.Seconds())
 	if outcome == OutcomeRateLimited {
 		limiter := LimiterRoute
 		if !ex.pastEdge {
@@ -320,22 +319,18 @@ type meteredTransport struct {
 func (t *meteredTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
 	res, err := t.next.RoundTrip(req)
+	route := ""
+	// The outbound request's context derives from the inbound one, which
+	// carries the exchange.
+	if ex := exchangeOf(req); ex != nil && ex.route != nil {
+		route = ex.route.Name
+	}
+	t.m.upstream.WithLabelValues(route).Observe(time.Since(start).Seconds())
 	code := UpstreamCodeError
 	if err == nil {
 		code = statusLabel(res.StatusCode)
 	}
-	// The outbound request's context derives from the inbound one, which
-	// carries the exchange.
-	ex := exchangeOf(req)
-	if ex == nil {
-		t.m.upstream.WithLabelValues("").Observe(time.Since(start).Seconds())
-		t.m.upstreamN.WithLabelValues("", code).Inc()
-		return res, err
-	}
-	route := routeName(req)
-	s := seriesOf(ex) // kept per route: no label lookup (issue 31)
-	s.upstreamTook(t.m, route).Observe(time.Since(start).Seconds())
-	s.upstreamCount(t.m, route, code).Inc()
+	t.m.upstreamN.WithLabelValues(route, code).Inc()
 	return res, err
 }
 

@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idemgate/idemgate/internal/canonjson"
 	"github.com/idemgate/idemgate/internal/identity"
@@ -41,8 +38,6 @@ type route struct {
 	lateWait time.Duration // late_answer_wait (late.go)
 	hold     bool          // unknown_outcome: hold (unknown.go)
 	probe    *probeSpec    // the reconcile probe, or nil (reconcile.go)
-
-	series routeSeries // its requests' metric series (metrics.go)
 }
 
 // snapshot is a compiled [Policy]: its route table, its values made ready
@@ -60,7 +55,6 @@ type snapshot struct {
 	errs      *problem.Template // src.Errors, compiled
 	log       *slog.Logger
 	onErrTmpl func(route string) // Deps.OnErrorTemplate
-	unrouted  routeSeries        // the metric series of requests that matched no route
 }
 
 // compileRoutes checks pol and builds its snapshot but the chain: the
@@ -276,80 +270,4 @@ func routeName(r *http.Request) string {
 		return ex.route.Name
 	}
 	return ""
-}
-
-// routeSeries are the metric series of one route's requests (of those that
-// matched none: the snapshot's), kept once used: a label lookup hashes the
-// labels and takes the vector's lock, and a request made four (issue 31).
-// A series is still made on its first use, never before, so /metrics lists
-// the same series as with a lookup per request.
-type routeSeries struct {
-	requests  seriesCache[prometheus.Counter]  // outcome, code
-	duration  seriesCache[prometheus.Observer] // result
-	upstream  seriesCache[prometheus.Observer] // none
-	upstreamN seriesCache[prometheus.Counter]  // code
-}
-
-// seriesOf returns the metric series of ex's route.
-func seriesOf(ex *exchange) *routeSeries {
-	if ex.route != nil {
-		return &ex.route.series
-	}
-	return &ex.snap.unrouted
-}
-
-// request is idemgate_http_requests_total{route, outcome, code}.
-func (s *routeSeries) request(m *Metrics, route, outcome, code string) prometheus.Counter {
-	return s.requests.get(outcome, code, func() prometheus.Counter { return m.requests.WithLabelValues(route, outcome, code) })
-}
-
-// took is idemgate_http_request_duration_seconds{route, result}.
-func (s *routeSeries) took(m *Metrics, route, result string) prometheus.Observer {
-	return s.duration.get(result, "", func() prometheus.Observer { return m.duration.WithLabelValues(route, result) })
-}
-
-// upstreamTook is idemgate_upstream_duration_seconds{route}.
-func (s *routeSeries) upstreamTook(m *Metrics, route string) prometheus.Observer {
-	return s.upstream.get("", "", func() prometheus.Observer { return m.upstream.WithLabelValues(route) })
-}
-
-// upstreamCount is idemgate_upstream_requests_total{route, code}.
-func (s *routeSeries) upstreamCount(m *Metrics, route, code string) prometheus.Counter {
-	return s.upstreamN.get(code, "", func() prometheus.Counter { return m.upstreamN.WithLabelValues(route, code) })
-}
-
-// seriesCache keeps the last series of one vector that were used, by the
-// two label values after the route: four slots, each replaced when a
-// series of another pair falls on it. It is safe for concurrent use.
-type seriesCache[T any] struct {
-	slots [4]atomic.Pointer[seriesEntry[T]]
-}
-
-type seriesEntry[T any] struct {
-	a, b   string
-	series T
-}
-
-// get returns the series of (a, b), made by lookup when not kept.
-func (c *seriesCache[T]) get(a, b string, lookup func() T) T {
-	slot := &c.slots[seriesSlot(a, b)]
-	if e := slot.Load(); e != nil && e.a == a && e.b == b {
-		return e.series
-	}
-	e := &seriesEntry[T]{a: a, b: b, series: lookup()}
-	slot.Store(e)
-	return e.series
-}
-
-// seriesSlot spreads the label pairs a route sees (an outcome and a
-// status, a result, an upstream status) over the four slots.
-func seriesSlot(a, b string) int {
-	h := len(a) + 3*len(b)
-	if a != "" {
-		h += int(a[0]) + int(a[len(a)-1])
-	}
-	if b != "" {
-		h += 5*int(b[len(b)-1]) + int(b[0])
-	}
-	return h & 3
 }

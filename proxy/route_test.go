@@ -7,13 +7,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"github.com/idemgate/idemgate/keystore/memstore"
@@ -256,73 +251,5 @@ func TestRejectionOrder(t *testing.T) {
 	}
 	if n := up.total.Load(); n != 1 {
 		t.Errorf("upstream ran %d requests; want 1 (the GET that used the edge limit up)", n)
-	}
-}
-
-// A route's kept metric series count exactly what a lookup per request
-// would: 8 goroutines record 9 (outcome, code) pairs on 2 routes and
-// upstream codes in turn, more pairs than a route keeps (two of them,
-// executed 200 and 204, on one slot), so that the slots are replaced while
-// others read them; and a series appears on /metrics only once it was
-// used.
-func TestRouteSeries(t *testing.T) {
-	t.Parallel()
-	reg := prometheus.NewRegistry()
-	m := NewMetrics(reg, "test", "")
-	routes := []*route{{Route: Route{Name: "a"}}, {Route: Route{Name: "b"}}}
-	pairs := [][2]string{
-		{OutcomeExecuted, "201"}, {OutcomeReplayed, "201"}, {OutcomePassthrough, "200"}, {OutcomePassthrough, "404"},
-		{OutcomeExecuted, "204"}, {OutcomeReleased, "503"}, {OutcomeInProgress, "409"}, {OutcomeExecuted, "200"}, {OutcomeKeyReused, "422"},
-	}
-	if seriesSlot(OutcomeExecuted, "200") != seriesSlot(OutcomeExecuted, "204") {
-		t.Fatal("executed 200 and 204 are on different slots: pick two pairs of one outcome on one slot")
-	}
-	// NewMetrics makes a few series of route "" itself.
-	requests0, durations0 := testutil.CollectAndCount(m.requests), testutil.CollectAndCount(m.duration)
-	const workers, each = 8, 900
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := range each {
-				r := routes[(w+i)%len(routes)]
-				p := pairs[i%len(pairs)]
-				r.series.request(m, r.Name, p[0], p[1]).Inc()
-				r.series.took(m, r.Name, results[i%len(results)]).Observe(0.001)
-				r.series.upstreamTook(m, r.Name).Observe(0.001)
-				r.series.upstreamCount(m, r.Name, p[1]).Inc()
-			}
-		})
-	}
-	wg.Wait()
-	// Each worker sends each route every other request, and each pair
-	// every len(pairs)-th: each (route, pair) gets workers*each/2/len(pairs).
-	for _, r := range routes {
-		for _, p := range pairs {
-			if got, want := testutil.ToFloat64(m.requests.WithLabelValues(r.Name, p[0], p[1])), float64(workers*each/len(routes)/len(pairs)); got != want {
-				t.Errorf("requests{%s, %s, %s} = %v; want %v", r.Name, p[0], p[1], got, want)
-			}
-		}
-		if got, want := testutil.ToFloat64(m.upstreamN.WithLabelValues(r.Name, "201")), float64(2*workers*each/len(routes)/len(pairs)); got != want {
-			t.Errorf("upstream requests{%s, 201} = %v; want %v", r.Name, got, want)
-		}
-	}
-	if n, want := testutil.CollectAndCount(m.requests), requests0+len(routes)*len(pairs); n != want {
-		t.Errorf("%d request series; want %d", n, want)
-	}
-	if n, want := testutil.CollectAndCount(m.duration), durations0+len(routes)*len(results); n != want {
-		t.Errorf("%d duration series; want %d", n, want)
-	}
-	var count uint64
-	for _, r := range routes {
-		for _, res := range results {
-			h := &dto.Metric{}
-			if err := m.duration.WithLabelValues(r.Name, res).(prometheus.Metric).Write(h); err != nil {
-				t.Fatal(err)
-			}
-			count += h.GetHistogram().GetSampleCount()
-		}
-	}
-	if count != workers*each {
-		t.Errorf("durations observed %d times; want %d", count, workers*each)
 	}
 }
