@@ -88,7 +88,8 @@ func (p *Proxy) logExchange(r *http.Request, ex *exchange) {
 	if status >= 500 {
 		level = slog.LevelWarn
 	}
-	took := time.Since(ex.start)
+	now := time.Now()
+	took := now.Sub(ex.start)
 	p.metrics.observeRequest(r, ex, status, outcome, took)
 	// The handler, not the Logger: the line is the same, without the
 	// caller's program counter that LogAttrs takes for every line
@@ -100,7 +101,7 @@ func (p *Proxy) logExchange(r *http.Request, ex *exchange) {
 	if !h.Enabled(ctx, level) {
 		return // before the attributes are made
 	}
-	rec := slog.NewRecord(time.Now(), level, "request", 0)
+	rec := slog.NewRecord(now, level, "request", 0)
 	rec.AddAttrs(
 		slog.String(logHost, r.Host),
 		slog.String(logMethod, r.Method),

@@ -219,7 +219,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	if !up.Host {
 		pr.Out.Host = in.Host
 	}
-	p.setForwarded(pr)
+	p.setForwarded(pr, ex)
 	if ex.held != nil && pr.Out.Body != nil {
 		// A body read whole goes as a *bytes.Reader under io.NopCloser, a
 		// body net/http's Transport knows to be in memory: it then writes
@@ -271,11 +271,11 @@ func hideFromRetry(h http.Header, name string) {
 }
 
 // setForwarded sets X-Forwarded-For, -Host and -Proto: appended to a trusted
-// peer's values, replaced for anyone else.
-func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
+// peer's values, replaced for anyone else. ex is in's exchange.
+func (p *Proxy) setForwarded(pr *httputil.ProxyRequest, ex *exchange) {
 	in := pr.In
 	peer := remoteAddr(in)
-	trusted := clientaddr.Trusted(peer, exchangeOf(in).snap.src.TrustedProxies)
+	trusted := clientaddr.Trusted(peer, ex.snap.src.TrustedProxies)
 	out := pr.Out.Header
 	if !trusted {
 		// No one but a trusted proxy names the client (DESIGN.md, Bounds):
@@ -318,7 +318,7 @@ func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
 	}
 	// Header.Set for the three, with one array for their values.
 	var peerText string
-	if ex := exchangeOf(in); peer == ex.client {
+	if peer == ex.client {
 		peerText = clientText(in, ex) // the access log's too
 	} else {
 		peerText = peer.String()
