@@ -391,7 +391,8 @@ func startRedis(t *testing.T, port int) *os.Process {
 // writes in flight whose answers cannot be stored: the background retries
 // stop at the deadline, and the log counts what was abandoned.
 func TestBinaryShutdownRedisStopped(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it times (samples) a separate process, and runs while
+	// the package's parallel tests wait, with no other idemgate beside it.
 	port := freeTCPPort(t)
 	redis := startRedis(t, port)
 	var arrived atomic.Int32

@@ -56,7 +56,8 @@ func zerosBody(n int) []byte {
 }
 
 func TestBinaryHeapEightClients(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it times (samples) a separate process, and runs while
+	// the package's parallel tests wait, with no other idemgate beside it.
 	const (
 		budget  = 32 << 20
 		clients = 8
