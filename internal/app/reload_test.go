@@ -132,6 +132,8 @@ func TestReloadConfigMap(t *testing.T) {
 	// A second update (the first timestamped directory is gone by now).
 	km.update(t, reloadYAML(up.URL, "", ""))
 	oa.waitRoutes(t, "pay")
+	// The routes are in force before the reload is counted and logged.
+	testutil.Eventually(t, 10*time.Second, "reloads{success} = 2", func() bool { return oa.reloads(t, "success") == 2 })
 	if got := oa.reloads(t, "success"); got != 2 {
 		t.Errorf("reloads{success} = %v; want 2", got)
 	}
