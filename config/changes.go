@@ -71,19 +71,8 @@ var restartOnly = []string{
 	"tls.http_listen",
 	"tls.mode",
 	"store.backend",
-	// Every store.redis key but record_format (reloadableRedis). DESIGN.md
-	// names timeout live; it is not yet: store.redis.timeout is every
-	// go-redis client's dial, read, write and pool timeout, which go-redis
-	// copies into the client and its pool when the client is made, and
-	// the store's auto-pipeline reads it from the client as its wait.
-	// Those clients are shared (the store's by the store, its completion
-	// notices, the replay cache's subscription and the ACME storage; the
-	// limiters and the session locks have their own, with the same
-	// options) and hold leases, locks and subscriptions, so a new client
-	// per reload would move all of them; and with ContextTimeoutEnabled a
-	// per-call deadline could only shorten a call below the client's
-	// timeout, never lengthen it, and would have to be added at every
-	// call site of four packages.
+	// Every store.redis key but record_format and timeout
+	// (reloadableRedis).
 	"store.redis.*",
 	"limiter.backend",
 	"tracing.enabled",
@@ -107,8 +96,9 @@ var restartOnly = []string{
 }
 
 // reloadableRedis are the store.redis keys that reload live: the record
-// format new records are written in (not yet the timeout: see above).
-var reloadableRedis = []string{"store.redis.record_format"}
+// format new records are written in, and the timeout, which every Redis
+// client reads as each call starts (redisstore.Timeout).
+var reloadableRedis = []string{"store.redis.record_format", "store.redis.timeout"}
 
 // RestartOnly reports whether a changed key (as [ChangedKeys] names it)
 // needs a restart: whether it is on the short list of DESIGN.md's Config.

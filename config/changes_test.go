@@ -18,12 +18,12 @@ func TestRestartOnly(t *testing.T) {
 	}
 	for _, key := range Keys() {
 		want := slices.Contains(restart, key) ||
-			strings.HasPrefix(key, "store.redis.") && key != "store.redis.record_format"
+			strings.HasPrefix(key, "store.redis.") && key != "store.redis.record_format" && key != "store.redis.timeout"
 		if got := RestartOnly(key); got != want {
 			t.Errorf("RestartOnly(%q) = %v; want %v", key, got, want)
 		}
 	}
-	for _, key := range []string{"tls.cert_file", "tls.on_demand.allow", "store.redis.record_format", "idempotency.tenant", "idempotency.lease", "a_key_added_later", "store.redisx"} {
+	for _, key := range []string{"tls.cert_file", "tls.on_demand.allow", "store.redis.record_format", "store.redis.timeout", "idempotency.tenant", "idempotency.lease", "a_key_added_later", "store.redisx"} {
 		if RestartOnly(key) {
 			t.Errorf("RestartOnly(%q) = true; want false", key)
 		}

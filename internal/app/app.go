@@ -24,6 +24,7 @@ import (
 	"github.com/idemgate/idemgate/internal/identity"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/metered"
+	"github.com/idemgate/idemgate/keystore/redisstore"
 	"github.com/idemgate/idemgate/proxy"
 	"github.com/idemgate/idemgate/session"
 )
@@ -62,11 +63,14 @@ type App struct {
 	log     *slog.Logger
 	closers closeStack // everything New opened, closed by Close
 
-	store   keystore.Store
-	built   builtStore               // what newStore made: the Redis store, the replay cache
-	ping    pinger                   // nil: the store has nothing to ping
-	epoch   keystore.EpochReporter   // store resets (/healthz, metrics)
-	retrier *keystore.ReleaseRetrier // claims whose replies were lost
+	store keystore.Store
+	built builtStore             // what newStore made: the Redis store, the replay cache
+	ping  pinger                 // nil: the store has nothing to ping
+	epoch keystore.EpochReporter // store resets (/healthz, metrics)
+	// redisTimeout is store.redis.timeout, shared by every Redis client
+	// and the store's pipeline; applyLive sets it.
+	redisTimeout *redisstore.Timeout
+	retrier      *keystore.ReleaseRetrier // claims whose replies were lost
 	// stopBy is the shutdown deadline (Serve's grace), once draining began:
 	// the retrier's pending releases are tried until then.
 	stopBy   atomic.Pointer[time.Time]
@@ -106,7 +110,8 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 			a.closers.close()
 		}
 	}()
-	st, err := newStore(cfg, a.log, &a.closers)
+	a.redisTimeout = redisstore.NewTimeout(cfg.Store.Redis.Timeout)
+	st, err := newStore(cfg, a.redisTimeout, a.log, &a.closers)
 	if err != nil {
 		return nil, err
 	}
@@ -143,11 +148,11 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 	// to replace: they go on stacks of their own, which the app's stack
 	// closes.
 	a.closers.push(a.reload.close)
-	set, err := newLimiters(cfg, a.log, &a.reload.limiters)
+	set, err := newLimiters(cfg, a.redisTimeout, a.log, &a.reload.limiters)
 	if err != nil {
 		return nil, err
 	}
-	q, err := newQueue(cfg, a.log, a.metrics.Session(), &a.reload.queue)
+	q, err := newQueue(cfg, a.redisTimeout, a.log, a.metrics.Session(), &a.reload.queue)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemgate/idemgate/admin"
 	"github.com/idemgate/idemgate/config"
+	"github.com/idemgate/idemgate/keystore/redisstore"
 	"github.com/idemgate/idemgate/limiter"
 	"github.com/idemgate/idemgate/limiter/redislimiter"
 	"github.com/idemgate/idemgate/proxy"
@@ -44,7 +45,7 @@ type limitLabel struct{ limiter, route string }
 // newLimiters makes the edge limiter and one limiter per route with a
 // rate_limit, per process or in Redis (limiter.backend), and pushes their
 // closers onto cs: the limiters close before their Redis client.
-func newLimiters(cfg *config.Config, log *slog.Logger, cs *closeStack) (*limitSet, error) {
+func newLimiters(cfg *config.Config, rt *redisstore.Timeout, log *slog.Logger, cs *closeStack) (*limitSet, error) {
 	rate, per, err := cfg.EdgeLimit.PerPeriod()
 	if err != nil {
 		return nil, fmt.Errorf("edge_limit.rate: %w", err)
@@ -85,7 +86,7 @@ func newLimiters(cfg *config.Config, log *slog.Logger, cs *closeStack) (*limitSe
 		return l, l.Close, nil
 	}
 	if cfg.Limiter.Backend == config.LimiterRedis {
-		client, err := newRedisClient(cfg.Store.Redis, cs)
+		client, err := newRedisClient(cfg.Store.Redis, rt, cs)
 		if err != nil {
 			return nil, err
 		}

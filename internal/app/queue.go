@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/idemgate/idemgate/config"
+	"github.com/idemgate/idemgate/keystore/redisstore"
 	"github.com/idemgate/idemgate/session"
 	"github.com/idemgate/idemgate/session/redislock"
 )
@@ -14,7 +15,7 @@ import (
 // lock in the same Redis, through a client of its own. It pushes its
 // closers onto cs: the locker stops its renewals and subscription before
 // its client closes.
-func newQueue(cfg *config.Config, log *slog.Logger, m session.Metrics, cs *closeStack) (*session.Queue, error) {
+func newQueue(cfg *config.Config, rt *redisstore.Timeout, log *slog.Logger, m session.Metrics, cs *closeStack) (*session.Queue, error) {
 	used := false
 	for _, r := range cfg.Routes {
 		used = used || r.Session != nil
@@ -30,7 +31,7 @@ func newQueue(cfg *config.Config, log *slog.Logger, m session.Metrics, cs *close
 		Logger:       log,
 	}
 	if cfg.Store.Backend == config.StoreRedis {
-		client, err := newRedisClient(cfg.Store.Redis, cs)
+		client, err := newRedisClient(cfg.Store.Redis, rt, cs)
 		if err != nil {
 			return nil, err
 		}

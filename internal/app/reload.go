@@ -222,7 +222,7 @@ func (a *App) applyPolicy(applied *config.Config) error {
 	set := a.limits.Load()
 	if limitsChanged(rs.live, applied) {
 		var err error
-		if set, err = newLimiters(applied, a.log, &limiters); err != nil {
+		if set, err = newLimiters(applied, a.redisTimeout, a.log, &limiters); err != nil {
 			undo()
 			return err
 		}
@@ -240,7 +240,7 @@ func (a *App) applyPolicy(applied *config.Config) error {
 	newQ := sessionsChanged(rs.live, applied, cur.Sessions != nil)
 	if newQ {
 		var err error
-		if q, err = newQueue(applied, a.log, a.metrics.Session(), &queue); err != nil {
+		if q, err = newQueue(applied, a.redisTimeout, a.log, a.metrics.Session(), &queue); err != nil {
 			undo()
 			return err
 		}
@@ -289,7 +289,8 @@ func tlsChanged(old, next *config.Config) bool {
 }
 
 // applyLive sets the running parts that keep state to applied's values
-// (their setters): the store's record format, compression and capacity,
+// (their setters): the store's record format, every Redis client's
+// timeout, the store's compression and capacity,
 // the listeners' max_connections and max_header_bytes, and the admin API
 // and console. The
 // proxy's buffered-bytes budget follows its policy (Proxy.Apply).
@@ -299,6 +300,7 @@ func (a *App) applyLive(applied *config.Config) {
 		// Checked by validation: the format is one of the two.
 		_ = r.SetRecordFormat(recordFormat(applied))
 	}
+	a.redisTimeout.Set(applied.Store.Redis.Timeout)
 	a.built.compressed.Set(compression(applied))
 	if m := a.built.mem; m != nil {
 		m.SetLimits(applied.Store.Memory.MaxEntries, applied.Store.Memory.MaxBytes)

@@ -114,6 +114,9 @@ func TestEveryKeyReloads(t *testing.T) {
 		// The memory store has no record format: the key reaches the
 		// running config, and redisstore.SetRecordFormat with Redis
 		// (TestRecordFormatReload).
+		// Every Redis client and the store's pipeline read it
+		// (TestReloadRedisTimeoutE2E shows a call bounded by it).
+		"store.redis.timeout":       {func(c *config.Config) { c.Store.Redis.Timeout = 1234 * time.Millisecond }, func(a *opsApp) any { return a.redisTimeout.Load() }, 1234 * time.Millisecond},
 		"store.redis.record_format": {func(c *config.Config) { c.Store.Redis.RecordFormat = config.RecordHash }, live(func(c *config.Config) any { return c.Store.Redis.RecordFormat }), config.RecordHash},
 		// The tls keys, on apps with tls.mode files and acme: each reaches
 		// the certificate source that a reload rebuilt (TestTLSReloadFiles

@@ -82,11 +82,11 @@ func recordFormat(cfg *config.Config) redisstore.RecordFormat {
 // which go through it, drop the key on every replica. The caller's metrics
 // decorator wraps the result, so every Reserve is counted, cached or not
 // (the cache counts its own hits, idemgate_replay_cache_*).
-func newStore(cfg *config.Config, log *slog.Logger, cs *closeStack) (builtStore, error) {
+func newStore(cfg *config.Config, rt *redisstore.Timeout, log *slog.Logger, cs *closeStack) (builtStore, error) {
 	var b builtStore
 	switch cfg.Store.Backend {
 	case config.StoreRedis:
-		client, err := newRedisClient(cfg.Store.Redis, cs)
+		client, err := newRedisClient(cfg.Store.Redis, rt, cs)
 		if err != nil {
 			return b, err
 		}
@@ -94,6 +94,7 @@ func newStore(cfg *config.Config, log *slog.Logger, cs *closeStack) (builtStore,
 			KeyPrefix:    cfg.Store.Redis.KeyPrefix,
 			DirectCalls:  !cfg.Store.Redis.AutoPipeline,
 			RecordFormat: recordFormat(cfg),
+			Timeout:      rt,
 		})
 		if err != nil {
 			return b, fmt.Errorf("store.redis: %w", err)

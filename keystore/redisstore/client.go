@@ -38,8 +38,12 @@ type ClientOptions struct {
 	// TLS, when not nil, is used for every connection (sentinels included).
 	TLS *tls.Config
 	// Timeout bounds each dial, read, write and wait for a pooled
-	// connection. Default [DefaultTimeout].
+	// connection. Default [DefaultTimeout]. Ignored when LiveTimeout is set.
 	Timeout time.Duration
+	// LiveTimeout, when not nil, is read by each call in place of Timeout,
+	// so that a reload can change it while the client runs (see
+	// [Timeout]).
+	LiveTimeout *Timeout
 	// PoolSize is the most connections per node. Default go-redis's
 	// (10 × GOMAXPROCS).
 	PoolSize int
@@ -54,7 +58,9 @@ type ClientOptions struct {
 //     costs one Timeout, and the proxy answers 503 at once);
 //   - DialerRetries 1: one dial attempt (the default is 5, 100 ms apart);
 //   - PoolTimeout = Timeout, and ContextTimeoutEnabled, so a caller's
-//     deadline also bounds a call;
+//     deadline also bounds a call (with LiveTimeout, a hook puts the
+//     current bound into every call's context, and that decides: see
+//     [Timeout]);
 //   - Cluster MaxRedirects 1: one MOVED/ASK redirect is followed (needed
 //     after a failover or during resharding); go-redis also uses it to
 //     resend after a network error, so a hung Cluster node can cost up to
@@ -77,6 +83,9 @@ func NewClient(opts ClientOptions) (redis.UniversalClient, error) {
 	if opts.Timeout == 0 {
 		opts.Timeout = DefaultTimeout
 	}
+	if opts.LiveTimeout != nil {
+		opts.Timeout = opts.LiveTimeout.Load()
+	}
 	cluster := opts.ClusterMode || (opts.MasterName == "" && len(opts.Addrs) > 1)
 	if cluster && opts.MasterName != "" {
 		return nil, errors.New("redisstore: master name (Sentinel) and Cluster mode exclude each other")
@@ -86,7 +95,13 @@ func NewClient(opts ClientOptions) (redis.UniversalClient, error) {
 	}
 	// One set of options for every topology, so the three cannot drift
 	// apart; go-redis converts it with Failover, Cluster and Simple.
-	t := opts.Timeout
+	dial, rw := opts.Timeout, opts.Timeout
+	if opts.LiveTimeout != nil {
+		// The hook's context decides (timeoutHook): reads and writes take
+		// no deadline of their own, dials and pool waits one that no
+		// bound reaches.
+		dial, rw = liveBackstop, -1
+	}
 	u := &redis.UniversalOptions{
 		Addrs:                    opts.Addrs,
 		MasterName:               opts.MasterName,
@@ -99,10 +114,10 @@ func NewClient(opts ClientOptions) (redis.UniversalClient, error) {
 		Protocol:                 2,
 		DisableIdentity:          true,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-		DialTimeout:              t,
-		ReadTimeout:              t,
-		WriteTimeout:             t,
-		PoolTimeout:              t,
+		DialTimeout:              dial,
+		ReadTimeout:              rw,
+		WriteTimeout:             rw,
+		PoolTimeout:              dial,
 		ContextTimeoutEnabled:    true,
 		MaxRetries:               -1,
 		MaxRedirects:             1,
@@ -110,14 +125,23 @@ func NewClient(opts ClientOptions) (redis.UniversalClient, error) {
 		PoolSize:                 opts.PoolSize,
 		ConnMaxIdleTime:          5 * time.Minute,
 	}
+	var c redis.UniversalClient
 	switch {
 	case opts.MasterName != "":
-		return redis.NewFailoverClient(u.Failover()), nil
+		c = redis.NewFailoverClient(u.Failover())
 	case cluster:
-		return redis.NewClusterClient(u.Cluster()), nil
+		c = redis.NewClusterClient(u.Cluster())
 	default:
 		o := u.Simple()
 		o.MaintNotificationsConfig = u.MaintNotificationsConfig
-		return redis.NewClient(o), nil
+		c = redis.NewClient(o)
 	}
+	if opts.LiveTimeout != nil {
+		hookTimeout(c, opts.LiveTimeout)
+	}
+	return c, nil
 }
+
+// liveBackstop is a live-timeout client's dial and pool-wait timeout: never
+// reached by a call, which its hook bounds first.
+const liveBackstop = time.Hour

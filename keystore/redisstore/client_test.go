@@ -187,40 +187,111 @@ func TestUnreachable(t *testing.T) {
 		{"silent cluster", func(t *testing.T) []string { return []string{silentAddr(t), silentAddr(t)} }, ClientOptions{}, 4 * timeout},
 		{"silent sentinels", func(t *testing.T) []string { return []string{silentAddr(t), silentAddr(t)} }, ClientOptions{MasterName: "m"}, 2 * timeout},
 	} {
+		for _, live := range []bool{false, true} {
+			name := tc.name
+			if live {
+				name += " live timeout"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				o := tc.opts
+				o.Addrs = tc.addrs(t)
+				var sopts Options
+				if live {
+					// Made with another value, then set: the bound is
+					// the one in force when a call starts.
+					o.LiveTimeout = NewTimeout(time.Minute)
+					o.LiveTimeout.Set(timeout)
+					sopts.Timeout = o.LiveTimeout
+				} else {
+					o.Timeout = timeout
+				}
+				unreachable(t, o, sopts, tc.max, timeout)
+			})
+		}
+	}
+}
+
+// unreachable makes calls through a client made with o and a store made
+// with sopts, and checks that each fails with a connection error within max.
+func unreachable(t *testing.T, o ClientOptions, sopts Options, max, timeout time.Duration) {
+	c, err := NewClient(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := New(c, sopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := keystore.NewKey("unreachable")
+	calls := []struct {
+		name string
+		fn   func(ctx context.Context) error
+	}{
+		{"Reserve", func(ctx context.Context) error { _, err := s.Reserve(ctx, k, reserveOpts("a")); return err }},
+		{"Complete", func(ctx context.Context) error { return s.Complete(ctx, k, 1, &keystore.Response{Status: 200}) }},
+		{"Get", func(ctx context.Context) error { _, err := s.Get(ctx, k); return err }},
+	}
+	for _, call := range calls {
+		start := time.Now()
+		err := call.fn(context.Background())
+		took := time.Since(start)
+		if err == nil || isSentinel(err) {
+			t.Errorf("%s = %v; want a connection error", call.name, err)
+		}
+		if took > max+100*time.Millisecond {
+			t.Errorf("%s took %v; want at most %v (timeout %v)", call.name, took, max, timeout)
+		}
+		t.Logf("%s: %v after %v", call.name, err, took.Round(time.Millisecond))
+	}
+}
+
+// A live timeout (store.redis.timeout, reloaded) bounds the calls that
+// start after it is set, lowered or raised past the value the client was
+// made with, in every topology: the wait on a silent server follows it.
+func TestLiveTimeout(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		addrs func(t *testing.T) []string
+		opts  ClientOptions
+		calls int // read timeouts one call may cost (a Cluster resends once)
+	}{
+		{"standalone", func(t *testing.T) []string { return []string{silentAddr(t)} }, ClientOptions{}, 1},
+		{"cluster", func(t *testing.T) []string { return []string{silentAddr(t), silentAddr(t)} }, ClientOptions{}, 2},
+		{"sentinels", func(t *testing.T) []string { return []string{silentAddr(t), silentAddr(t)} }, ClientOptions{MasterName: "m"}, 1},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			o := tc.opts
 			o.Addrs = tc.addrs(t)
-			o.Timeout = timeout
+			o.LiveTimeout = NewTimeout(300 * time.Millisecond)
 			c, err := NewClient(o)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			s, err := New(c, Options{})
+			s, err := New(c, Options{Timeout: o.LiveTimeout})
 			if err != nil {
 				t.Fatal(err)
 			}
-			k := keystore.NewKey("unreachable")
-			calls := []struct {
-				name string
-				fn   func(ctx context.Context) error
-			}{
-				{"Reserve", func(ctx context.Context) error { _, err := s.Reserve(ctx, k, reserveOpts("a")); return err }},
-				{"Complete", func(ctx context.Context) error { return s.Complete(ctx, k, 1, &keystore.Response{Status: 200}) }},
-				{"Get", func(ctx context.Context) error { _, err := s.Get(ctx, k); return err }},
-			}
-			for _, call := range calls {
+			k := keystore.NewKey("live-timeout")
+			for _, d := range []time.Duration{100 * time.Millisecond, 900 * time.Millisecond, 150 * time.Millisecond} {
+				o.LiveTimeout.Set(d)
 				start := time.Now()
-				err := call.fn(context.Background())
+				_, err := s.Get(context.Background(), k)
 				took := time.Since(start)
 				if err == nil || isSentinel(err) {
-					t.Errorf("%s = %v; want a connection error", call.name, err)
+					t.Fatalf("Get = %v; want a timeout", err)
 				}
-				if took > tc.max+100*time.Millisecond {
-					t.Errorf("%s took %v; want at most %v (timeout %v)", call.name, took, tc.max, timeout)
+				// At least one bound (the first read, or the first
+				// topology query, waits it whole), at most the calls
+				// it may cost, with slack for a loaded machine.
+				if lo, hi := d-20*time.Millisecond, time.Duration(tc.calls)*d+300*time.Millisecond; took < lo || took > hi {
+					t.Errorf("timeout %v: Get failed after %v; want %v–%v", d, took, lo, hi)
 				}
-				t.Logf("%s: %v after %v", call.name, err, took.Round(time.Millisecond))
+				t.Logf("timeout %v: %v after %v", d, err, took.Round(time.Millisecond))
 			}
 		})
 	}

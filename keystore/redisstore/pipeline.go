@@ -35,10 +35,10 @@ import (
 // (MaxRetries -1, [NewClient]).
 type pipeliner struct {
 	client redis.UniversalClient
-	// wait bounds a queued call's wait: the client's read timeout, so that
-	// a call behind a batch stuck on a hung Redis gives up when a call of
+	// wait bounds a queued call's wait: the client's timeout, so that a
+	// call behind a batch stuck on a hung Redis gives up when a call of
 	// its own would have.
-	wait time.Duration
+	wait *Timeout
 
 	mu    sync.Mutex
 	busy  int        // sends on the wire, at most pipelineLanes
@@ -71,8 +71,8 @@ type pending struct {
 
 var pendingPool = sync.Pool{New: func() any { return &pending{done: make(chan struct{}, 1)} }}
 
-func newPipeliner(client redis.UniversalClient) *pipeliner {
-	return &pipeliner{client: client, wait: readTimeout(client)}
+func newPipeliner(client redis.UniversalClient, wait *Timeout) *pipeliner {
+	return &pipeliner{client: client, wait: wait}
 }
 
 // process runs cmd, alone or in a pipeline. It reports false when the
@@ -91,7 +91,8 @@ func (p *pipeliner) process(ctx context.Context, cmd *redis.Cmd) (ok bool, err e
 	q.cmd = cmd
 	p.queue = append(p.queue, q)
 	p.mu.Unlock()
-	t := time.NewTimer(p.wait)
+	wait := p.wait.Load()
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-q.done:
@@ -102,7 +103,7 @@ func (p *pipeliner) process(ctx context.Context, cmd *redis.Cmd) (ok bool, err e
 	case <-ctx.Done():
 		err = ctx.Err()
 	case <-t.C:
-		err = fmt.Errorf("%w: none within %v", errNoReply, p.wait)
+		err = fmt.Errorf("%w: none within %v", errNoReply, wait)
 	}
 	q.gone.Store(true) // q stays with the batch; the GC takes it
 	return false, err

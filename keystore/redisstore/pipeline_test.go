@@ -173,13 +173,15 @@ func TestAbandonedCallsKeepTheirArguments(t *testing.T) {
 		return err
 	}
 	own.Signal(syscall.SIGSTOP)
-	// The leaders take every lane, alone, and give up at 100 ms; the calls
-	// queued behind them go as pipelines then, and give up at 300 ms, while
-	// those wait for a reply; two more give up at 50 ms, before they go.
+	// The leaders take every lane, alone, and give up at 500 ms; the calls
+	// queued behind them go as pipelines then, and give up at 800 ms, while
+	// those wait for a reply; two more give up at 50 ms, before they go
+	// (the margins leave a loaded machine time to queue every call before
+	// a lane frees).
 	var wg sync.WaitGroup
 	for i := range pipelineLanes {
 		wg.Go(func() {
-			if err := reserve(100*time.Millisecond, "leader", i); err == nil {
+			if err := reserve(500*time.Millisecond, "leader", i); err == nil {
 				t.Errorf("leader %d succeeded against a stopped Redis", i)
 			}
 		})
@@ -188,7 +190,7 @@ func TestAbandonedCallsKeepTheirArguments(t *testing.T) {
 	const sent, early = 20, 2
 	for i := range sent + early {
 		wg.Go(func() {
-			d, kind := 300*time.Millisecond, "sent"
+			d, kind := 800*time.Millisecond, "sent"
 			if i >= sent {
 				d, kind = 50*time.Millisecond, "early"
 			}

@@ -40,6 +40,10 @@ type Options struct {
 	// RecordFormat is the layout records are written in; records in
 	// either are read. Default [FormatCompact].
 	RecordFormat RecordFormat
+	// Timeout, when not nil, is how long a call queued behind a pipeline
+	// waits for its reply: give the client's [ClientOptions.LiveTimeout].
+	// Default: the client's read timeout.
+	Timeout *Timeout
 }
 
 // Store is the Redis key store. It is safe for concurrent use by many
@@ -87,7 +91,11 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		return nil, err
 	}
 	if !opts.DirectCalls {
-		s.pipe = newPipeliner(client)
+		t := opts.Timeout
+		if t == nil {
+			t = NewTimeout(readTimeout(client))
+		}
+		s.pipe = newPipeliner(client, t)
 	}
 	return s, nil
 }
