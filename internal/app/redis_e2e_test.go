@@ -414,8 +414,11 @@ func TestRedisE2ECrashTakeover(t *testing.T) {
 	var execs execCounter
 	up, arrived, _ := e2eHangingUpstream(t, &execs)
 	prefix := e2ePrefix(t)
-	const lease = time.Second
-	extra := "idempotency: {lease: 1s}\n"
+	// A lease of 3 s: B's first retry must come while A's claim still
+	// holds, also on a loaded machine (1 s was not: a run beside other
+	// race tests at load 15 let it lapse before the retry).
+	const lease = 3 * time.Second
+	extra := "idempotency: {lease: 3s}\n"
 	pubA, adminA := testutil.DeadAddr(t), testutil.DeadAddr(t)
 	cfgPath := filepath.Join(dir, "a.yaml")
 	yamlA := e2eYAML(up.URL, addr, prefix, extra) + "listen: " + pubA + "\nadmin_listen: " + adminA + "\n"
