@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -239,9 +241,12 @@ type claim struct {
 	Cause    string    `json:"cause,omitempty"`
 	Original *original `json:"original,omitempty"`
 	// Probe is an unknown record's reconcile probe state; ResolvedBy is
-	// "probe" on a record a probe resolved.
-	Probe      *probeView `json:"probe,omitempty"`
-	ResolvedBy string     `json:"resolved_by,omitempty"`
+	// "probe" on a record a probe resolved. ProbeUnread is set when the
+	// state could not be read (a store error, or the request's deadline
+	// came first): then Probe and ResolvedBy say nothing.
+	Probe       *probeView `json:"probe,omitempty"`
+	ResolvedBy  string     `json:"resolved_by,omitempty"`
+	ProbeUnread bool       `json:"probe_unread,omitempty"`
 }
 
 // probeView is an unknown record's reconcile probe state.
@@ -252,23 +257,33 @@ type probeView struct {
 	AbsentSince *time.Time `json:"absent_since,omitempty"`
 }
 
+// hasProbe reports whether rec may have a reconcile probe state to show:
+// an unknown record, or a completed one a probe may have resolved.
+func (h *Handler) hasProbe(rec keystore.Record) bool {
+	_, ok := h.o.Store.(keystore.UnknownStore)
+	return ok && (rec.State == keystore.StateUnknown || rec.State == keystore.StateCompleted)
+}
+
 // addProbe adds rec's reconcile probe state to c: the state of an unknown
 // record, or resolved_by: probe on a record a probe resolved. A state
-// that cannot be read is left out.
-func (h *Handler) addProbe(ctx context.Context, c *claim, rec keystore.Record) {
-	us, ok := h.o.Store.(keystore.UnknownStore)
-	if !ok || (rec.State != keystore.StateUnknown && rec.State != keystore.StateCompleted) {
-		return
+// that cannot be read sets probe_unread, and addProbe reports false.
+func (h *Handler) addProbe(ctx context.Context, c *claim, rec keystore.Record) bool {
+	if !h.hasProbe(rec) {
+		return true
 	}
-	st, ok, err := us.ProbeStatus(ctx, rec.Key)
-	if err != nil || !ok || st.ClaimID != rec.ClaimID {
-		return
+	st, ok, err := h.o.Store.(keystore.UnknownStore).ProbeStatus(ctx, rec.Key)
+	if err != nil {
+		c.ProbeUnread = true
+		return false
+	}
+	if !ok || st.ClaimID != rec.ClaimID {
+		return true // never probed under this claim
 	}
 	if rec.State == keystore.StateCompleted {
 		if st.Resolved {
 			c.ResolvedBy = "probe"
 		}
-		return
+		return true
 	}
 	v := &probeView{Probes: st.Probes, Last: st.Last, LastAt: st.LastAt.UTC()}
 	if !st.AbsentSince.IsZero() {
@@ -276,6 +291,38 @@ func (h *Handler) addProbe(ctx context.Context, c *claim, rec keystore.Record) {
 		v.AbsentSince = &t
 	}
 	c.Probe = v
+	return true
+}
+
+// probeReaders bounds the probe-state reads one listing runs at once: a
+// listing of up to maxListLimit unknown records reads them in about
+// maxListLimit/probeReaders store round trips, and never holds more than
+// probeReaders of the store's connections.
+const probeReaders = 8
+
+// addProbes adds the probe state of each of recs to out[i] (out[i] is
+// recs[i]'s view), at most probeReaders reads at once, all within ctx (the
+// request's deadline): a row whose state could not be read in time says so
+// (probe_unread), never silently lacks it. It returns how many could not
+// be read.
+func (h *Handler) addProbes(ctx context.Context, out []claim, recs []keystore.Record) int {
+	var next, unread atomic.Int64
+	var wg sync.WaitGroup
+	for range min(probeReaders, len(recs)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(recs) {
+					return
+				}
+				if !h.addProbe(ctx, &out[i], recs[i]) {
+					unread.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return int(unread.Load())
 }
 
 // original is what a sent mark keeps of the original request.
@@ -353,7 +400,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 		}
 		older = d
 	}
-	out, limit, skipped, ok := h.listing(w, r, "list", false, func(ctx context.Context, limit int) ([]keystore.Record, error) {
+	out, limit, skipped, _, ok := h.listing(w, r, "list", false, func(ctx context.Context, limit int) ([]keystore.Record, error) {
 		return h.o.Store.InFlight(ctx, older, limit)
 	})
 	if !ok {
@@ -365,12 +412,12 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 
 // listing runs a listing (action) with the request's limit: list returns
 // the records, with a [*keystore.DamagedError] for those it could not read.
-// It returns them as claims (with their probe's state when probes) and how
-// many were skipped; a bad limit or a store failure is answered, and ok is
-// false.
-func (h *Handler) listing(w http.ResponseWriter, r *http.Request, action string, probes bool, list func(ctx context.Context, limit int) ([]keystore.Record, error)) (out []claim, limit, skipped int, ok bool) {
+// It returns them as claims (with their probe's state when probes), how
+// many were skipped and how many probe states could not be read; a bad
+// limit or a store failure is answered, and ok is false.
+func (h *Handler) listing(w http.ResponseWriter, r *http.Request, action string, probes bool, list func(ctx context.Context, limit int) ([]keystore.Record, error)) (out []claim, limit, skipped, unread int, ok bool) {
 	if limit, ok = h.limit(w, r, action); !ok {
-		return nil, 0, 0, false
+		return nil, 0, 0, 0, false
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
 	defer cancel()
@@ -378,16 +425,16 @@ func (h *Handler) listing(w http.ResponseWriter, r *http.Request, action string,
 	var damaged *keystore.DamagedError
 	if err != nil && !errors.As(err, &damaged) {
 		h.storeFailed(w, r, action, "", err)
-		return nil, 0, 0, false
+		return nil, 0, 0, 0, false
 	}
 	out = make([]claim, len(recs))
 	for i, rec := range recs {
 		out[i] = h.view(rec, false)
-		if probes {
-			h.addProbe(ctx, &out[i], rec)
-		}
 	}
-	return out, limit, h.skipped(r, action, damaged), true
+	if probes {
+		unread = h.addProbes(ctx, out, recs)
+	}
+	return out, limit, h.skipped(r, action, damaged), unread, true
 }
 
 // skipped counts and logs the records a listing skipped because it could
@@ -432,12 +479,12 @@ func (h *Handler) listUnknown(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, "list_unknown", http.StatusNotFound, "not_supported", "the store keeps no unknown records")
 		return
 	}
-	out, limit, skipped, ok := h.listing(w, r, "list_unknown", true, us.Unknown)
+	out, limit, skipped, unread, ok := h.listing(w, r, "list_unknown", true, us.Unknown)
 	if !ok {
 		return
 	}
-	h.log(r, "list_unknown", http.StatusOK, "", "", slog.Int("count", len(out)), slog.Int("damaged", skipped))
-	h.ok(w, r, "list_unknown", map[string]any{"unknown": out, "limit": limit, "truncated": len(out) == limit, "damaged": skipped})
+	h.log(r, "list_unknown", http.StatusOK, "", "", slog.Int("count", len(out)), slog.Int("damaged", skipped), slog.Int("probes_unread", unread))
+	h.ok(w, r, "list_unknown", map[string]any{"unknown": out, "limit": limit, "truncated": len(out) == limit, "damaged": skipped, "probes_unread": unread})
 }
 
 // LimiterClients is one limiter's busiest clients.

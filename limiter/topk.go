@@ -26,7 +26,7 @@ const (
 // smallest count, inheriting that count as its possible over-count (Err).
 // So a client is never under-counted, a count is at most Err too high, and
 // every client that sent more than 1/20 of its shard's requests holds a
-// slot ([TopK.RecordN]; [TopK.Record] samples passed requests, which makes
+// slot (recordN; [TopK.Record] samples passed requests, which makes
 // the request counts estimates, while refusals stay exact). Many addresses
 // sending a request each (a flood from many IPs) only churn the smallest
 // slots: they cannot push out a client that sent more than 1/20 of its
@@ -84,17 +84,17 @@ const passSample = 32
 // nothing and holds one shard's lock for a scan of at most 40 slots.
 func (t *TopK) Record(k Key, refused bool) {
 	if refused {
-		t.RecordN(k, 1, 1)
+		t.recordN(k, 1, 1)
 		return
 	}
 	if rand.Uint32()%passSample == 0 {
-		t.RecordN(k, passSample, 0)
+		t.recordN(k, passSample, 0)
 	}
 }
 
-// RecordN counts requests requests of client k, refused of them refused,
+// recordN counts requests requests of client k, refused of them refused,
 // exactly (no sampling).
-func (t *TopK) RecordN(k Key, requests, refused uint64) {
+func (t *TopK) recordN(k Key, requests, refused uint64) {
 	i, _ := bits.Mul64(k.hash(t.seed), topShards)
 	sh := &t.shards[i]
 	sh.mu.Lock()

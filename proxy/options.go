@@ -165,7 +165,8 @@ type Idempotency struct {
 	// InProgressReject (also "", 409) or InProgressWait (wait.go).
 	InProgress string
 	// WaitTimeout bounds a wait for the original, never past the route's
-	// timeout.
+	// timeout; it must be > 0 when a keyed route waits without a
+	// WaitTimeout of its own ([Proxy.Apply] names it otherwise).
 	WaitTimeout time.Duration
 	// MaxWaiters caps the waiters per key per process; beyond it a
 	// duplicate gets 409 at once. 0: none wait.
@@ -182,7 +183,8 @@ type Idempotency struct {
 	LateAnswerWait time.Duration
 	// LateAnswerMax bounds the upstream calls kept past their timeout in
 	// this process (late_answer_max; late.go); beyond it a timed-out call
-	// is cancelled and counted.
+	// is cancelled and counted. It must be > 0 when a keyed route has a
+	// late answer wait ([Proxy.Apply] names it otherwise).
 	LateAnswerMax int
 }
 

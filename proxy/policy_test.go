@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -172,5 +173,67 @@ func TestErrorsBeforeARouteMatchAreGlobal(t *testing.T) {
 	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" || r.header.Get("Content-Type") != "application/json" ||
 		!strings.Contains(string(r.body), `"code":"rate_limited"`) {
 		t.Errorf("edge 429 = %v %v, want the global errors' shape", r, r.header)
+	}
+}
+
+// TestApplyNamesUnsetWaitBounds: a library user's Policy that leaves
+// WaitTimeout or LateAnswerMax unset while a keyed route needs it is
+// refused by Apply with an error naming the field (the policy holds no
+// defaults), and the running policy stays; a policy whose routes do not
+// use the bound applies.
+func TestApplyNamesUnsetWaitBounds(t *testing.T) {
+	t.Parallel()
+	late := 5 * time.Second
+	tests := []struct {
+		name  string
+		route Route
+		unset func(*Idempotency)
+		want  string // "" applies
+	}{
+		{"wait, no wait timeout", Route{InProgress: InProgressWait},
+			func(id *Idempotency) { id.WaitTimeout = 0 }, "Policy.Idempotency.WaitTimeout"},
+		{"global wait, no wait timeout", Route{},
+			func(id *Idempotency) { id.InProgress, id.WaitTimeout = InProgressWait, 0 }, "Policy.Idempotency.WaitTimeout"},
+		{"wait, negative wait timeout", Route{InProgress: InProgressWait},
+			func(id *Idempotency) { id.WaitTimeout = -time.Second }, "Policy.Idempotency.WaitTimeout"},
+		{"wait, the route's own wait timeout", Route{InProgress: InProgressWait, WaitTimeout: time.Second},
+			func(id *Idempotency) { id.WaitTimeout = 0 }, ""},
+		{"reject, no wait timeout", Route{},
+			func(id *Idempotency) { id.WaitTimeout = 0 }, ""},
+		{"late wait, no late answer max", Route{},
+			func(id *Idempotency) { id.LateAnswerWait, id.LateAnswerMax = late, 0 }, "Policy.Idempotency.LateAnswerMax"},
+		{"route's late wait, no late answer max", Route{LateAnswerWait: &late},
+			func(id *Idempotency) { id.LateAnswerMax = 0 }, "Policy.Idempotency.LateAnswerMax"},
+		{"no late wait, no late answer max", Route{},
+			func(id *Idempotency) { id.LateAnswerMax = 0 }, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			u, _ := url.Parse("http://127.0.0.1:1")
+			st := memstore.New(memstore.Options{})
+			defer st.Close()
+			o := Options{Upstream: u, Store: st}
+			p := New(depsOf(o))
+			defer p.Close()
+			good := policyOf(o)
+			if err := p.Apply(good); err != nil {
+				t.Fatal(err)
+			}
+			rt := tt.route
+			rt.Name, rt.Method, rt.Path, rt.Idempotent = "pay", "POST", "/pay", true
+			pol := policyOf(o)
+			pol.Routes = []Route{rt}
+			tt.unset(&pol.Idempotency)
+			err := p.Apply(pol)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("Apply = %v; want nil", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("Apply = %v; want an error naming %s", err, tt.want)
+			case tt.want != "" && len(p.Policy().Routes) != 0:
+				t.Errorf("after a refused Apply the policy has routes %v; want the running one's (none)", p.Policy().Routes)
+			}
+		})
 	}
 }

@@ -211,7 +211,8 @@ func (pr *prober) close() {
 // route, in the background when a probe slot is free (else the wiring's
 // loop probes it within half an `every`).
 func (p *Proxy) probeSoon(routeName string, sk keystore.Key) {
-	rt := p.probeRoute(routeName)
+	snap := p.cur.Load()
+	rt := snap.probeRoute(routeName)
 	if rt == nil {
 		return
 	}
@@ -222,14 +223,20 @@ func (p *Proxy) probeSoon(routeName string, sk keystore.Key) {
 		if err != nil || rec.State != keystore.StateUnknown {
 			return
 		}
-		p.reconcile(ctx, rt, rec)
+		p.reconcile(ctx, snap, rt, rec)
 	})
 }
 
-// probeRoute returns the route called name if it has a reconcile probe
-// now, or nil.
-func (p *Proxy) probeRoute(name string) *route {
-	for _, r := range p.currentRoutes() {
+// probeRoute returns the route of snap called name if it has a reconcile
+// probe, or nil (also for a nil snap: before the first Apply). A probe
+// runs on the one snapshot its route came from, to its end: its route,
+// the upstream it asks and the answer's cap are of one policy, whatever
+// a reload swaps in meanwhile.
+func (snap *snapshot) probeRoute(name string) *route {
+	if snap == nil {
+		return nil
+	}
+	for _, r := range snap.routes {
 		if r.Name == name && r.probe != nil {
 			return r
 		}
@@ -237,26 +244,26 @@ func (p *Proxy) probeRoute(name string) *route {
 	return nil
 }
 
-// currentRoutes returns the routes of the current policy; none before the
-// first Apply.
-func (p *Proxy) currentRoutes() []*route {
-	if snap := p.cur.Load(); snap != nil {
-		return snap.routes
+// reconcileEvery returns the shortest `every` of snap's reconcile probes,
+// or 0 when no route has one (or snap is nil).
+func (snap *snapshot) reconcileEvery() time.Duration {
+	if snap == nil {
+		return 0
 	}
-	return nil
+	var d time.Duration
+	for _, r := range snap.routes {
+		if r.probe != nil && (d == 0 || r.probe.every < d) {
+			d = r.probe.every
+		}
+	}
+	return d
 }
 
 // ReconcileEvery returns the shortest `every` of the current routes'
 // reconcile probes, or 0 when no route has one: the wiring lists unknown
 // records every half of it.
 func (p *Proxy) ReconcileEvery() time.Duration {
-	var d time.Duration
-	for _, r := range p.currentRoutes() {
-		if r.probe != nil && (d == 0 || r.probe.every < d) {
-			d = r.probe.every
-		}
-	}
-	return d
+	return p.cur.Load().reconcileEvery()
 }
 
 // ReconcileUnknown probes the unknown records of routes with a reconcile
@@ -266,7 +273,8 @@ func (p *Proxy) ReconcileEvery() time.Duration {
 // is left alone (the store's probe lease).
 func (p *Proxy) ReconcileUnknown(ctx context.Context, limit int) (int, error) {
 	us, ok := p.deps.Store.(keystore.UnknownStore)
-	if !ok || p.ReconcileEvery() == 0 {
+	snap := p.cur.Load() // one policy for the whole pass
+	if !ok || snap.reconcileEvery() == 0 {
 		return 0, nil
 	}
 	lctx, cancel := context.WithTimeout(ctx, storeTimeout)
@@ -279,11 +287,11 @@ func (p *Proxy) ReconcileUnknown(ctx context.Context, limit int) (int, error) {
 	var wg sync.WaitGroup
 	n := 0
 	for _, rec := range recs {
-		rt := p.probeRoute(rec.Route)
+		rt := snap.probeRoute(rec.Route)
 		if rt == nil {
 			continue
 		}
-		if !p.probes.goWait(ctx, &wg, func(pctx context.Context) { p.reconcile(pctx, rt, rec) }) {
+		if !p.probes.goWait(ctx, &wg, func(pctx context.Context) { p.reconcile(pctx, snap, rt, rec) }) {
 			break
 		}
 		n++
@@ -292,10 +300,10 @@ func (p *Proxy) ReconcileUnknown(ctx context.Context, limit int) (int, error) {
 	return n, nil
 }
 
-// reconcile probes one unknown record of route rt, if its probe lease is
-// free, and records the result: the record resolved (found, released),
-// the probe state for the next prober, the metric and the log.
-func (p *Proxy) reconcile(ctx context.Context, rt *route, rec keystore.Record) {
+// reconcile probes one unknown record of route rt of snap, if its probe
+// lease is free, and records the result: the record resolved (found,
+// released), the probe state for the next prober, the metric and the log.
+func (p *Proxy) reconcile(ctx context.Context, snap *snapshot, rt *route, rec keystore.Record) {
 	us, ok := p.deps.Store.(keystore.UnknownStore)
 	if !ok || rec.Info == nil || rec.Info.Header.Get(infoProbeHost) == "" {
 		return // marked before the route had a probe: nothing to probe with
@@ -313,7 +321,7 @@ func (p *Proxy) reconcile(ctx context.Context, rt *route, rec keystore.Record) {
 		st = keystore.ProbeState{ClaimID: rec.ClaimID}
 	}
 	start := p.deps.Now()
-	status, resp, err := p.sendProbe(ctx, rt, rec.Info, probeTimeout)
+	status, resp, err := p.sendProbe(ctx, snap, rt, rec.Info, probeTimeout)
 	result := keystore.ProbeError
 	switch {
 	case err != nil:
@@ -393,10 +401,11 @@ func (p *Proxy) absentFrom(rt *route, rec keystore.Record) time.Time {
 }
 
 // sendProbe sends rt's probe for the record whose sent-mark info is info,
-// through the proxy's transport, and returns the answer's status and, for
-// a found status, the answer to store (too large past
-// max_response_bytes). err is set when there was no whole answer.
-func (p *Proxy) sendProbe(ctx context.Context, rt *route, info *keystore.Response, timeout time.Duration) (int, *keystore.Response, error) {
+// through the proxy's transport to snap's upstream, and returns the
+// answer's status and, for a found status, the answer to store (too large
+// past snap's max_response_bytes). err is set when there was no whole
+// answer.
+func (p *Proxy) sendProbe(ctx context.Context, snap *snapshot, rt *route, info *keystore.Response, timeout time.Duration) (int, *keystore.Response, error) {
 	ps := rt.probe
 	path, err := ps.tmpl.Fill(func(name string) (string, bool) {
 		if name == "key" {
@@ -411,10 +420,6 @@ func (p *Proxy) sendProbe(ctx context.Context, rt *route, info *keystore.Respons
 	})
 	if err != nil {
 		return 0, nil, err
-	}
-	snap := p.cur.Load()
-	if snap == nil {
-		return 0, nil, errors.New("proxy: no policy applied")
 	}
 	up := &snap.src.Upstream
 	u := *up.URL

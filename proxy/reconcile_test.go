@@ -496,3 +496,69 @@ func TestReconcileRedis(t *testing.T) {
 		t.Errorf("executions of k.found = %d; want 1", n)
 	}
 }
+
+// applyOnAcquire is a memory store whose next AcquireProbe first runs
+// apply: a reload that lands while a probe is under way.
+type applyOnAcquire struct {
+	*memstore.Store
+	apply atomic.Pointer[func()]
+}
+
+func (s *applyOnAcquire) AcquireProbe(ctx context.Context, k keystore.Key, ttl time.Duration) (keystore.ProbeLease, bool, error) {
+	if f := s.apply.Swap(nil); f != nil {
+		(*f)()
+	}
+	return s.Store.AcquireProbe(ctx, k, ttl)
+}
+
+// TestReconcileOnePolicyPerProbe: a probe runs on the policy its route
+// came from: a reload that lands between its start and its lookup (here:
+// at its probe lease) moves the upstream, and the lookup still goes to
+// the upstream of the route it probes for; the next pass uses the new
+// policy.
+func TestReconcileOnePolicyPerProbe(t *testing.T) {
+	t.Parallel()
+	old := newLookupUpstream(t, "other", false) // the write breaks; lookups leave it unknown
+	moved := newLookupUpstream(t, "other", false)
+	clk := itestutil.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	st := &applyOnAcquire{Store: memstore.New(memstore.Options{Now: clk.Now})}
+	t.Cleanup(func() { st.Close() })
+	u, _ := url.Parse(old.URL)
+	opts := Options{Upstream: u, Store: st, Now: clk.Now, Stages: Stages{Routes: reconcileRoutes(reconcileEvery)},
+		Idempotency: Idempotency{IdentityHeaders: []string{"Authorization"}}}
+	p, err := newOpts(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	t.Cleanup(func() { srv.Close(); p.Close() })
+	tp := &testProxy{Server: srv, p: p, clock: clk}
+	if r := tp.write(t, "k1"); r.status != http.StatusBadGateway {
+		t.Fatalf("write = %v; want 502", r)
+	}
+	waitProbes(t, tp, "k1", 1) // the first probe, at the moment of unknown
+
+	mu, _ := url.Parse(moved.URL)
+	opts.Upstream = mu
+	reload := func() {
+		if err := p.Apply(policyOf(opts)); err != nil {
+			t.Error(err)
+		}
+	}
+	st.apply.Store(&reload)
+	clk.Advance(reconcileEvery)
+	if n, err := p.ReconcileUnknown(context.Background(), 100); n != 1 || err != nil {
+		t.Fatalf("ReconcileUnknown = %d, %v; want 1 probe", n, err)
+	}
+	if st.apply.Load() != nil {
+		t.Fatal("the reload did not run during the probe")
+	}
+	if o, m := old.lookups.Load(), moved.lookups.Load(); o != 2 || m != 0 {
+		t.Errorf("lookups: the probe's policy's upstream %d, the reloaded one's %d; want 2, 0", o, m)
+	}
+	clk.Advance(reconcileEvery)
+	p.ReconcileUnknown(context.Background(), 100)
+	if o, m := old.lookups.Load(), moved.lookups.Load(); o != 2 || m != 1 {
+		t.Errorf("lookups after the next pass: old upstream %d, reloaded %d; want 2, 1", o, m)
+	}
+}

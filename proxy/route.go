@@ -217,6 +217,16 @@ func compilePolicy(r *route, id *Idempotency, global problem.Spec) error {
 	if r.LateAnswerWait != nil {
 		r.lateWait = *r.LateAnswerWait
 	}
+	// The policy holds no defaults (config.Default has them): a zero
+	// bound a keyed route would use is a policy built without it, refused
+	// here rather than read as "no wait" or "keep no call".
+	switch {
+	case !r.Idempotent:
+	case r.wait && r.waitTimeout <= 0:
+		return fmt.Errorf("proxy: route %q: in_progress: wait needs Policy.Idempotency.WaitTimeout (or the route's WaitTimeout) > 0", r.Name)
+	case r.lateWait > 0 && id.LateAnswerMax <= 0:
+		return fmt.Errorf("proxy: route %q: a late answer wait needs Policy.Idempotency.LateAnswerMax > 0", r.Name)
+	}
 	spec := global
 	if r.Errors != nil {
 		spec = global.Merge(*r.Errors)

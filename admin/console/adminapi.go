@@ -28,6 +28,10 @@ type claim struct {
 	// Probe is the record's reconcile-probe state (nil: never probed),
 	// shown by the "probe-state" template (templates/probe.html) only.
 	Probe *probeState `json:"probe"`
+	// ProbeUnread is set when the admin API could not read the probe
+	// state (the store failed, or the listing's deadline came first):
+	// then Probe says nothing.
+	ProbeUnread bool `json:"probe_unread"`
 	// ResolvedBy names who resolved an unknown record (the holder, a
 	// probe, an operator), when the admin API says; shown on the resolve
 	// page.

@@ -349,6 +349,7 @@ func TestUnknownSection(t *testing.T) {
 		t.Fatal(err)
 	}
 	const key = "aa11bb22cc33dd44ee55ff6600770088aa11bb22cc33dd44ee55ff6600770088"
+	const unread = "bb11bb22cc33dd44ee55ff6600770088aa11bb22cc33dd44ee55ff6600770088" // its probe state could not be read
 	withUnknown := http.NewServeMux()
 	withUnknown.Handle("/admin/", api)
 	withUnknown.HandleFunc("GET /admin/unknown", func(w http.ResponseWriter, r *http.Request) {
@@ -357,7 +358,8 @@ func TestUnknownSection(t *testing.T) {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"unknown":[{"key":"`+key+`","state":"unknown","route":"pay","claimed_at":"2026-12-01T10:00:00Z","age_seconds":90,"claim_id":"c1","sent":true,"cause":"broken","probe":{"probes":2,"last":"absent","last_at":"2026-12-01T10:01:00Z","absent_since":"2026-12-01T10:00:30Z"},"original":{"method":"POST","path":"/pay/<b>","idempotency_key":"k","request_id":"r1"}}],"limit":200,"truncated":false}`)
+		io.WriteString(w, `{"unknown":[{"key":"`+key+`","state":"unknown","route":"pay","claimed_at":"2026-12-01T10:00:00Z","age_seconds":90,"claim_id":"c1","sent":true,"cause":"broken","probe":{"probes":2,"last":"absent","last_at":"2026-12-01T10:01:00Z","absent_since":"2026-12-01T10:00:30Z"},"original":{"method":"POST","path":"/pay/<b>","idempotency_key":"k","request_id":"r1"}},`+
+			`{"key":"`+unread+`","state":"unknown","route":"pay","claimed_at":"2026-12-01T10:00:00Z","age_seconds":90,"claim_id":"c2","sent":true,"cause":"timeout","probe_unread":true}],"limit":200,"truncated":false,"probes_unread":1}`)
 	})
 	// A store without unknown records (an older backend) answers 404
 	// not_supported, as admin.Handler does for it.
@@ -373,7 +375,8 @@ func TestUnknownSection(t *testing.T) {
 		admin http.Handler
 		want  []string
 	}{
-		{"listed", withUnknown, []string{"pay", "POST /pay/&lt;b&gt;", "broken", "<td>2 probes, last absent at 2026-12-01T10:01:00Z; absent since 2026-12-01T10:00:30Z</td>", "1m30s", `href="/ui/claims/` + key + `"`}},
+		{"listed", withUnknown, []string{"pay", "POST /pay/&lt;b&gt;", "broken", "<td>2 probes, last absent at 2026-12-01T10:01:00Z; absent since 2026-12-01T10:00:30Z</td>", "1m30s", `href="/ui/claims/` + key + `"`,
+			"<td>probe state not read</td>"}},
 		{"none held", api, []string{"<p>None.</p>"}},
 		{"no listing", noListing, []string{"None: this store keeps no unknown-outcome records."}},
 	} {

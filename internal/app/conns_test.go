@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/testutil"
 )
 
 // TestMaxConnections: with max_connections 4, four idle connections fill
@@ -75,5 +77,49 @@ max_connections: 4
 	b, _ := io.ReadAll(got.Body)
 	if got.StatusCode != http.StatusOK || !strings.Contains(string(b), "up") {
 		t.Errorf("the fifth connection: %d %q; want the upstream's 200", got.StatusCode, b)
+	}
+}
+
+// TestMaxConnectionsReloadedBeforeServe: a reload of max_connections that
+// lands before Serve wraps a listener (as the watcher's first read may
+// before tls.http_listen's listener is wrapped) gives that listener the
+// reloaded cap, not the one the process started with.
+func TestMaxConnectionsReloadedBeforeServe(t *testing.T) {
+	t.Parallel()
+	a, err := New(e2eConfig(t, `
+upstream: {url: "http://127.0.0.1:1"}
+edge_limit: {rate: 0}
+max_connections: 4
+`), Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := cloneConfig(t, a.liveConfig())
+	next.MaxConnections = 2
+	data, err := next.EffectiveYAML()
+	if err != nil {
+		a.Close()
+		t.Fatal(err)
+	}
+	a.applyConfig(data, nil)
+	if got := a.liveConfig().MaxConnections; got != 2 {
+		a.Close()
+		t.Fatalf("live max_connections after the reload = %d; want 2", got)
+	}
+	lns, err := Listen("127.0.0.1:0", "127.0.0.1:0")
+	if err != nil {
+		a.Close()
+		t.Fatal(err)
+	}
+	serveUntilCleanup(t, a, lns)
+	testutil.Eventually(t, 10*time.Second, "serving", a.ready.Load)
+	a.reload.mu.Lock()
+	var limits []int
+	for _, l := range a.conns {
+		limits = append(limits, l.Limit())
+	}
+	a.reload.mu.Unlock()
+	if len(limits) != 2 || limits[0] != 2 || limits[1] != 2 {
+		t.Errorf("listeners' max_connections = %v; want [2 2], the reloaded value", limits)
 	}
 }

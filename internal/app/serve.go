@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -110,11 +111,13 @@ func (a *App) Serve(ctx context.Context, grace time.Duration, lns *Listeners) er
 	// worker_connections and HAProxy's maxconn do (rather than being
 	// accepted and reset, which a client retries at once). The cap wraps
 	// the TCP listener, under TLS: a handshake holds a slot too.
-	// The cap follows reloads (applyLive sets a.conns).
-	n, conns := a.cfg.MaxHeaderBytes, a.cfg.MaxConnections
+	// The cap follows reloads (applyLive sets a.conns): a listener takes
+	// the live value under reload.mu, so a reload before it was wrapped
+	// (tls.http_listen's is wrapped after the watcher starts) counts.
+	n := a.cfg.MaxHeaderBytes
 	limited := func(l net.Listener) net.Listener {
-		ll := newLimitListener(l, conns)
 		a.reload.mu.Lock()
+		ll := newLimitListener(l, cmp.Or(a.reload.live, a.cfg).MaxConnections)
 		a.conns = append(a.conns, ll)
 		a.reload.mu.Unlock()
 		return ll

@@ -251,29 +251,44 @@ func (s *Server) countLocked(pattern string) int64 {
 	return s.executions
 }
 
-// startCartWrite reads a cart body and honours the write's delay, then
-// locks s.mu and counts the write (pattern). It returns the items and the
-// execution number; when the write must not run it has answered the request
-// and reports false, with s.mu unlocked.
-func (s *Server) startCartWrite(w http.ResponseWriter, r *http.Request, pattern string) (json.RawMessage, int64, bool) {
+// readCartWrite reads a cart write's body and honours its delay. It
+// returns the items; when the write must not run it has answered the
+// request and reports false.
+func (s *Server) readCartWrite(w http.ResponseWriter, r *http.Request) (json.RawMessage, bool) {
 	items, ok := s.readItems(w, r)
-	if !ok || !s.wait(w, r) {
-		return nil, 0, false
-	}
-	s.mu.Lock()
-	return items, s.countLocked(pattern), true
+	return items, ok && s.wait(w, r)
 }
 
+// apiError is the answer of a write refused under s.mu, written once
+// s.mu is unlocked.
+type apiError struct {
+	status    int
+	code, msg string
+}
+
+func (e *apiError) write(w http.ResponseWriter) { writeError(w, e.status, e.code, e.msg) }
+
 func (s *Server) createCart(w http.ResponseWriter, r *http.Request) {
-	items, n, ok := s.startCartWrite(w, r, patCreateCart)
+	items, ok := s.readCartWrite(w, r)
 	if !ok {
 		return
 	}
-	if len(s.carts) >= s.maxCarts {
-		s.mu.Unlock()
-		writeError(w, http.StatusServiceUnavailable, "capacity_exceeded",
-			fmt.Sprintf("the demo holds at most %d carts", s.maxCarts))
+	s.mu.Lock()
+	v, refused := s.createCartLocked(items)
+	s.mu.Unlock()
+	if refused != nil {
+		refused.write(w)
 		return
+	}
+	writeCreated(w, "/ucp/v1/carts/"+v.ID, v)
+}
+
+// createCartLocked counts a cart creation and runs it. s.mu must be held.
+func (s *Server) createCartLocked(items json.RawMessage) (cartJSON, *apiError) {
+	n := s.countLocked(patCreateCart)
+	if len(s.carts) >= s.maxCarts {
+		return cartJSON{}, &apiError{http.StatusServiceUnavailable, "capacity_exceeded",
+			fmt.Sprintf("the demo holds at most %d carts", s.maxCarts)}
 	}
 	now := s.now().UTC()
 	c := &cart{
@@ -283,10 +298,7 @@ func (s *Server) createCart(w http.ResponseWriter, r *http.Request) {
 		updatedAt: now,
 	}
 	s.carts[c.id] = c
-	v := c.view(n)
-	s.mu.Unlock()
-
-	writeCreated(w, "/ucp/v1/carts/"+c.id, v)
+	return c.view(n), nil
 }
 
 func (s *Server) getCart(w http.ResponseWriter, r *http.Request) {
@@ -311,41 +323,48 @@ func getOne[T any, V any](s *Server, w http.ResponseWriter, m map[string]T, id s
 }
 
 func (s *Server) putCart(w http.ResponseWriter, r *http.Request) {
-	items, n, ok := s.startCartWrite(w, r, patPutCart)
+	items, ok := s.readCartWrite(w, r)
 	if !ok {
 		return
 	}
-	c, ok := s.openCartLocked(w, r)
-	if !ok {
-		return
-	}
-	c.items = items
-	c.updatedAt = s.now().UTC()
-	v := c.view(n)
+	s.mu.Lock()
+	v, refused := s.putCartLocked(r.PathValue("id"), items)
 	s.mu.Unlock()
-
+	if refused != nil {
+		refused.write(w)
+		return
+	}
 	writeJSON(w, http.StatusOK, v)
 }
 
-// openCartLocked returns the cart the write r names, if it is still open.
-// s.mu must be held; when the cart is unknown (404) or checked out already
-// (409), openCartLocked unlocks s.mu, answers the request and reports false.
-func (s *Server) openCartLocked(w http.ResponseWriter, r *http.Request) (*cart, bool) {
-	c, ok := s.carts[r.PathValue("id")]
+// putCartLocked counts a write of cart id's items and runs it. s.mu must
+// be held.
+func (s *Server) putCartLocked(id string, items json.RawMessage) (cartJSON, *apiError) {
+	n := s.countLocked(patPutCart)
+	c, refused := s.openCartLocked(id)
+	if refused != nil {
+		return cartJSON{}, refused
+	}
+	c.items = items
+	c.updatedAt = s.now().UTC()
+	return c.view(n), nil
+}
+
+// openCartLocked returns cart id if it is still open, or the refusal: 404
+// when it is unknown, 409 when it was checked out already. s.mu must be
+// held.
+func (s *Server) openCartLocked(id string) (*cart, *apiError) {
+	c, ok := s.carts[id]
 	switch {
 	case !ok:
-		s.mu.Unlock()
-		writeError(w, http.StatusNotFound, "cart_not_found", "no such cart")
-		return nil, false
+		return nil, &apiError{http.StatusNotFound, "cart_not_found", "no such cart"}
 	case c.orderID != "":
 		// The harm idemgate prevents: a retried checkout that already
 		// succeeded now fails, and the client cannot tell it succeeded.
-		s.mu.Unlock()
-		writeError(w, http.StatusConflict, "cart_checked_out",
-			"the cart was already checked out as "+c.orderID)
-		return nil, false
+		return nil, &apiError{http.StatusConflict, "cart_checked_out",
+			"the cart was already checked out as " + c.orderID}
 	}
-	return c, true
+	return c, nil
 }
 
 func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
@@ -363,10 +382,22 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	n := s.countLocked(patComplete)
-	c, ok := s.openCartLocked(w, r)
-	if !ok {
+	v, refused := s.completeLocked(r.PathValue("id"))
+	s.mu.Unlock()
+	if refused != nil {
+		refused.write(w)
 		return
+	}
+	writeCreated(w, "/ucp/v1/orders/"+v.ID, v)
+}
+
+// completeLocked counts a checkout of cart id and runs it. s.mu must be
+// held.
+func (s *Server) completeLocked(id string) (orderJSON, *apiError) {
+	n := s.countLocked(patComplete)
+	c, refused := s.openCartLocked(id)
+	if refused != nil {
+		return orderJSON{}, refused
 	}
 	o := &order{
 		id:        "order_" + strconv.Itoa(len(s.orders)+1),
@@ -377,10 +408,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 	s.orders[o.id] = o
 	c.orderID = o.id
 	c.updatedAt = o.createdAt
-	v := o.view(n)
-	s.mu.Unlock()
-
-	writeCreated(w, "/ucp/v1/orders/"+o.id, v)
+	return o.view(n), nil
 }
 
 func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) {

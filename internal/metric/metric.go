@@ -33,19 +33,19 @@ func GaugeVec(f promauto.Factory, name, help string, labels ...string) *promethe
 }
 
 // Latency makes the latency histogram family name, with labels, on f
-// ([HistogramOpts]).
+// (histogramOpts).
 func Latency(f promauto.Factory, name, help string, labels ...string) *prometheus.HistogramVec {
-	return f.NewHistogramVec(HistogramOpts(name, help), labels)
+	return f.NewHistogramVec(histogramOpts(name, help), labels)
 }
 
 // buckets suit a proxy: 100 µs (a store call takes 50–150 µs, a replay
 // about 0.1 ms) to a minute (the default upstream timeout).
 var buckets = [...]float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 
-// HistogramOpts returns the options of a latency histogram named name. The
+// histogramOpts returns the options of a latency histogram named name. The
 // histograms are also native histograms for servers that scrape them
 // (ecosystem.md §4.3); text scrapes get the fixed buckets.
-func HistogramOpts(name, help string) prometheus.HistogramOpts {
+func histogramOpts(name, help string) prometheus.HistogramOpts {
 	return prometheus.HistogramOpts{
 		Name:                            name,
 		Help:                            help,

@@ -5,13 +5,13 @@ import (
 	"strings"
 )
 
-// EscapeSegment returns s written as one whole path segment: every byte
+// escapeSegment returns s written as one whole path segment: every byte
 // outside RFC 3986's ALPHA, DIGIT, "-", "_" and "~" is percent-encoded
 // (upper-case hex), "." included, so that no value ever reads as a dot
 // segment, a separator (/, \, ;), a query or a fragment, or an escape of
 // its own. Its bytes are taken as they are: a value that should be decoded
 // first (a request path's escaped segment) is the caller's to decode.
-func EscapeSegment(s string) string {
+func escapeSegment(s string) string {
 	n := 0
 	for i := 0; i < len(s); i++ {
 		if !isSegmentSafe(s[i]) {
@@ -37,14 +37,14 @@ func EscapeSegment(s string) string {
 	return b.String()
 }
 
-// isSegmentSafe reports whether c stays itself in [EscapeSegment]: ALPHA,
+// isSegmentSafe reports whether c stays itself in escapeSegment: ALPHA,
 // DIGIT, "-", "_" or "~" (RFC 3986 unreserved, without ".").
 func isSegmentSafe(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '~'
 }
 
 // Fill writes the template as an escaped path with each parameter's
-// segment replaced by [EscapeSegment] of its value, which value returns
+// segment replaced by escapeSegment of its value, which value returns
 // (false: the template names a parameter value does not know). A
 // parameter's value must not be empty (an empty segment would join its
 // neighbours, "/a//b") nor "." or ".." (escaped as %2E, but an upstream
@@ -68,7 +68,7 @@ func (t *Template) Fill(value func(name string) (string, bool)) (string, error) 
 		case v == "." || v == "..":
 			return "", fmt.Errorf("pathtmpl: %s: the value of {%s} is a dot segment", t.raw, s.param)
 		}
-		b.WriteString(EscapeSegment(v))
+		b.WriteString(escapeSegment(v))
 	}
 	return b.String(), nil
 }

@@ -30,8 +30,8 @@ func TestEscapeSegment(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := EscapeSegment(tt.in); got != tt.want {
-				t.Errorf("EscapeSegment(%q) = %q; want %q", tt.in, got, tt.want)
+			if got := escapeSegment(tt.in); got != tt.want {
+				t.Errorf("escapeSegment(%q) = %q; want %q", tt.in, got, tt.want)
 			}
 		})
 	}
@@ -81,22 +81,22 @@ func FuzzEscapeSegment(f *testing.F) {
 	}
 	tmpl := MustParse("/a/{v}/b")
 	f.Fuzz(func(t *testing.T, v string) {
-		esc := EscapeSegment(v)
+		esc := escapeSegment(v)
 		for i := 0; i < len(esc); i++ {
 			c := esc[i]
 			if c == '%' {
 				if i+2 >= len(esc) || !isHex(esc[i+1]) || !isHex(esc[i+2]) {
-					t.Fatalf("EscapeSegment(%q) = %q: a bad escape at %d", v, esc, i)
+					t.Fatalf("escapeSegment(%q) = %q: a bad escape at %d", v, esc, i)
 				}
 				i += 2
 				continue
 			}
 			if !isSegmentSafe(c) {
-				t.Fatalf("EscapeSegment(%q) = %q: byte %q left unescaped", v, esc, c)
+				t.Fatalf("escapeSegment(%q) = %q: byte %q left unescaped", v, esc, c)
 			}
 		}
 		if dec, err := url.PathUnescape(esc); err != nil || dec != v {
-			t.Fatalf("EscapeSegment(%q) = %q decodes to %q, %v", v, esc, dec, err)
+			t.Fatalf("escapeSegment(%q) = %q decodes to %q, %v", v, esc, dec, err)
 		}
 		p, err := tmpl.Fill(func(string) (string, bool) { return v, true })
 		if v == "" || v == "." || v == ".." {
