@@ -1,0 +1,175 @@
+package app
+
+// max_header_bytes reloads live (issue 29): over HTTP/1.1 from the next
+// head on, on connections open before the reload too; over HTTP/2 from the
+// next connection on, the old ones sent GOAWAY. The plain listener's side
+// runs under load in TestReloadUnderLoadEveryFormerRestartKey.
+
+import (
+	"bufio"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// rawConn is an HTTP/1.1 keep-alive connection written raw.
+type rawConn struct {
+	c  net.Conn
+	br *bufio.Reader
+}
+
+func dialRaw(t *testing.T, dial func() (net.Conn, error)) *rawConn {
+	t.Helper()
+	c, err := dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	return &rawConn{c: c, br: bufio.NewReader(c)}
+}
+
+// send writes head and returns the answer's status; 0: the connection
+// ended without one.
+func (r *rawConn) send(head string) int {
+	go io.WriteString(r.c, head)
+	res, err := http.ReadResponse(r.br, nil)
+	if err != nil {
+		return 0
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// setMaxHeaderBytes reloads a's config with max_header_bytes n.
+func setMaxHeaderBytes(t *testing.T, a *App, n int) {
+	t.Helper()
+	next := cloneConfig(t, a.liveConfig())
+	next.MaxHeaderBytes = n
+	data, err := next.EffectiveYAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.applyConfig(data, nil)
+	if got := a.liveConfig().MaxHeaderBytes; got != n {
+		t.Fatalf("max_header_bytes after the reload = %d; want %d", got, n)
+	}
+}
+
+// awaitGoAway reads h's frames until a GOAWAY (true) or the connection's
+// end (false).
+func (h *h2Conn) awaitGoAway() bool {
+	for {
+		f, err := h.fr.ReadFrame()
+		if err != nil {
+			return false
+		}
+		if _, ok := f.(*http2.GoAwayFrame); ok {
+			return true
+		}
+	}
+}
+
+// TestMaxHeaderBytesReloadHTTP2: on the TLS listener, while eight HTTP/2
+// clients send requests, max_header_bytes is lowered from 65,536 to 16,384
+// and raised to 32,768. No request fails; each new HTTP/2 connection
+// advertises the limit in force and holds it exactly (a header list of
+// the limit served, one byte more 431); a connection opened before a
+// reload gets GOAWAY; and an HTTP/1.1 connection opened before the reload
+// has the new limit from its next head.
+func TestMaxHeaderBytesReloadHTTP2(t *testing.T) {
+	t.Parallel()
+	fa := startFramingApp(t, true)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: fa.roots, ServerName: "localhost"}, ForceAttemptHTTP2: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	var sent, failed, h2 atomic.Int64
+	var firstFailure atomic.Pointer[string]
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			tick := time.NewTicker(4 * time.Millisecond)
+			defer tick.Stop()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+				res, err := client.Get(fmt.Sprintf("https://%s/load-%d-%d", fa.addr, w, i))
+				sent.Add(1)
+				if err == nil {
+					io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+					if res.ProtoMajor == 2 {
+						h2.Add(1)
+					}
+				}
+				if err != nil || res.StatusCode != http.StatusOK {
+					failed.Add(1)
+					msg := fmt.Sprintf("GET = %v %v", res, err)
+					firstFailure.CompareAndSwap(nil, &msg)
+				}
+			}
+		})
+	}
+	dialTLS1 := func() (net.Conn, error) {
+		return tls.Dial("tcp", fa.addr, &tls.Config{RootCAs: fa.roots, ServerName: "localhost", NextProtos: []string{"http/1.1"}})
+	}
+	// exact checks that a new HTTP/2 connection advertises n and holds it.
+	exact := func(n int) {
+		t.Helper()
+		for _, tc := range []struct{ size, want int }{{n, http.StatusOK}, {n + 1, http.StatusRequestHeaderFieldsTooLarge}} {
+			h := fa.dialH2(t)
+			if got := h.request(1, h2Fields(t, fmt.Sprintf("/h2-%d-%d", n, tc.size), tc.size), ""); got != tc.want {
+				t.Errorf("limit %d, a new connection, a header list of %d: status %d; want %d", n, tc.size, got, tc.want)
+			}
+			if h.maxHeaderList != uint32(n) {
+				t.Errorf("limit %d: SETTINGS_MAX_HEADER_LIST_SIZE = %d", n, h.maxHeaderList)
+			}
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // traffic before the reloads
+	exact(65536)
+	for _, n := range []int{16 << 10, 32 << 10} {
+		old := fa.dialH2(t)
+		if got := old.request(1, h2Fields(t, fmt.Sprintf("/old-%d", n), 1000), ""); got != http.StatusOK {
+			t.Fatalf("before the reload to %d: status %d", n, got)
+		}
+		h1 := dialRaw(t, dialTLS1)
+		if got := h1.send(h1Head(t, "/h1-before", 1000)); got != http.StatusOK {
+			t.Fatalf("HTTP/1.1 before the reload to %d: status %d", n, got)
+		}
+		setMaxHeaderBytes(t, fa.app, n)
+		if !old.awaitGoAway() {
+			t.Errorf("reload to %d: the HTTP/2 connection opened before it got no GOAWAY", n)
+		}
+		exact(n)
+		if got := h1.send(h1Head(t, "/h1-at", n)); got != http.StatusOK {
+			t.Errorf("reload to %d: HTTP/1.1 head of %d on a connection opened before it: status %d; want 200", n, n, got)
+		}
+		if got := h1.send(h1Head(t, "/h1-over", n+1)); got != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("reload to %d: HTTP/1.1 head of %d on a connection opened before it: status %d; want 431", n, n+1, got)
+		}
+		time.Sleep(50 * time.Millisecond) // traffic on the new limit
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("%d requests (%d over HTTP/2) across 2 reloads", sent.Load(), h2.Load())
+	if n := failed.Load(); n > 0 {
+		t.Errorf("%d of %d requests failed during the reloads; the first: %s", n, sent.Load(), *firstFailure.Load())
+	}
+	if h2.Load() == 0 {
+		t.Error("no request went over HTTP/2")
+	}
+}
