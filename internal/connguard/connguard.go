@@ -137,10 +137,10 @@ const lineCap = 128
 // Conn and the atomic ones, which Write and Close share.
 type conn struct {
 	net.Conn
-	limit *Limit
+	max   int      // the current head's limit, read from limit as it started
 	tls   *tlsConn // c.Conn, from a NewTLSListener; else nil
+	limit *Limit
 
-	max    int // the current head's limit, read from limit as it started
 	state  int
 	remain int64 // stBody, stChunkData, stChunkCRLF
 	// The current line: its first lineCap bytes, its length, its last 8.

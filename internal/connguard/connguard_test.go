@@ -3,12 +3,14 @@ package connguard
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -181,6 +183,39 @@ func TestMaxHeaderBytesExact(t *testing.T) {
 				t.Errorf("handler ran for %q", served())
 			}
 		})
+	}
+}
+
+// TestAnswer431IsNetHTTPs: the Listener's answer to a head over the limit
+// is byte for byte the one net/http writes when its own MaxHeaderBytes
+// trips, and the connection ends after it the same way.
+func TestAnswer431IsNetHTTPs(t *testing.T) {
+	t.Parallel()
+	read := func(addr string) string {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		go io.WriteString(c, headOf("/big", 20000))
+		b, err := io.ReadAll(c)
+		if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("%s: %v after %q", addr, err, b)
+		}
+		return string(b)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := &http.Server{Handler: http.NotFoundHandler(), MaxHeaderBytes: 4096}
+	go plain.Serve(ln)
+	t.Cleanup(func() { plain.Close() })
+	addr, _ := guarded(t, 4096)
+	want, got := read(ln.Addr().String()), read(addr)
+	if want != answer431 || got != want {
+		t.Errorf("the Listener answers\n%q\nnet/http answers\n%q\n(answer431 is %q)", got, want, answer431)
 	}
 }
 

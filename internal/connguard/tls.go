@@ -86,7 +86,10 @@ func ServeTLS(s *http.Server, limit *Limit) error {
 const nextProtoUnencryptedHTTP2 = "unencrypted_http2"
 
 // h2Servers serves the HTTP/2 connections of a server prepared by
-// ServeTLS, each with the header list limit in force as it started.
+// ServeTLS, each with the header list limit in force as it started. (A
+// connection that starts in the instant of a change, given the old
+// server just before its GOAWAY went out, is served to its end under the
+// old limit, exactly: x/net/http2 registers it after that.)
 type h2Servers struct {
 	tmpl  *http.Server // whose settings each base copies
 	limit *Limit
