@@ -98,14 +98,7 @@ func TestMaxHeaderBytesReloadHTTP2(t *testing.T) {
 	var wg sync.WaitGroup
 	for w := range 8 {
 		wg.Go(func() {
-			tick := time.NewTicker(4 * time.Millisecond)
-			defer tick.Stop()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				case <-tick.C:
-				}
+			everyTick(stop, 4*time.Millisecond, func(i int) {
 				res, err := client.Get(fmt.Sprintf("https://%s/load-%d-%d", fa.addr, w, i))
 				sent.Add(1)
 				if err == nil {
@@ -120,7 +113,7 @@ func TestMaxHeaderBytesReloadHTTP2(t *testing.T) {
 					msg := fmt.Sprintf("GET = %v %v", res, err)
 					firstFailure.CompareAndSwap(nil, &msg)
 				}
-			}
+			})
 		})
 	}
 	dialTLS1 := func() (net.Conn, error) {

@@ -70,14 +70,7 @@ routes:
 	const workers, every = 10, 4 * time.Millisecond // up to 10 × 250/s: 2,000/s or more, less what each request takes
 	for w := range workers {
 		wg.Go(func() {
-			tick := time.NewTicker(every)
-			defer tick.Stop()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				case <-tick.C:
-				}
+			everyTick(stop, every, func(i int) {
 				key := ""
 				if i%2 == 0 {
 					key = fmt.Sprintf("load-%d-%d", w, i)
@@ -89,7 +82,7 @@ routes:
 					msg := fmt.Sprintf("POST /pay key %q = %d %s %v", key, status, body, err)
 					firstFailure.CompareAndSwap(nil, &msg)
 				}
-			}
+			})
 		})
 	}
 
@@ -287,5 +280,19 @@ routes:
 	t.Logf("%d requests in %v (%.0f/s) across %d reloads", sent.Load(), took.Round(time.Millisecond), float64(sent.Load())/took.Seconds(), len(done))
 	if n := failed.Load(); n > 0 {
 		t.Errorf("%d of %d requests failed during the reloads; the first: %s", n, sent.Load(), *firstFailure.Load())
+	}
+}
+
+// everyTick calls f(0), f(1), ... at each tick of every until stop closes.
+func everyTick(stop <-chan struct{}, every time.Duration, f func(i int)) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		f(i)
 	}
 }
