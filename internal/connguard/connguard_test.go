@@ -363,6 +363,56 @@ func TestUpgradeStopsWatching(t *testing.T) {
 	}
 }
 
+// TestUpgradeHijacked: through a real server whose handler hijacks the
+// connection and answers 101 (as httputil.ReverseProxy does), the bytes
+// after it, an oversized "head" and a framing conflict among them, reach
+// the handler untouched.
+func TestUpgradeHijacked(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := strings.Repeat("z", 10000) + "\r\nPOST / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n"
+	got := make(chan string, 1)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		Check(w, r)
+		c, brw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n")
+		brw.Flush()
+		b := make([]byte, len(after))
+		_, err = io.ReadFull(brw, b)
+		got <- fmt.Sprint(string(b) == after, err)
+	}), MaxHeaderBytes: serverMaxHeaderBytes}
+	go srv.Serve(NewListener(ln, NewLimit(4096)))
+	t.Cleanup(func() { srv.Close() })
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "GET /up HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n")
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || res.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("answer %v %v; want 101", res, err)
+	}
+	io.WriteString(c, after)
+	select {
+	case g := <-got:
+		if g != "true <nil>" {
+			t.Errorf("the handler read the bytes after the 101 changed (equal, error: %s)", g)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler did not read the bytes after the 101")
+	}
+}
+
 // TestUpgradeRefusedStaysWatched: an Upgrade request the server does not
 // upgrade (any answer but 101) leaves the connection HTTP/1, watched: the
 // next head over the limit on it gets 431, as on any other.
