@@ -10,8 +10,11 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -164,5 +167,45 @@ func TestMaxHeaderBytesReloadHTTP2(t *testing.T) {
 	}
 	if h2.Load() == 0 {
 		t.Error("no request went over HTTP/2")
+	}
+}
+
+// TestUpgradeThroughProxy: an Upgrade answered 101 by the upstream, through
+// the proxy's hijack, carries the bytes after it both ways untouched, well
+// over max_header_bytes and without a line end (the listener stops
+// watching at the 101; until then it watches the connection as HTTP/1).
+func TestUpgradeThroughProxy(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, brw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		brw.Flush()
+		io.Copy(c, brw) // echo
+	}))
+	t.Cleanup(up.Close)
+	a, err := New(e2eConfig(t, `upstream: {url: "`+up.URL+`"}
+max_header_bytes: 4096
+edge_limit: {rate: 0}
+`), Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := strings.TrimPrefix(serveTestApp(t, a), "http://")
+	c := dialRaw(t, func() (net.Conn, error) { return net.Dial("tcp", addr) })
+	go io.WriteString(c.c, "GET /echo HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+	res, err := http.ReadResponse(c.br, nil)
+	if err != nil || res.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("answer %v %v; want 101", res, err)
+	}
+	payload := strings.Repeat("z", 100_000)
+	go io.WriteString(c.c, payload)
+	back := make([]byte, len(payload))
+	if _, err := io.ReadFull(c.br, back); err != nil || string(back) != payload {
+		t.Errorf("echoed %d bytes, equal %v, %v", len(back), string(back) == payload, err)
 	}
 }
