@@ -135,7 +135,8 @@ func TestMaxHeaderBytesReloadHTTP2(t *testing.T) {
 			}
 		}
 	}
-	time.Sleep(100 * time.Millisecond) // traffic before the reloads
+	start := time.Now()
+	time.Sleep(200 * time.Millisecond) // traffic before the reloads
 	exact(65536)
 	for _, n := range []int{16 << 10, 32 << 10} {
 		old := fa.dialH2(t)
@@ -157,11 +158,12 @@ func TestMaxHeaderBytesReloadHTTP2(t *testing.T) {
 		if got := h1.send(h1Head(t, "/h1-over", n+1)); got != http.StatusRequestHeaderFieldsTooLarge {
 			t.Errorf("reload to %d: HTTP/1.1 head of %d on a connection opened before it: status %d; want 431", n, n+1, got)
 		}
-		time.Sleep(50 * time.Millisecond) // traffic on the new limit
+		time.Sleep(100 * time.Millisecond) // traffic on the new limit
 	}
 	close(stop)
 	wg.Wait()
-	t.Logf("%d requests (%d over HTTP/2) across 2 reloads", sent.Load(), h2.Load())
+	took := time.Since(start)
+	t.Logf("%d requests (%d over HTTP/2) in %v (%.0f/s) across 2 reloads", sent.Load(), h2.Load(), took.Round(time.Millisecond), float64(sent.Load())/took.Seconds())
 	if n := failed.Load(); n > 0 {
 		t.Errorf("%d of %d requests failed during the reloads; the first: %s", n, sent.Load(), *firstFailure.Load())
 	}
