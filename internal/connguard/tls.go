@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/net/http2"
 )
@@ -86,10 +87,7 @@ func ServeTLS(s *http.Server, limit *Limit) error {
 const nextProtoUnencryptedHTTP2 = "unencrypted_http2"
 
 // h2Servers serves the HTTP/2 connections of a server prepared by
-// ServeTLS, each with the header list limit in force as it started. (A
-// connection that starts in the instant of a change, given the old
-// server just before its GOAWAY went out, is served to its end under the
-// old limit, exactly: x/net/http2 registers it after that.)
+// ServeTLS, each with the header list limit in force as it started.
 type h2Servers struct {
 	tmpl  *http.Server // whose settings each base copies
 	limit *Limit
@@ -103,9 +101,16 @@ type h2Servers struct {
 // connections are configured from (never served, never changed), and its
 // Shutdown sends them GOAWAY.
 type h2Server struct {
-	n    int
-	base *http.Server
-	srv  *http2.Server
+	n       int
+	base    *http.Server
+	srv     *http2.Server
+	retired atomic.Bool // its connections are sent GOAWAY
+}
+
+// retire sends s's connections GOAWAY.
+func (s *h2Server) retire() {
+	s.retired.Store(true)
+	go s.base.Shutdown(context.Background())
 }
 
 // serve is the TLSNextProto function for a connection that opened with
@@ -151,10 +156,10 @@ func (hs *h2Servers) server() *h2Server {
 	old := hs.cur
 	hs.cur = hs.newServer(n)
 	if old != nil {
-		go old.base.Shutdown(context.Background())
+		old.retire()
 	}
 	if hs.closed {
-		go hs.cur.base.Shutdown(context.Background())
+		hs.cur.retire()
 	}
 	return hs.cur
 }
@@ -170,20 +175,30 @@ func (hs *h2Servers) newServer(n int) *h2Server {
 		WriteTimeout:      t.WriteTimeout,
 		IdleTimeout:       t.IdleTimeout,
 		MaxHeaderBytes:    t.MaxHeaderBytes,
-		ConnState:         t.ConnState,
 		ErrorLog:          t.ErrorLog,
 		HTTP2:             t.HTTP2,
 	}
 	if n > 0 {
 		base.MaxHeaderBytes = H2MaxHeaderBytes(n)
 	}
-	srv := new(http2.Server)
+	s := &h2Server{n: n, base: base, srv: new(http2.Server)}
 	// Registers srv's graceful shutdown with base.Shutdown (base is never
 	// served: its Shutdown only runs that).
-	if err := http2.ConfigureServer(base, srv); err != nil {
+	if err := http2.ConfigureServer(base, s.srv); err != nil {
 		panic(err) // only for a TLSConfig, which base has not
 	}
-	return &h2Server{n: n, base: base, srv: srv}
+	// A connection handed s just before it retired registers with srv
+	// after the GOAWAY went out; its first state change (x/net/http2
+	// reports Idle as it starts serving) sends it one too.
+	base.ConnState = func(c net.Conn, st http.ConnState) {
+		if t.ConnState != nil {
+			t.ConnState(c, st)
+		}
+		if st == http.StateIdle && s.retired.Load() {
+			go base.Shutdown(context.Background())
+		}
+	}
+	return s
 }
 
 // shutdown sends every HTTP/2 connection of the current limit GOAWAY (the
@@ -193,7 +208,7 @@ func (hs *h2Servers) shutdown() {
 	defer hs.mu.Unlock()
 	hs.closed = true
 	if hs.cur != nil {
-		go hs.cur.base.Shutdown(context.Background())
+		hs.cur.retire()
 	}
 }
 
