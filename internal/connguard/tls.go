@@ -16,17 +16,17 @@ import (
 
 // NewTLSListener returns a Listener that serves TLS with config on inner's
 // connections (inner is a TCP listener) and watches the decrypted request
-// heads as [NewListener] does, so that the TLS listener obeys the same
-// bounds as a plain one. errorLog (nil: the log package's) gets the
-// handshake errors that net/http would log.
+// heads under limit as [NewListener] does, so that the TLS listener obeys
+// the same bounds as a plain one. errorLog (nil: the log package's) gets
+// the handshake errors that net/http would log.
 //
 // Its connections are not *tls.Conn: net/http runs HTTP/2 (ALPN "h2") only
 // on a *tls.Conn, and then hands the whole connection to its HTTP/2 server,
 // past any watching. So serve it with an http.Server prepared by
-// [ServeTLS]: net/http then treats every connection as one it must sniff,
-// serves HTTP/1.1 through the guard, and hands one that opens with the
-// HTTP/2 preface to its own HTTP/2 server over the same (decrypted,
-// watched) stream. [Check] gives each request its TLS state (r.TLS).
+// [ServeTLS] with the same limit: net/http then treats every connection as
+// one it must sniff, serves HTTP/1.1 through the guard, and hands one that
+// opens with the HTTP/2 preface to an HTTP/2 server over the same
+// (decrypted, watched) stream. [Check] gives each request its TLS state (r.TLS).
 func NewTLSListener(inner net.Listener, config *tls.Config, limit *Limit, errorLog *log.Logger) *Listener {
 	return &Listener{Listener: inner, limit: limit, tls: config, errorLog: errorLog}
 }
