@@ -76,13 +76,6 @@ var restartOnly = []string{
 	"store.redis.*",
 	"limiter.backend",
 	"tracing.enabled",
-	// net/http reads http.Server.MaxHeaderBytes unsynchronized on every
-	// request, and HTTP/2 advertises its header list size once per
-	// connection; the listener's exact count (internal/connguard) makes
-	// net/http answer its own 431 at the limit. A live limit enforced in
-	// front of net/http was tried (stop 18) and answered some oversized
-	// heads 400 or 501 instead of 431: not yet.
-	"max_header_bytes",
 	// It names an environment variable, read once at start into the
 	// sealing layer of the store stack (internal/app newStore). A reload
 	// cannot change the process's environment (a Kubernetes Secret's env

@@ -14,7 +14,7 @@ func TestRestartOnly(t *testing.T) {
 	t.Parallel()
 	restart := []string{
 		"listen", "admin_listen", "tls.http_listen", "tls.mode", "store.backend", "limiter.backend", "tracing.enabled",
-		"idempotency.encryption_key_env", "max_header_bytes",
+		"idempotency.encryption_key_env",
 	}
 	for _, key := range Keys() {
 		want := slices.Contains(restart, key) ||
@@ -23,7 +23,7 @@ func TestRestartOnly(t *testing.T) {
 			t.Errorf("RestartOnly(%q) = %v; want %v", key, got, want)
 		}
 	}
-	for _, key := range []string{"tls.cert_file", "tls.on_demand.allow", "store.redis.record_format", "store.redis.timeout", "idempotency.tenant", "idempotency.lease", "a_key_added_later", "store.redisx"} {
+	for _, key := range []string{"max_header_bytes", "tls.cert_file", "tls.on_demand.allow", "store.redis.record_format", "store.redis.timeout", "idempotency.tenant", "idempotency.lease", "a_key_added_later", "store.redisx"} {
 		if RestartOnly(key) {
 			t.Errorf("RestartOnly(%q) = true; want false", key)
 		}

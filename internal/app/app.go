@@ -21,6 +21,7 @@ import (
 	"github.com/idemgate/idemgate/admin/console"
 	"github.com/idemgate/idemgate/config"
 	"github.com/idemgate/idemgate/internal/clientaddr"
+	"github.com/idemgate/idemgate/internal/connguard"
 	"github.com/idemgate/idemgate/internal/identity"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/metered"
@@ -92,6 +93,7 @@ type App struct {
 	ready, draining atomic.Bool
 	public, admin   *http.Server
 	conns           []*limitListener // max_connections of each listener; reload.mu protects it
+	headerLimit     *connguard.Limit // max_header_bytes of every listener (Serve); applyLive sets it
 	// afterDrain, when set (tests), runs after the public server drained
 	// and before the stores close.
 	afterDrain func()

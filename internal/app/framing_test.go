@@ -34,6 +34,7 @@ import (
 // framingApp is a running idemgate whose upstream records the paths it
 // serves.
 type framingApp struct {
+	app   *App
 	addr  string
 	roots *x509.CertPool // nil: plain listener
 	mu    sync.Mutex
@@ -68,7 +69,7 @@ edge_limit: {rate: 0}
 		if err != nil {
 			t.Fatal(err)
 		}
-		fa.addr = strings.TrimPrefix(serveTestApp(t, a), "http://")
+		fa.app, fa.addr = a, strings.TrimPrefix(serveTestApp(t, a), "http://")
 		return fa
 	}
 	ca := tlstest.NewCA(t)
@@ -81,8 +82,8 @@ edge_limit: {rate: 0}
   key_file: ` + filepath.Join(sec.Dir, "tls.key") + `
   http_listen: ""
 `
-	fa.addr = startTLSApp(t, tlsConfig(t, yaml)).https
-	fa.roots = ca.Pool
+	ta := startTLSApp(t, tlsConfig(t, yaml))
+	fa.app, fa.addr, fa.roots = ta.app, ta.https, ca.Pool
 	return fa
 }
 

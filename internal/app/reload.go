@@ -290,9 +290,9 @@ func tlsChanged(old, next *config.Config) bool {
 
 // applyLive sets the running parts that keep state to applied's values
 // (their setters): the store's record format, every Redis client's
-// timeout, the store's compression and capacity,
-// the listeners' max_connections and max_header_bytes, and the admin API
-// and console. The
+// timeout, the store's compression and capacity, the listeners'
+// max_connections and max_header_bytes (from the next request head, and
+// the next HTTP/2 connection), and the admin API and console. The
 // proxy's buffered-bytes budget follows its policy (Proxy.Apply).
 // reload.mu is held.
 func (a *App) applyLive(applied *config.Config) {
@@ -307,6 +307,9 @@ func (a *App) applyLive(applied *config.Config) {
 	}
 	for _, l := range a.conns {
 		l.SetLimit(applied.MaxConnections)
+	}
+	if a.headerLimit != nil {
+		a.headerLimit.Set(applied.MaxHeaderBytes)
 	}
 	a.reloadAdmin(applied)
 }

@@ -103,14 +103,18 @@ func TestEveryKeyReloads(t *testing.T) {
 		"max_buffered_bytes":            {func(c *config.Config) { c.MaxBufferedBytes = 100 << 20 }, func(a *opsApp) any { return policy(a).MaxBufferedBytes }, int64(100 << 20)},
 		"max_buffered_bytes_per_client": {func(c *config.Config) { c.MaxBufferedBytesPerClient = 8 << 20 }, func(a *opsApp) any { return policy(a).MaxBufferedBytesPerClient }, int64(8 << 20)},
 		"max_connections":               {func(c *config.Config) { c.MaxConnections = 77 }, func(a *opsApp) any { return a.conns[0].Limit() }, 77},
-		"request_body_timeout":          {func(c *config.Config) { c.RequestBodyTimeout = 7 * time.Second }, func(a *opsApp) any { return policy(a).RequestBodyTimeout }, 7 * time.Second},
-		"profile":                       {func(c *config.Config) { c.Profile, c.Idempotency.AllowSharedAccounts = config.ProfileStripe, true }, func(a *opsApp) any { return policy(a).StripeShouldRetry }, true},
-		"request_id_header":             {func(c *config.Config) { c.RequestIDHeader = "X-Trace-Id" }, func(a *opsApp) any { return a.proxy.RequestIDHeader() }, "X-Trace-Id"},
-		"upstream.url":                  {func(c *config.Config) { c.Upstream.URL = "http://127.0.0.1:1/api" }, func(a *opsApp) any { return policy(a).Upstream.URL.String() }, "http://127.0.0.1:1/api"},
-		"upstream.timeout":              {func(c *config.Config) { c.Upstream.Timeout = 42 * time.Second }, func(a *opsApp) any { return policy(a).Upstream.Timeout }, 42 * time.Second},
-		"upstream.host":                 {func(c *config.Config) { c.Upstream.Host = config.HostUpstream }, func(a *opsApp) any { return policy(a).Upstream.Host }, true},
-		"store.memory.max_entries":      {func(c *config.Config) { c.Store.Memory.MaxEntries = 4242 }, func(a *opsApp) any { n, _ := a.built.mem.Limits(); return n }, 4242},
-		"store.memory.max_bytes":        {func(c *config.Config) { c.Store.Memory.MaxBytes = 64 << 20 }, func(a *opsApp) any { _, n := a.built.mem.Limits(); return n }, int64(64 << 20)},
+		// The listeners' limit, read as each head (and HTTP/2 connection)
+		// starts; TestReloadUnderLoadEveryFormerRestartKey and
+		// TestMaxHeaderBytesReloadHTTP2 send heads across the change.
+		"max_header_bytes":         {func(c *config.Config) { c.MaxHeaderBytes = 32 << 10 }, func(a *opsApp) any { return a.headerLimit.Load() }, 32 << 10},
+		"request_body_timeout":     {func(c *config.Config) { c.RequestBodyTimeout = 7 * time.Second }, func(a *opsApp) any { return policy(a).RequestBodyTimeout }, 7 * time.Second},
+		"profile":                  {func(c *config.Config) { c.Profile, c.Idempotency.AllowSharedAccounts = config.ProfileStripe, true }, func(a *opsApp) any { return policy(a).StripeShouldRetry }, true},
+		"request_id_header":        {func(c *config.Config) { c.RequestIDHeader = "X-Trace-Id" }, func(a *opsApp) any { return a.proxy.RequestIDHeader() }, "X-Trace-Id"},
+		"upstream.url":             {func(c *config.Config) { c.Upstream.URL = "http://127.0.0.1:1/api" }, func(a *opsApp) any { return policy(a).Upstream.URL.String() }, "http://127.0.0.1:1/api"},
+		"upstream.timeout":         {func(c *config.Config) { c.Upstream.Timeout = 42 * time.Second }, func(a *opsApp) any { return policy(a).Upstream.Timeout }, 42 * time.Second},
+		"upstream.host":            {func(c *config.Config) { c.Upstream.Host = config.HostUpstream }, func(a *opsApp) any { return policy(a).Upstream.Host }, true},
+		"store.memory.max_entries": {func(c *config.Config) { c.Store.Memory.MaxEntries = 4242 }, func(a *opsApp) any { n, _ := a.built.mem.Limits(); return n }, 4242},
+		"store.memory.max_bytes":   {func(c *config.Config) { c.Store.Memory.MaxBytes = 64 << 20 }, func(a *opsApp) any { _, n := a.built.mem.Limits(); return n }, int64(64 << 20)},
 		// The memory store has no record format: the key reaches the
 		// running config, and redisstore.SetRecordFormat with Redis
 		// (TestRecordFormatReload).

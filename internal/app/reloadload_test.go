@@ -3,6 +3,7 @@ package app
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -25,7 +26,7 @@ var formerRestartOnly = []string{
 	"idempotency.lease", "idempotency.max_lease", "idempotency.max_response_bytes",
 	"idempotency.late_answer_wait", "idempotency.late_answer_max", "idempotency.unknown_outcome",
 	"idempotency.max_waiters", "idempotency.key_syntax", "idempotency.allow_shared_accounts",
-	"path_case", "extra_methods",
+	"path_case", "extra_methods", "max_header_bytes",
 	// The tls.* keys but mode and http_listen reload live too; they are
 	// changed while TLS clients connect in TestTLSReloadFiles.
 }
@@ -69,14 +70,7 @@ routes:
 	const workers, every = 10, 4 * time.Millisecond // up to 10 × 250/s: 2,000/s or more, less what each request takes
 	for w := range workers {
 		wg.Go(func() {
-			tick := time.NewTicker(every)
-			defer tick.Stop()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				case <-tick.C:
-				}
+			everyTick(stop, every, func(i int) {
 				key := ""
 				if i%2 == 0 {
 					key = fmt.Sprintf("load-%d-%d", w, i)
@@ -88,7 +82,7 @@ routes:
 					msg := fmt.Sprintf("POST /pay key %q = %d %s %v", key, status, body, err)
 					firstFailure.CompareAndSwap(nil, &msg)
 				}
-			}
+			})
 		})
 	}
 
@@ -126,6 +120,32 @@ routes:
 	}
 	if s, _, _ := send("POST", "/PAY", "probe-2"); s != http.StatusCreated || up.count("/PAY", "probe-2") != 2 {
 		t.Errorf("a retry of POST /PAY ran %d times; want 2 (no route: not keyed)", up.count("/PAY", "probe-2"))
+	}
+	// max_header_bytes: a keep-alive connection opened before the reload
+	// has the new limit from its next head on, exactly, lowered or raised
+	// (over TLS and HTTP/2: TestMaxHeaderBytesReloadHTTP2).
+	dialPlain := func() (net.Conn, error) { return net.Dial("tcp", strings.TrimPrefix(oa.base, "http://")) }
+	kept := dialRaw(t, dialPlain)
+	if s := kept.send(h1Head(t, "/h-before", 20000)); s != http.StatusCreated {
+		t.Errorf("a head of 20,000 bytes under 65,536 = %d", s)
+	}
+	apply("max_header_bytes", func(c *config.Config) { c.MaxHeaderBytes = 16 << 10 })
+	if s := kept.send(h1Head(t, "/h-at", 16<<10)); s != http.StatusCreated {
+		t.Errorf("after lowering to 16,384, a head of 16,384 on a connection opened before = %d; want 201", s)
+	}
+	if s := kept.send(h1Head(t, "/h-over", 16<<10+1)); s != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("after lowering to 16,384, a head of 16,385 on a connection opened before = %d; want 431", s)
+	}
+	kept = dialRaw(t, dialPlain)
+	if s := kept.send(h1Head(t, "/h-before-raise", 16<<10)); s != http.StatusCreated {
+		t.Errorf("a head of 16,384 under 16,384 = %d", s)
+	}
+	apply("max_header_bytes", func(c *config.Config) { c.MaxHeaderBytes = 32 << 10 })
+	if s := kept.send(h1Head(t, "/h-raised", 32<<10)); s != http.StatusCreated {
+		t.Errorf("after raising to 32,768, a head of 32,768 on a connection opened before = %d; want 201", s)
+	}
+	if s := dialRaw(t, dialPlain).send(h1Head(t, "/h-raised-over", 32<<10+1)); s != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("after raising to 32,768, a head of 32,769 = %d; want 431", s)
 	}
 	// Each of the other former restart-only keys: a load-safe change, and
 	// what the next request (or, for a key no plain request shows, the
@@ -230,7 +250,7 @@ routes:
 		}, inPolicy(func() any { r := oa.proxy.Policy().Routes; return r[len(r)-1].Method }, "PURGE")},
 		{"idempotency.max_response_bytes", func(c *config.Config) { c.Idempotency.MaxResponseBytes = 16 }, nil},
 	}
-	done := []string{"idempotency.tenant", "idempotency.tenant_hosts", "path_case"}
+	done := []string{"idempotency.tenant", "idempotency.tenant_hosts", "path_case", "max_header_bytes"}
 	for _, k := range changes {
 		apply(k.key, k.set)
 		if k.check != nil {
@@ -260,5 +280,19 @@ routes:
 	t.Logf("%d requests in %v (%.0f/s) across %d reloads", sent.Load(), took.Round(time.Millisecond), float64(sent.Load())/took.Seconds(), len(done))
 	if n := failed.Load(); n > 0 {
 		t.Errorf("%d of %d requests failed during the reloads; the first: %s", n, sent.Load(), *firstFailure.Load())
+	}
+}
+
+// everyTick calls f(0), f(1), ... at each tick of every until stop closes.
+func everyTick(stop <-chan struct{}, every time.Duration, f func(i int)) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		f(i)
 	}
 }

@@ -13,12 +13,13 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/idemgate/idemgate/config"
 	"github.com/idemgate/idemgate/internal/connguard"
 )
 
 // Server timeouts (caddy's defaults): headers must arrive within a minute;
 // idle keep-alive connections live five minutes. Request heads are capped
-// by max_header_bytes (Serve sets it from the config).
+// by max_header_bytes (Serve's listeners count them; see watch).
 const (
 	readHeaderTimeout = time.Minute
 	idleTimeout       = 5 * time.Minute
@@ -55,22 +56,27 @@ func guarded(h http.Handler) http.Handler {
 	return guard{h}
 }
 
-// watch prepares s to serve on l with the max_header_bytes limit n (DESIGN.md,
-// Bounds). A plain-text listener is wrapped in a [connguard.Listener] (CL+TE
-// heads marked, the limit exact). With tc (the public listener's TLS) l is
-// the TCP listener under TLS: [connguard.NewTLSListener] serves TLS on it
-// and watches the decrypted stream the same way, for HTTP/1.1 and, through
-// net/http's HTTP/2 server on that stream, HTTP/2, whose header list limit
-// is set to n exactly (see [connguard.ServeTLS]).
-func watch(s *http.Server, l net.Listener, n int, tc *tls.Config) net.Listener {
-	s.MaxHeaderBytes = n
+// watch prepares s to serve on l under the max_header_bytes limit (DESIGN.md,
+// Bounds), which a reload changes. A plain-text listener is wrapped in a
+// [connguard.Listener] (CL+TE heads marked, the limit exact, read as each
+// head starts). With tc (the public listener's TLS) l is the TCP listener
+// under TLS: [connguard.NewTLSListener] serves TLS on it and watches the
+// decrypted stream the same way, for HTTP/1.1 and, through an HTTP/2
+// server on that stream, HTTP/2, whose header list limit is the limit
+// exactly, read as each connection starts (see [connguard.ServeTLS]).
+// s's own MaxHeaderBytes, which net/http reads unsynchronized and so
+// never changes once s serves, is the largest limit the config accepts:
+// the Listener's count decides alone.
+func watch(s *http.Server, l net.Listener, limit *connguard.Limit, tc *tls.Config) (net.Listener, error) {
+	s.MaxHeaderBytes = config.MaxHeaderBytesCeiling
 	s.Handler = guarded(s.Handler)
 	if tc == nil {
-		return connguard.NewListener(l, n)
+		return connguard.NewListener(l, limit), nil
 	}
-	s.MaxHeaderBytes = connguard.H2MaxHeaderBytes(n)
-	connguard.ServeTLS(s)
-	return connguard.NewTLSListener(l, tc, n, s.ErrorLog)
+	if err := connguard.ServeTLS(s, limit); err != nil {
+		return nil, err
+	}
+	return connguard.NewTLSListener(l, tc, limit, s.ErrorLog), nil
 }
 
 // Listeners are an app's bound listeners; HTTP (tls.http_listen) is bound
@@ -113,8 +119,12 @@ func (a *App) Serve(ctx context.Context, grace time.Duration, lns *Listeners) er
 	// the TCP listener, under TLS: a handshake holds a slot too.
 	// The cap follows reloads (applyLive sets a.conns): a listener takes
 	// the live value under reload.mu, so a reload before it was wrapped
-	// (tls.http_listen's is wrapped after the watcher starts) counts.
-	n := a.cfg.MaxHeaderBytes
+	// (tls.http_listen's is wrapped after the watcher starts) counts. So
+	// does the max_header_bytes limit, one for every listener
+	// (a.headerLimit).
+	a.reload.mu.Lock()
+	a.headerLimit = connguard.NewLimit(cmp.Or(a.reload.live, a.cfg).MaxHeaderBytes)
+	a.reload.mu.Unlock()
 	limited := func(l net.Listener) net.Listener {
 		a.reload.mu.Lock()
 		ll := newLimitListener(l, cmp.Or(a.reload.live, a.cfg).MaxConnections)
@@ -122,8 +132,11 @@ func (a *App) Serve(ctx context.Context, grace time.Duration, lns *Listeners) er
 		a.reload.mu.Unlock()
 		return ll
 	}
-	pub := watch(a.public, limited(lns.Public), n, a.tls.config)
-	adm := watch(a.admin, limited(lns.Admin), n, nil)
+	pub, werr := watch(a.public, limited(lns.Public), a.headerLimit, a.tls.config)
+	if werr != nil {
+		return werr
+	}
+	adm, _ := watch(a.admin, limited(lns.Admin), a.headerLimit, nil)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serveOn(a.public, pub) })
 	g.Go(func() error { return serveOn(a.admin, adm) })
@@ -133,7 +146,7 @@ func (a *App) Serve(ctx context.Context, grace time.Duration, lns *Listeners) er
 		return nil
 	})
 	if a.tls.http != nil {
-		h := watch(a.tls.http, limited(lns.HTTP), n, nil)
+		h, _ := watch(a.tls.http, limited(lns.HTTP), a.headerLimit, nil)
 		g.Go(func() error { return serveOn(a.tls.http, h) })
 	}
 	a.ready.Store(true)

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"crypto/tls"
 	"errors"
+	"io"
 	"log"
 	"net"
 	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Marker is the header the [Listener] adds to a request head that it wants
@@ -32,22 +36,72 @@ func Check(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
+// A Limit is the largest request head accepted (max_header_bytes), shared
+// by the Listeners of a process and changed by a config reload. Each head
+// reads it as it starts, so a head in progress keeps the limit it started
+// with and the next one has the new limit; over HTTP/2, each connection
+// reads it as it starts (see [ServeTLS]). A value <= 0 means no limit of
+// the Listener's own. It is safe for concurrent use.
+type Limit struct {
+	n atomic.Int64
+
+	mu       sync.Mutex // serializes Set; protects onChange
+	onChange []func()
+}
+
+// NewLimit returns a Limit of n bytes.
+func NewLimit(n int) *Limit {
+	l := new(Limit)
+	l.n.Store(int64(n))
+	return l
+}
+
+// Set changes the limit for the heads and HTTP/2 connections that start
+// after it.
+func (l *Limit) Set(n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n.Swap(int64(n)) == int64(n) {
+		return
+	}
+	for _, f := range l.onChange {
+		f()
+	}
+}
+
+// Load returns the limit.
+func (l *Limit) Load() int {
+	if l == nil {
+		return 0
+	}
+	return int(l.n.Load())
+}
+
+// notify has f called after each change of the limit.
+func (l *Limit) notify(f func()) {
+	l.mu.Lock()
+	l.onChange = append(l.onChange, f)
+	l.mu.Unlock()
+}
+
 // A Listener wraps a plain-text listener's connections to watch their
 // request heads (see the package documentation). Create it with
 // [NewListener]. It is safe for concurrent use, as its connections are for
 // net/http's use (one reader at a time).
 type Listener struct {
 	net.Listener
-	maxHeaderBytes int
-	tls            *tls.Config // NewTLSListener
-	errorLog       *log.Logger
+	limit    *Limit
+	tls      *tls.Config // NewTLSListener
+	errorLog *log.Logger
 }
 
-// NewListener returns inner with its connections watched. maxHeaderBytes is
-// the largest request head accepted (max_header_bytes); <= 0 means no limit
-// of the Listener's own.
-func NewListener(inner net.Listener, maxHeaderBytes int) *Listener {
-	return &Listener{Listener: inner, maxHeaderBytes: maxHeaderBytes}
+// NewListener returns inner with its connections watched under limit
+// (nil: no limit of the Listener's own). The server that serves it must
+// accept heads of any size the limit may take: an http.Server's
+// MaxHeaderBytes at least the largest value limit is ever set to (see
+// the package documentation).
+func NewListener(inner net.Listener, limit *Limit) *Listener {
+	return &Listener{Listener: inner, limit: limit}
 }
 
 // Accept waits for the next connection and returns it wrapped.
@@ -57,10 +111,10 @@ func (l *Listener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	if l.tls == nil {
-		return &conn{Conn: c, max: l.maxHeaderBytes}, nil
+		return &conn{Conn: c, limit: l.limit}, nil
 	}
 	tc := &tlsConn{Conn: tls.Server(c, l.tls), errorLog: l.errorLog}
-	return &conn{Conn: tc, max: l.maxHeaderBytes, tls: tc}, nil
+	return &conn{Conn: tc, limit: l.limit, tls: tc}, nil
 }
 
 // Parser states.
@@ -73,18 +127,19 @@ const (
 	stChunkCRLF        // after chunk data: remain (2) bytes of CRLF left
 	stTrailer          // in the trailer section, until an empty line
 	stPass             // no longer watched
-	stOverflow         // head over the limit: the server gets filler
+	stOverflow         // head over the limit: the server reads its end
 )
 
 const lineCap = 128
 
 // conn watches one connection. Read is called by one goroutine at a time
 // (net/http's connection reader), which owns every field but the embedded
-// Conn.
+// Conn and the atomic ones, which Write and Close share.
 type conn struct {
 	net.Conn
-	max int
-	tls *tlsConn // c.Conn, from a NewTLSListener; else nil
+	max   int      // the current head's limit, read from limit as it started
+	tls   *tlsConn // c.Conn, from a NewTLSListener; else nil
+	limit *Limit
 
 	state  int
 	remain int64 // stBody, stChunkData, stChunkCRLF
@@ -101,14 +156,40 @@ type conn struct {
 	clBad     bool // a Content-Length not a plain decimal, or two that differ
 	teChunked bool // the last Transfer-Encoding line was exactly "chunked"
 	upgrade   bool
+	marked    bool // the marker was inserted into this head
 
-	// Bytes to hand out before reading on: the marker, then the rest of the
-	// read it was inserted into; then pendErr.
+	// Bytes to hand out before reading on: the marker. Then held, the
+	// client's bytes read with the marker's and not yet watched, and
+	// heldErr, the error of the read they came with.
 	pending []byte
-	pendErr error
+	held    []byte
+	heldErr error
+
+	// Shared with Write and Close.
+	upgradeHead atomic.Bool // a head asked for an Upgrade: watch the answers for a 101
+	upgraded    atomic.Bool // the server switched protocols: no longer watched
+	overflow    atomic.Int32
 
 	realInLast int // bytes of the client's in the read that overflowed (for tests)
 }
+
+// The overflow states: none; a head went over the limit and the 431 is
+// due; the 431 was written.
+const (
+	overNone = iota
+	overDue
+	overAnswered
+)
+
+// answer431 is the answer to a head over the limit: byte for byte the one
+// net/http writes when its own MaxHeaderBytes trips.
+const answer431 = "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large"
+
+// lingerAfter431 is how long a connection answered 431 stays open, its
+// writing side closed, before it is closed: net/http's own delay after
+// its 431 (rstAvoidanceDelay), so that the client reads the answer before
+// a reset (the client may still be sending its head) discards it.
+const lingerAfter431 = 500 * time.Millisecond
 
 // CloseWrite half-closes the connection when it can, so net/http's 431 and
 // other early answers reach the client before the connection is reset.
@@ -125,42 +206,91 @@ func (c *conn) Read(p []byte) (int, error) {
 		c.pending = c.pending[n:]
 		return n, nil
 	}
-	if c.pendErr != nil {
-		err := c.pendErr
-		c.pendErr = nil
+	var n int
+	var err error
+	switch {
+	case c.state == stOverflow:
+		return 0, io.EOF
+	case len(c.held) > 0:
+		n = copy(p, c.held)
+		if c.held = c.held[n:]; len(c.held) == 0 {
+			err, c.heldErr = c.heldErr, nil
+		}
+	case c.heldErr != nil:
+		err, c.heldErr = c.heldErr, nil
 		return 0, err
-	}
-	switch c.state {
-	case stPass:
+	case c.state == stPass:
 		return c.Conn.Read(p)
-	case stOverflow:
-		return filler(p), nil
+	default:
+		n, err = c.Conn.Read(p)
 	}
-	n, err := c.Conn.Read(p)
+	if c.upgraded.Load() {
+		// Read after the server's 101: the client's bytes are another
+		// protocol's.
+		c.state = stPass
+		return n, err
+	}
 	for i := 0; i < n; {
 		adv, act := c.step(p[i:n])
 		i += adv
 		switch act {
 		case actMark:
-			// Insert the marker after p[:i]; the rest follows it.
-			c.pending = append(append(make([]byte, 0, len(markerLine)+n-i), markerLine...), p[i:n]...)
-			c.pendErr = err
-			c.state = stPass
+			// Insert the marker after p[:i]; the rest of the read follows
+			// it, still watched.
+			if i < n {
+				c.held = append(append(make([]byte, 0, n-i+len(c.held)), p[i:n]...), c.held...)
+			}
+			c.heldErr = err
+			c.pending = markerLine
 			return i, nil
 		case actOverflow:
+			// The server gets the head up to the limit, then the end of
+			// the stream: its answer to the cut head (400, or none) is
+			// replaced by the 431 (Write, Close).
 			c.state, c.realInLast = stOverflow, i
-			return i + filler(p[i:]), nil
+			c.overflow.Store(overDue)
+			if i == 0 {
+				return 0, io.EOF
+			}
+			return i, nil
 		}
 	}
 	return n, err
 }
 
-// filler fills p with bytes that extend a header line without ending it.
-func filler(p []byte) int {
-	for i := range p {
-		p[i] = 'X'
+// Write watches the server's answers for two things: after a head over the
+// limit, the server's answer to the cut head is replaced by the 431 (and
+// whatever follows it is dropped); after an Upgrade request, a 101 means
+// the connection now speaks another protocol and is no longer watched
+// (set before the 101 is written, so the client's first bytes of the new
+// protocol are read after it).
+func (c *conn) Write(p []byte) (int, error) {
+	if c.overflow.Load() != overNone {
+		if c.overflow.CompareAndSwap(overDue, overAnswered) {
+			io.WriteString(c.Conn, answer431)
+		}
+		return len(p), nil
 	}
-	return len(p)
+	if c.upgradeHead.Load() && (bytes.HasPrefix(p, []byte("HTTP/1.1 101 ")) || bytes.HasPrefix(p, []byte("HTTP/1.0 101 "))) {
+		c.upgraded.Store(true)
+	}
+	return c.Conn.Write(p)
+}
+
+// Close closes the connection; one whose head went over the limit gets
+// the 431 first (if the server wrote no answer), its writing side closed,
+// and stays open lingerAfter431 more, as net/http does after its own 431,
+// without holding the server's goroutine.
+func (c *conn) Close() error {
+	if c.overflow.Load() == overNone {
+		return c.Conn.Close()
+	}
+	if c.overflow.CompareAndSwap(overDue, overAnswered) {
+		io.WriteString(c.Conn, answer431)
+	}
+	c.CloseWrite()
+	time.AfterFunc(lingerAfter431, func() { c.Conn.Close() })
+	return nil
 }
 
 const (
@@ -180,8 +310,9 @@ func (c *conn) step(b []byte) (int, int) {
 		}
 		if i < len(b) {
 			c.state, c.first = stHead, true
+			c.max = c.limit.Load()
 			c.headLen, c.lineLen = 0, 0
-			c.http10, c.upgrade, c.teChunked, c.clBad = false, false, false, false
+			c.http10, c.upgrade, c.teChunked, c.clBad, c.marked = false, false, false, false, false
 			c.cl, c.te, c.clVal = 0, 0, 0
 		}
 		return i, actNone
@@ -305,12 +436,15 @@ func (c *conn) headLine() int {
 		return actNone
 	}
 	// Marked right after the line that decides it, so the marker is a
-	// header line of this head; the Listener then stops watching, since
-	// the connection closes after this request.
+	// header line of this head; the rest of the head is still counted, and
+	// the Listener stops watching at its end, since the connection closes
+	// after this request.
 	switch {
+	case c.marked:
 	case c.cl > 0 && c.te > 0, // RFC 9112 §6.3: close after it
 		c.te > 0 && !c.http10 && (c.te > 1 || !c.teChunked), // net/http: 501 and close
 		c.clBad: // net/http: 400 and close
+		c.marked = true
 		return actMark
 	}
 	return actNone
@@ -318,8 +452,12 @@ func (c *conn) headLine() int {
 
 // headEnd decides, at a head's empty line, how its body is framed.
 func (c *conn) headEnd() int {
+	if c.upgrade {
+		// Watched on as HTTP/1 until the server answers 101 (Write).
+		c.upgradeHead.Store(true)
+	}
 	switch {
-	case c.upgrade:
+	case c.marked:
 		c.state = stPass
 	case c.te > 0 && !c.http10:
 		c.state, c.lineLen = stChunkLine, 0

@@ -3,19 +3,37 @@ package connguard
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
 
+// serverMaxHeaderBytes is the test servers' own limit: the largest
+// max_header_bytes the config accepts.
+const serverMaxHeaderBytes = 16 << 20
+
+// headOf returns a GET head of exactly n bytes.
+func headOf(path string, n int) string {
+	h := "GET " + path + " HTTP/1.1\r\nHost: x\r\nX-Pad: "
+	return h + strings.Repeat("p", n-len(h)-4) + "\r\n\r\n"
+}
+
 // guarded starts a loopback server behind a Listener; its handler calls
 // Check, reads the body and answers "path:closed:body-length".
-func guarded(t *testing.T, maxHeader int) (addr string, served func() []string) {
+func guarded(t testing.TB, maxHeader int) (addr string, served func() []string) {
+	t.Helper()
+	return guardedLimit(t, NewLimit(maxHeader))
+}
+
+// guardedLimit is guarded under a Limit the test changes.
+func guardedLimit(t testing.TB, limit *Limit) (addr string, served func() []string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -36,9 +54,12 @@ func guarded(t *testing.T, maxHeader int) (addr string, served func() []string) 
 			fmt.Fprintf(w, "%s:%v:%d:%v", r.URL.Path, closed, len(body), err)
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
-		MaxHeaderBytes:    maxHeader,
+		// Far above the Listener's limit, as a server whose limit
+		// changes live needs (its own limit is read unsynchronized): the
+		// Listener alone decides.
+		MaxHeaderBytes: serverMaxHeaderBytes,
 	}
-	go srv.Serve(NewListener(ln, maxHeader))
+	go srv.Serve(NewListener(ln, limit))
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().String(), func() []string {
 		mu.Lock()
@@ -165,6 +186,123 @@ func TestMaxHeaderBytesExact(t *testing.T) {
 	}
 }
 
+// TestAnswer431IsNetHTTPs: the Listener's answer to a head over the limit
+// is byte for byte the one net/http writes when its own MaxHeaderBytes
+// trips, and the connection ends after it the same way.
+func TestAnswer431IsNetHTTPs(t *testing.T) {
+	t.Parallel()
+	read := func(addr string) string {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		go io.WriteString(c, headOf("/big", 20000))
+		b, err := io.ReadAll(c)
+		if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("%s: %v after %q", addr, err, b)
+		}
+		return string(b)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := &http.Server{Handler: http.NotFoundHandler(), MaxHeaderBytes: 4096}
+	go plain.Serve(ln)
+	t.Cleanup(func() { plain.Close() })
+	addr, _ := guarded(t, 4096)
+	want, got := read(ln.Addr().String()), read(addr)
+	if want != answer431 || got != want {
+		t.Errorf("the Listener answers\n%q\nnet/http answers\n%q\n(answer431 is %q)", got, want, answer431)
+	}
+}
+
+// TestLimitChangesPerHead: a change of the Limit holds from the next head
+// on, on connections open before it too: on one keep-alive connection a
+// head of 6,000 bytes is served under 8,000, gets 431 once the limit is
+// 5,000 (exactly: 5,000 bytes are served), and a new connection serves it
+// again once the limit is 6,000.
+func TestLimitChangesPerHead(t *testing.T) {
+	t.Parallel()
+	limit := NewLimit(8000)
+	addr, served := guardedLimit(t, limit)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	send := func(head string) int {
+		t.Helper()
+		if _, err := io.WriteString(c, head); err != nil {
+			t.Fatal(err)
+		}
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if got := send(headOf("/a", 6000)); got != http.StatusOK {
+		t.Fatalf("6,000 bytes under 8,000: %d", got)
+	}
+	limit.Set(5000)
+	if got := send(headOf("/b", 5000)); got != http.StatusOK {
+		t.Fatalf("5,000 bytes under 5,000: %d", got)
+	}
+	if got := send(headOf("/c", 5001)); got != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("5,001 bytes under 5,000, same connection: %d; want 431", got)
+	}
+	limit.Set(6000)
+	if resps := exchange(t, addr, headOf("/d", 6000), 1); len(resps) != 1 || resps[0].StatusCode != http.StatusOK {
+		t.Fatalf("6,000 bytes under 6,000 on a new connection: %v", resps)
+	}
+	if got := served(); fmt.Sprint(got) != "[/a /b /d]" {
+		t.Errorf("handler ran for %q; want [/a /b /d]", got)
+	}
+}
+
+// TestLimitHeadInProgress: a head keeps the limit in force when it
+// started; the next head has the new one.
+func TestLimitHeadInProgress(t *testing.T) {
+	t.Parallel()
+	first, second := headOf("/a", 300), headOf("/b", 300)
+	for _, tc := range []struct {
+		from, to int
+		want     string
+	}{
+		{1000, 200, first + second[:200] + "<431>"}, // lowered mid-head
+		{200, 1000, first[:200] + "<431>"},          // raised mid-head
+	} {
+		limit := NewLimit(tc.from)
+		c := &conn{Conn: &oneByteConn{r: strings.NewReader(first + second), n: 50}, limit: limit}
+		var out []byte
+		buf := make([]byte, 50)
+		for {
+			k, err := c.Read(buf)
+			if len(out) < 100 && len(out)+k >= 100 {
+				limit.Set(tc.to)
+			}
+			if c.state == stOverflow {
+				out = append(append(out, buf[:c.realInLast]...), "<431>"...)
+				break
+			}
+			out = append(out, buf[:k]...)
+			if err != nil {
+				break
+			}
+		}
+		if string(out) != tc.want {
+			t.Errorf("%d to %d mid-head: server reads %q; want %q", tc.from, tc.to, out, tc.want)
+		}
+	}
+}
+
 // TestMaxHeaderBytesMegabyte: ~1 MB of small headers gets 431 from the
 // default 64 KiB limit, and the handler never runs; the next connection is
 // served.
@@ -189,14 +327,105 @@ func TestMaxHeaderBytesMegabyte(t *testing.T) {
 	}
 }
 
-// TestUpgradeStopsWatching: the bytes after an Upgrade request are left
-// alone, even when they look like an oversized head.
+// TestUpgradeStopsWatching: after an Upgrade request answered 101, the
+// bytes that follow are left alone, even when they look like an oversized
+// head or a framing conflict.
 func TestUpgradeStopsWatching(t *testing.T) {
 	t.Parallel()
-	in := "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n" + strings.Repeat("z", 5000)
-	out := transform(t, in, 100, 7)
-	if out != in {
-		t.Errorf("upgraded stream changed")
+	head := "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
+	for _, after := range []string{
+		strings.Repeat("z", 5000),
+		"POST / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+	} {
+		in := head + after
+		for _, n := range []int{1, 7, 4096} {
+			c := &conn{Conn: &oneByteConn{r: strings.NewReader(in), n: n}, limit: NewLimit(100)}
+			var out []byte
+			buf := make([]byte, 13)
+			wrote := false
+			for {
+				k, err := c.Read(buf)
+				out = append(out, buf[:k]...)
+				if !wrote && strings.Contains(string(out), "\r\n\r\n") {
+					// The server answers the head: the client's next bytes
+					// come after the 101.
+					c.Write([]byte("HTTP/1.1 101 Switching Protocols\r\n\r\n"))
+					wrote = true
+				}
+				if err != nil {
+					break
+				}
+			}
+			if string(out) != in {
+				t.Errorf("reads of %d: upgraded stream changed: %q", n, out)
+			}
+		}
+	}
+}
+
+// TestUpgradeHijacked: through a real server whose handler hijacks the
+// connection and answers 101 (as httputil.ReverseProxy does), the bytes
+// after it, an oversized "head" and a framing conflict among them, reach
+// the handler untouched.
+func TestUpgradeHijacked(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := strings.Repeat("z", 10000) + "\r\nPOST / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n"
+	got := make(chan string, 1)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		Check(w, r)
+		c, brw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n")
+		brw.Flush()
+		b := make([]byte, len(after))
+		_, err = io.ReadFull(brw, b)
+		got <- fmt.Sprint(string(b) == after, err)
+	}), MaxHeaderBytes: serverMaxHeaderBytes}
+	go srv.Serve(NewListener(ln, NewLimit(4096)))
+	t.Cleanup(func() { srv.Close() })
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "GET /up HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n")
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || res.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("answer %v %v; want 101", res, err)
+	}
+	io.WriteString(c, after)
+	select {
+	case g := <-got:
+		if g != "true <nil>" {
+			t.Errorf("the handler read the bytes after the 101 changed (equal, error: %s)", g)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler did not read the bytes after the 101")
+	}
+}
+
+// TestUpgradeRefusedStaysWatched: an Upgrade request the server does not
+// upgrade (any answer but 101) leaves the connection HTTP/1, watched: the
+// next head over the limit on it gets 431, as on any other.
+func TestUpgradeRefusedStaysWatched(t *testing.T) {
+	t.Parallel()
+	addr, served := guarded(t, 4096)
+	upgrade := "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
+	resps := exchange(t, addr, upgrade+headOf("/big", 4097), 2)
+	if len(resps) != 2 || resps[0].StatusCode != http.StatusOK || resps[1].StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("answers %v; want 200 and 431", resps)
+	}
+	if got := served(); fmt.Sprint(got) != "[/ws]" {
+		t.Errorf("handler ran for %q; want [/ws]", got)
 	}
 }
 
@@ -207,12 +436,13 @@ type oneByteConn struct {
 	n int
 }
 
-func (c *oneByteConn) Read(p []byte) (int, error) { return c.r.Read(p[:min(len(p), c.n)]) }
+func (c *oneByteConn) Read(p []byte) (int, error)  { return c.r.Read(p[:min(len(p), c.n)]) }
+func (c *oneByteConn) Write(p []byte) (int, error) { return len(p), nil }
 
 // transform runs in through a watched conn that receives it in reads of
 // at most n bytes and returns what the server would read.
 func transform(t testing.TB, in string, max, n int) string {
-	c := &conn{Conn: &oneByteConn{r: strings.NewReader(in), n: n}, max: max}
+	c := &conn{Conn: &oneByteConn{r: strings.NewReader(in), n: n}, limit: NewLimit(max)}
 	var out []byte
 	buf := make([]byte, 13)
 	for len(out) < len(in)+len(markerLine)+1<<16 {
@@ -288,6 +518,27 @@ func TestOverflowPoint(t *testing.T) {
 	}
 }
 
+// BenchmarkOverflow is the cost of a head over the limit: 64 KiB + 1
+// bytes on a new connection to a server whose own limit is 16 MiB, until
+// the 431 is read.
+func BenchmarkOverflow(b *testing.B) {
+	addr, _ := guarded(b, 64<<10)
+	raw := headOf("/big", 64<<10+1)
+	b.ReportAllocs()
+	for b.Loop() {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		go io.WriteString(c, raw)
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || res.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+			b.Fatal(res, err)
+		}
+		c.Close()
+	}
+}
+
 // BenchmarkRead is the cost the Listener adds per request: a typical
 // keyed POST head and body through a watched conn.
 func BenchmarkRead(b *testing.B) {
@@ -295,7 +546,7 @@ func BenchmarkRead(b *testing.B) {
 		"Content-Type: application/json\r\nIdempotency-Key: 0123456789abcdef\r\nUCP-Agent: agent-7\r\n" +
 		"Content-Length: 64\r\n\r\n" + strings.Repeat("x", 64)
 	src := strings.NewReader(req)
-	c := &conn{Conn: &oneByteConn{r: src, n: 4096}, max: 64 << 10}
+	c := &conn{Conn: &oneByteConn{r: src, n: 4096}, limit: NewLimit(64 << 10)}
 	buf := make([]byte, 4096)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(req)))

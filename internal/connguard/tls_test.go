@@ -41,8 +41,11 @@ func TestTLSListenerALPN(t *testing.T) {
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          log.New(io.Discard, "", 0),
 	}
-	ServeTLS(srv)
-	go srv.Serve(NewTLSListener(ln, cfg, 64<<10, srv.ErrorLog))
+	limit := NewLimit(64 << 10)
+	if err := ServeTLS(srv, limit); err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(NewTLSListener(ln, cfg, limit, srv.ErrorLog))
 	t.Cleanup(func() { srv.Close() })
 
 	for _, tc := range []struct {
