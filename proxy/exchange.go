@@ -63,6 +63,10 @@ type exchange struct {
 	ident     identity.Result // the client's identity, once resolved (identity.go)
 	identDone bool
 
+	tenant     string // the Host's tenant, once asked (tenantOf)
+	tenantOK   bool
+	tenantDone bool
+
 	status      int   // status written to the client
 	written     int64 // body bytes written to the client
 	wroteHeader bool
@@ -156,14 +160,24 @@ func (p *Proxy) begin(next http.Handler) http.Handler {
 		// end: the request ID header is theirs.
 		ex := &exchange{ResponseWriter: w, start: time.Now(), snap: p.cur.Load()}
 		h := ex.snap.requestID
-		ex.id = problem.RequestID(r.Header.Get(h))
+		ex.id = problem.RequestID(headerValue(r.Header, h))
 		// Header.Set for both, with one array for their values.
 		ids := &[2]string{ex.id, ex.id}
 		r.Header[h] = ids[0:1:1]
 		w.Header()[h] = ids[1:2:2]
-		ex.client = p.deps.ClientAddr(remoteAddr(r), r.Header.Values("X-Forwarded-For"), ex.snap.src.TrustedProxies)
+		ex.client = p.deps.ClientAddr(remoteAddr(r), r.Header["X-Forwarded-For"], ex.snap.src.TrustedProxies)
 		next.ServeHTTP(ex, withExchange(r, ex))
 	})
+}
+
+// headerValue is h.Get(key) for a key in canonical form (a constant, or a
+// name the policy made canonical), without Get's canonicalization of key
+// on every call (issue 31).
+func headerValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // clientString returns ex.client.String(), made once: the access log and
