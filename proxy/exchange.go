@@ -60,19 +60,18 @@ type exchange struct {
 	span   trace.Span    // the server span; nil without tracing (tracing.go)
 	waited time.Duration // how long it waited for the original (wait.go)
 
-	ident     identity.Result // the client's identity, once resolved (identity.go)
-	identDone bool
-
-	tenant     string // the Host's tenant, once asked (tenantOf)
-	tenantOK   bool
-	tenantDone bool
+	ident      identity.Result // the client's identity, once resolved (identity.go)
+	identDone  bool
+	tenantOK   bool   // tenant is the Host's (tenantOf)
+	tenantDone bool   // tenant and tenantOK were looked up
+	tenant     string // the Host's tenant, once asked
 
 	status      int   // status written to the client
 	written     int64 // body bytes written to the client
 	wroteHeader bool
 	clientGone  bool  // a write to the client failed
-	clientErr   error // the first failed write's error
 	swallow     bool  // keep accepting writes after the client is gone
+	clientErr   error // the first failed write's error
 }
 
 // via says how a request that is not a keyed write under a claim went on,
