@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -133,6 +135,7 @@ func (m *Metrics) initRoutes(rs []*route, st Policy) {
 	for _, r := range rs {
 		limited := st.Edge != nil || st.RouteLimits[r.Name] != nil
 		m.initRoute(r.Name, r.Idempotent, limited, r.reuseStatus)
+		r.series = m.newRouteSeries(r.Name)
 		if r.probe != nil {
 			for _, res := range keystore.ProbeResults {
 				m.probes.WithLabelValues(r.Name, res)
@@ -182,6 +185,82 @@ func (m *Metrics) initRoute(name string, idempotent, limited bool, reuseStatus i
 	if reuseStatus != 0 {
 		m.requests.WithLabelValues(name, OutcomeKeyReused, statusLabel(reuseStatus))
 	}
+}
+
+// seriesOf returns r's series; nil for no route, or a route that no
+// Metrics made series for.
+func (r *route) seriesOf() *routeSeries {
+	if r == nil {
+		return nil
+	}
+	return r.series
+}
+
+// routeSeries are one route's series of the request counter and the
+// duration histogram, looked up once instead of per request (issue 31:
+// WithLabelValues hashes and checks every label value on each call). The
+// vectors never delete a series, so a series kept here is the one
+// WithLabelValues would return. Safe for concurrent use.
+type routeSeries struct {
+	route     string
+	durations [len(results)]prometheus.Observer // by result, as in results
+	// requests maps an outcome and status to its counter. Copied on
+	// write: a request reads it without a lock; the pairs a route sees
+	// are few (its outcomes times the statuses its upstream answers).
+	requests atomic.Pointer[map[requestSeries]prometheus.Counter]
+	mu       sync.Mutex // serializes the writers of requests
+}
+
+// requestSeries is the part of a request counter's labels beside the route.
+type requestSeries struct {
+	outcome string
+	status  int
+}
+
+func (m *Metrics) newRouteSeries(route string) *routeSeries {
+	s := &routeSeries{route: route}
+	for i, res := range results {
+		s.durations[i] = m.duration.WithLabelValues(route, res)
+	}
+	return s
+}
+
+// counter returns the route's request counter of outcome and status.
+func (s *routeSeries) counter(m *Metrics, outcome string, status int) prometheus.Counter {
+	k := requestSeries{outcome, status}
+	if p := s.requests.Load(); p != nil {
+		if c, ok := (*p)[k]; ok {
+			return c
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var old map[requestSeries]prometheus.Counter
+	if p := s.requests.Load(); p != nil {
+		if c, ok := (*p)[k]; ok {
+			return c
+		}
+		old = *p
+	}
+	c := m.requests.WithLabelValues(s.route, outcome, statusLabel(status))
+	next := make(map[requestSeries]prometheus.Counter, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	next[k] = c
+	s.requests.Store(&next)
+	return c
+}
+
+// duration returns the route's duration histogram of result (one of
+// results).
+func (s *routeSeries) duration(m *Metrics, result string) prometheus.Observer {
+	for i, res := range results {
+		if res == result {
+			return s.durations[i]
+		}
+	}
+	return m.duration.WithLabelValues(s.route, result)
 }
 
 // resultOf is the result label of a request that ended with outcome, status
@@ -262,8 +341,13 @@ func (m *Metrics) observeRequest(r *http.Request, ex *exchange, status int, outc
 	if ex.route != nil {
 		route = ex.route.Name
 	}
-	m.requests.WithLabelValues(route, outcome, statusLabel(status)).Inc()
-	m.duration.WithLabelValues(route, resultOf(outcome, ex.code, status)).Observe(d.Seconds())
+	if s := ex.route.seriesOf(); s != nil {
+		s.counter(m, outcome, status).Inc()
+		s.duration(m, resultOf(outcome, ex.code, status)).Observe(d.Seconds())
+	} else {
+		m.requests.WithLabelValues(route, outcome, statusLabel(status)).Inc()
+		m.duration.WithLabelValues(route, resultOf(outcome, ex.code, status)).Observe(d.Seconds())
+	}
 	if outcome == OutcomeRateLimited {
 		limiter := LimiterRoute
 		if !ex.pastEdge {
