@@ -30,6 +30,7 @@ import (
 // list, an HTTP status code or a fixed reason. Never a
 // key, a client address or a raw path. README.md documents every family.
 type Metrics struct {
+	noRoute     *routeSeries             // the series of requests no route matched (route "")
 	requests    *prometheus.CounterVec   // route, outcome, code
 	duration    *prometheus.HistogramVec // route, result
 	inFlight    prometheus.Gauge
@@ -120,6 +121,7 @@ func NewMetrics(reg prometheus.Registerer, version, revision string) *Metrics {
 		m.queueReject.WithLabelValues(string(r))
 	}
 	m.initRoute("", false, false, 0)
+	m.noRoute = m.newRouteSeries("")
 	return m
 }
 
@@ -185,15 +187,6 @@ func (m *Metrics) initRoute(name string, idempotent, limited bool, reuseStatus i
 	if reuseStatus != 0 {
 		m.requests.WithLabelValues(name, OutcomeKeyReused, statusLabel(reuseStatus))
 	}
-}
-
-// seriesOf returns r's series; nil for no route, or a route that no
-// Metrics made series for.
-func (r *route) seriesOf() *routeSeries {
-	if r == nil {
-		return nil
-	}
-	return r.series
 }
 
 // routeSeries are one route's series of the request counter and the
@@ -337,11 +330,11 @@ func (m *Metrics) observeRequest(r *http.Request, ex *exchange, status int, outc
 	if m == nil {
 		return
 	}
-	route := ""
+	route, s := "", m.noRoute // requests no route matched
 	if ex.route != nil {
-		route = ex.route.Name
+		route, s = ex.route.Name, ex.route.series // nil: a route Apply did not see
 	}
-	if s := ex.route.seriesOf(); s != nil {
+	if s != nil {
 		s.counter(m, outcome, status).Inc()
 		s.duration(m, resultOf(outcome, ex.code, status)).Observe(d.Seconds())
 	} else {

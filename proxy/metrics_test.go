@@ -425,6 +425,12 @@ func TestRouteSeries(t *testing.T) {
 	wg.Wait()
 	other := &route{Route: Route{Name: "carts"}} // the same name, compiled without Apply
 	m.observeRequest(req, &exchange{route: other}, 201, OutcomeExecuted, time.Millisecond)
+	for range 3 { // no route matched: route ""
+		m.observeRequest(req, &exchange{}, 200, OutcomePassthrough, time.Millisecond)
+	}
+	if got := testutil.ToFloat64(m.requests.WithLabelValues("", OutcomePassthrough, "200")); got != 3 {
+		t.Errorf(`requests{route="", outcome=passthrough, code=200} = %v; want 3`, got)
+	}
 
 	perPair := workers * rounds / len(pairs)
 	if workers*rounds%len(pairs) != 0 {
