@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"maps"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -189,19 +190,53 @@ func (m *Metrics) initRoute(name string, idempotent, limited bool, reuseStatus i
 	}
 }
 
-// routeSeries are one route's series of the request counter and the
-// duration histogram, looked up once instead of per request (issue 31:
-// WithLabelValues hashes and checks every label value on each call). The
-// vectors never delete a series, so a series kept here is the one
-// WithLabelValues would return. Safe for concurrent use.
+// routeSeries are one route's series of the request counter, the
+// duration histogram and the upstream's, looked up once instead of per
+// request (issue 31: WithLabelValues hashes and checks every label value
+// on each call). The vectors never delete a series, so a series kept here
+// is the one WithLabelValues would return. Safe for concurrent use.
 type routeSeries struct {
 	route     string
 	durations [len(results)]prometheus.Observer // by result, as in results
-	// requests maps an outcome and status to its counter. Copied on
-	// write: a request reads it without a lock; the pairs a route sees
-	// are few (its outcomes times the statuses its upstream answers).
-	requests atomic.Pointer[map[requestSeries]prometheus.Counter]
-	mu       sync.Mutex // serializes the writers of requests
+	upstream  prometheus.Observer               // the upstream's time to headers
+	// requests are the counters by outcome and status; upstreamN the
+	// upstream attempts' by status (-1: no response, code "error").
+	requests  seriesCache[requestSeries]
+	upstreamN seriesCache[int]
+}
+
+// seriesCache maps part of a series' labels to its counter, copied on
+// write: a request reads it without a lock; the keys a route sees are few
+// (its outcomes times the statuses its upstream answers).
+type seriesCache[K comparable] struct {
+	m  atomic.Pointer[map[K]prometheus.Counter]
+	mu sync.Mutex // serializes the writers
+}
+
+// get returns k's counter, made by newSeries the first time.
+func (c *seriesCache[K]) get(k K, newSeries func() prometheus.Counter) prometheus.Counter {
+	if p := c.m.Load(); p != nil {
+		if s, ok := (*p)[k]; ok {
+			return s
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var old map[K]prometheus.Counter
+	if p := c.m.Load(); p != nil {
+		if s, ok := (*p)[k]; ok {
+			return s
+		}
+		old = *p
+	}
+	s := newSeries()
+	next := maps.Clone(old)
+	if next == nil {
+		next = map[K]prometheus.Counter{}
+	}
+	next[k] = s
+	c.m.Store(&next)
+	return s
 }
 
 // requestSeries is the part of a request counter's labels beside the route.
@@ -211,7 +246,7 @@ type requestSeries struct {
 }
 
 func (m *Metrics) newRouteSeries(route string) *routeSeries {
-	s := &routeSeries{route: route}
+	s := &routeSeries{route: route, upstream: m.upstream.WithLabelValues(route)}
 	for i, res := range results {
 		s.durations[i] = m.duration.WithLabelValues(route, res)
 	}
@@ -220,29 +255,17 @@ func (m *Metrics) newRouteSeries(route string) *routeSeries {
 
 // counter returns the route's request counter of outcome and status.
 func (s *routeSeries) counter(m *Metrics, outcome string, status int) prometheus.Counter {
-	k := requestSeries{outcome, status}
-	if p := s.requests.Load(); p != nil {
-		if c, ok := (*p)[k]; ok {
-			return c
-		}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var old map[requestSeries]prometheus.Counter
-	if p := s.requests.Load(); p != nil {
-		if c, ok := (*p)[k]; ok {
-			return c
-		}
-		old = *p
-	}
-	c := m.requests.WithLabelValues(s.route, outcome, statusLabel(status))
-	next := make(map[requestSeries]prometheus.Counter, len(old)+1)
-	for k, v := range old {
-		next[k] = v
-	}
-	next[k] = c
-	s.requests.Store(&next)
-	return c
+	return s.requests.get(requestSeries{outcome, status}, func() prometheus.Counter {
+		return m.requests.WithLabelValues(s.route, outcome, statusLabel(status))
+	})
+}
+
+// upstreamCounter returns the route's upstream attempt counter of status,
+// -1 for an attempt without a response.
+func (s *routeSeries) upstreamCounter(m *Metrics, status int) prometheus.Counter {
+	return s.upstreamN.get(status, func() prometheus.Counter {
+		return m.upstreamN.WithLabelValues(s.route, upstreamCode(status))
+	})
 }
 
 // duration returns the route's duration histogram of result (one of
@@ -396,19 +419,34 @@ type meteredTransport struct {
 func (t *meteredTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
 	res, err := t.next.RoundTrip(req)
-	route := ""
+	took := time.Since(start)
+	route, s := "", t.m.noRoute
 	// The outbound request's context derives from the inbound one, which
 	// carries the exchange.
 	if ex := exchangeOf(req); ex != nil && ex.route != nil {
-		route = ex.route.Name
+		route, s = ex.route.Name, ex.route.series // nil: a route Apply did not see
 	}
-	t.m.upstream.WithLabelValues(route).Observe(time.Since(start).Seconds())
-	code := UpstreamCodeError
+	status := -1 // no response
 	if err == nil {
-		code = statusLabel(res.StatusCode)
+		status = res.StatusCode
 	}
-	t.m.upstreamN.WithLabelValues(route, code).Inc()
+	if s != nil {
+		s.upstream.Observe(took.Seconds())
+		s.upstreamCounter(t.m, status).Inc()
+	} else {
+		t.m.upstream.WithLabelValues(route).Observe(took.Seconds())
+		t.m.upstreamN.WithLabelValues(route, upstreamCode(status)).Inc()
+	}
 	return res, err
+}
+
+// upstreamCode is the code label of an upstream attempt answered with
+// status, -1 for none.
+func upstreamCode(status int) string {
+	if status < 0 {
+		return UpstreamCodeError
+	}
+	return statusLabel(status)
 }
 
 // statusLabels are the metric labels of the statuses 0–599, made once:

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -448,15 +449,64 @@ func TestRouteSeries(t *testing.T) {
 		results[resultOf(p.outcome, "", p.status)] += want
 	}
 	for res, want := range results {
-		h := m.duration.WithLabelValues("carts", res).(prometheus.Histogram)
-		var d dto.Metric
-		if err := h.Write(&d); err != nil {
-			t.Fatal(err)
-		}
-		if got := d.GetHistogram().GetSampleCount(); got != uint64(want) {
+		if got := sampleCount(t, m.duration.WithLabelValues("carts", res)); got != want {
 			t.Errorf("duration{result=%s} count = %d; want %d", res, got, want)
 		}
 	}
+
+	// The upstream's series, through the metered transport: attempts
+	// answered 201 and 502, and attempts without an answer.
+	tr := m.transport(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		switch r.Header.Get("Answer") {
+		case "201":
+			return &http.Response{StatusCode: 201, Body: http.NoBody}, nil
+		case "502":
+			return &http.Response{StatusCode: 502, Body: http.NoBody}, nil
+		}
+		return nil, errors.New("connection refused")
+	}))
+	answers := []string{"201", "502", "none"}
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range rounds {
+				r := withExchange(httptest.NewRequest("POST", "/carts", nil), &exchange{route: rt})
+				r.Header.Set("Answer", answers[(w+i)%len(answers)])
+				if res, err := tr.RoundTrip(r); err == nil {
+					res.Body.Close()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, a := range answers {
+		code := a
+		if a == "none" {
+			code = UpstreamCodeError
+		}
+		if got := testutil.ToFloat64(m.upstreamN.WithLabelValues("carts", code)); got != float64(workers*rounds/len(answers)) {
+			t.Errorf("upstream requests{code=%s} = %v; want %d", code, got, workers*rounds/len(answers))
+		}
+	}
+	if got := sampleCount(t, m.upstream.WithLabelValues("carts")); got != workers*rounds {
+		t.Errorf("upstream duration count = %d; want %d", got, workers*rounds)
+	}
+}
+
+// roundTripFunc is an http.RoundTripper.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// sampleCount is the number of observations of a histogram series.
+func sampleCount(t *testing.T, o prometheus.Observer) int {
+	t.Helper()
+	var d dto.Metric
+	if err := o.(prometheus.Histogram).Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	return int(d.GetHistogram().GetSampleCount())
 }
 
 // BenchmarkMetricsPerRequest is what the metrics add to a keyed request:
