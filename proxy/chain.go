@@ -32,12 +32,12 @@ func (p *Proxy) compile(pol Policy) (*snapshot, error) {
 		return nil, err
 	}
 	c.handler = chain(p.upstream,
-		lim.edgeStage(),  // 1. edge limit
-		p.matchRoute,     // 2. route match
-		lim.routeStage(), // 3. route limit
-		p.keyCheck,       // 4. key check (and the body)
-		p.claim,          // 5. claim, 8. record
-		p.sessionTurn(pol.Sessions, c.idem.TenantFor), // 6. session turn
+		lim.edgeStage(),             // 1. edge limit
+		p.matchRoute,                // 2. route match
+		lim.routeStage(),            // 3. route limit
+		p.keyCheck,                  // 4. key check (and the body)
+		p.claim,                     // 5. claim, 8. record
+		p.sessionTurn(pol.Sessions), // 6. session turn
 	) // 7. upstream
 	return c, nil
 }

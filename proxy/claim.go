@@ -128,6 +128,11 @@ func (p *Proxy) lostClaim(sk keystore.Key, id keystore.ClaimID, lease time.Durat
 // scope returns the store key of a request: the tenant, the client's
 // identity (identity.go) and the key, hashed.
 func (p *Proxy) scope(r *http.Request, key string) keystore.Key {
-	tenant, _ := p.snapshotOf(r).idem.TenantFor(r.Host) // known: see checkKey
+	var tenant string // known: see checkKey
+	if ex := exchangeOf(r); ex != nil {
+		tenant, _ = ex.tenantOf(r.Host)
+	} else {
+		tenant, _ = p.cur.Load().idem.TenantFor(r.Host)
+	}
 	return identity.ScopeKey(tenant, p.identityOf(r), key)
 }

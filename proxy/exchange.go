@@ -60,15 +60,18 @@ type exchange struct {
 	span   trace.Span    // the server span; nil without tracing (tracing.go)
 	waited time.Duration // how long it waited for the original (wait.go)
 
-	ident     identity.Result // the client's identity, once resolved (identity.go)
-	identDone bool
+	ident      identity.Result // the client's identity, once resolved (identity.go)
+	identDone  bool
+	tenantOK   bool   // tenant is the Host's (tenantOf)
+	tenantDone bool   // tenant and tenantOK were looked up
+	tenant     string // the Host's tenant, once asked
 
 	status      int   // status written to the client
 	written     int64 // body bytes written to the client
 	wroteHeader bool
 	clientGone  bool  // a write to the client failed
-	clientErr   error // the first failed write's error
 	swallow     bool  // keep accepting writes after the client is gone
+	clientErr   error // the first failed write's error
 }
 
 // via says how a request that is not a keyed write under a claim went on,
@@ -156,14 +159,24 @@ func (p *Proxy) begin(next http.Handler) http.Handler {
 		// end: the request ID header is theirs.
 		ex := &exchange{ResponseWriter: w, start: time.Now(), snap: p.cur.Load()}
 		h := ex.snap.requestID
-		ex.id = problem.RequestID(r.Header.Get(h))
+		ex.id = problem.RequestID(headerValue(r.Header, h))
 		// Header.Set for both, with one array for their values.
 		ids := &[2]string{ex.id, ex.id}
 		r.Header[h] = ids[0:1:1]
 		w.Header()[h] = ids[1:2:2]
-		ex.client = p.deps.ClientAddr(remoteAddr(r), r.Header.Values("X-Forwarded-For"), ex.snap.src.TrustedProxies)
+		ex.client = p.deps.ClientAddr(remoteAddr(r), r.Header["X-Forwarded-For"], ex.snap.src.TrustedProxies)
 		next.ServeHTTP(ex, withExchange(r, ex))
 	})
+}
+
+// headerValue is h.Get(key) for a key in canonical form (a constant, or a
+// name the policy made canonical), without Get's canonicalization of key
+// on every call (issue 31).
+func headerValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // clientString returns ex.client.String(), made once: the access log and

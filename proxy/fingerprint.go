@@ -273,8 +273,8 @@ type fingerprintInput struct {
 // corrupt encoding: 400 request_body_invalid), so that two compressions of
 // one body are one request; other encodings are hashed raw.
 func (p *Proxy) decodeBody(r *http.Request, body []byte) (fingerprintInput, *proxyProblem) {
-	in := fingerprintInput{body: body, contentType: r.Header.Get("Content-Type")}
-	enc := r.Header.Values("Content-Encoding")
+	in := fingerprintInput{body: body, contentType: headerValue(r.Header, "Content-Type")}
+	enc := r.Header["Content-Encoding"]
 	if len(enc) == 0 {
 		return in, nil
 	}
@@ -319,7 +319,7 @@ func (p *Proxy) requestFingerprint(r *http.Request, ex *exchange, v keystore.Fin
 	case keystore.FingerprintV1:
 		// As the first release computed it: the body as sent; a GraphQL
 		// mutation by its parsed request, all members included.
-		ct := r.Header.Get("Content-Type")
+		ct := headerValue(r.Header, "Content-Type")
 		if rt.Protocol == ProtocolGraphQL && !rt.Observe {
 			if req, err := gql.ParseRequest(ct, ex.body); err == nil {
 				return fingerprintV1(rt.Name, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, "", graphqlFingerprintBody(&req), nil), true, nil

@@ -17,7 +17,7 @@ func (p *Proxy) keyCheck(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		vals := r.Header.Values(ex.snap.idem.Header)
+		vals := r.Header[ex.snap.idem.Header] // canonical (compileRoutes)
 		// An observed GraphQL route is observed as a plain route: its bodies
 		// are fingerprinted raw.
 		if rt.Protocol == ProtocolGraphQL && !rt.Observe {
@@ -82,8 +82,19 @@ func (p *Proxy) checkKey(r *http.Request, vals []string, require bool) (string, 
 // a keyed write to a host without one is refused with 421 tenant_unknown,
 // so unknown hosts never share a scope (DESIGN.md step 5).
 func (p *Proxy) knownTenant(r *http.Request) bool {
-	_, ok := exchangeOf(r).snap.idem.TenantFor(r.Host)
+	_, ok := exchangeOf(r).tenantOf(r.Host)
 	return ok
+}
+
+// tenantOf returns the tenant of host, the request's Host, under the
+// snapshot the request runs on ([Idempotency.TenantFor]), looked up once:
+// the key check, the claim and the session turn all ask (issue 31).
+func (ex *exchange) tenantOf(host string) (string, bool) {
+	if !ex.tenantDone {
+		ex.tenant, ex.tenantOK = ex.snap.idem.TenantFor(host)
+		ex.tenantDone = true
+	}
+	return ex.tenant, ex.tenantOK
 }
 
 // keyInvalid is idempotency_key_invalid naming r's key header.

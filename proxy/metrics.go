@@ -1,10 +1,13 @@
 package proxy
 
 import (
+	"maps"
 	"net/http"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +31,7 @@ import (
 // list, an HTTP status code or a fixed reason. Never a
 // key, a client address or a raw path. README.md documents every family.
 type Metrics struct {
+	noRoute     *routeSeries             // the series of requests no route matched (route "")
 	requests    *prometheus.CounterVec   // route, outcome, code
 	duration    *prometheus.HistogramVec // route, result
 	inFlight    prometheus.Gauge
@@ -118,6 +122,7 @@ func NewMetrics(reg prometheus.Registerer, version, revision string) *Metrics {
 		m.queueReject.WithLabelValues(string(r))
 	}
 	m.initRoute("", false, false, 0)
+	m.noRoute = m.newRouteSeries("")
 	return m
 }
 
@@ -133,6 +138,7 @@ func (m *Metrics) initRoutes(rs []*route, st Policy) {
 	for _, r := range rs {
 		limited := st.Edge != nil || st.RouteLimits[r.Name] != nil
 		m.initRoute(r.Name, r.Idempotent, limited, r.reuseStatus)
+		r.series = m.newRouteSeries(r.Name)
 		if r.probe != nil {
 			for _, res := range keystore.ProbeResults {
 				m.probes.WithLabelValues(r.Name, res)
@@ -182,6 +188,95 @@ func (m *Metrics) initRoute(name string, idempotent, limited bool, reuseStatus i
 	if reuseStatus != 0 {
 		m.requests.WithLabelValues(name, OutcomeKeyReused, statusLabel(reuseStatus))
 	}
+}
+
+// routeSeries are one route's series of the request counter, the
+// duration histogram and the upstream's, looked up once instead of per
+// request (issue 31: WithLabelValues hashes and checks every label value
+// on each call). The vectors never delete a series, so a series kept here
+// is the one WithLabelValues would return. Safe for concurrent use.
+type routeSeries struct {
+	route     string
+	durations [len(results)]prometheus.Observer // by result, as in results
+	upstream  prometheus.Observer               // the upstream's time to headers
+	// requests are the counters by outcome and status; upstreamN the
+	// upstream attempts' by status (-1: no response, code "error").
+	requests  seriesCache[requestSeries]
+	upstreamN seriesCache[int]
+}
+
+// seriesCache maps part of a series' labels to its counter, copied on
+// write: a request reads it without a lock; the keys a route sees are few
+// (its outcomes times the statuses its upstream answers).
+type seriesCache[K comparable] struct {
+	m  atomic.Pointer[map[K]prometheus.Counter]
+	mu sync.Mutex // serializes the writers
+}
+
+// get returns k's counter, made by newSeries the first time.
+func (c *seriesCache[K]) get(k K, newSeries func() prometheus.Counter) prometheus.Counter {
+	if p := c.m.Load(); p != nil {
+		if s, ok := (*p)[k]; ok {
+			return s
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var old map[K]prometheus.Counter
+	if p := c.m.Load(); p != nil {
+		if s, ok := (*p)[k]; ok {
+			return s
+		}
+		old = *p
+	}
+	s := newSeries()
+	next := maps.Clone(old)
+	if next == nil {
+		next = map[K]prometheus.Counter{}
+	}
+	next[k] = s
+	c.m.Store(&next)
+	return s
+}
+
+// requestSeries is the part of a request counter's labels beside the route.
+type requestSeries struct {
+	outcome string
+	status  int
+}
+
+func (m *Metrics) newRouteSeries(route string) *routeSeries {
+	s := &routeSeries{route: route, upstream: m.upstream.WithLabelValues(route)}
+	for i, res := range results {
+		s.durations[i] = m.duration.WithLabelValues(route, res)
+	}
+	return s
+}
+
+// counter returns the route's request counter of outcome and status.
+func (s *routeSeries) counter(m *Metrics, outcome string, status int) prometheus.Counter {
+	return s.requests.get(requestSeries{outcome, status}, func() prometheus.Counter {
+		return m.requests.WithLabelValues(s.route, outcome, statusLabel(status))
+	})
+}
+
+// upstreamCounter returns the route's upstream attempt counter of status,
+// -1 for an attempt without a response.
+func (s *routeSeries) upstreamCounter(m *Metrics, status int) prometheus.Counter {
+	return s.upstreamN.get(status, func() prometheus.Counter {
+		return m.upstreamN.WithLabelValues(s.route, upstreamCode(status))
+	})
+}
+
+// duration returns the route's duration histogram of result (one of
+// results).
+func (s *routeSeries) duration(m *Metrics, result string) prometheus.Observer {
+	for i, res := range results {
+		if res == result {
+			return s.durations[i]
+		}
+	}
+	return m.duration.WithLabelValues(s.route, result)
 }
 
 // resultOf is the result label of a request that ended with outcome, status
@@ -258,12 +353,17 @@ func (m *Metrics) observeRequest(r *http.Request, ex *exchange, status int, outc
 	if m == nil {
 		return
 	}
-	route := ""
+	route, s := "", m.noRoute // requests no route matched
 	if ex.route != nil {
-		route = ex.route.Name
+		route, s = ex.route.Name, ex.route.series // nil: a route Apply did not see
 	}
-	m.requests.WithLabelValues(route, outcome, statusLabel(status)).Inc()
-	m.duration.WithLabelValues(route, resultOf(outcome, ex.code, status)).Observe(d.Seconds())
+	if s != nil {
+		s.counter(m, outcome, status).Inc()
+		s.duration(m, resultOf(outcome, ex.code, status)).Observe(d.Seconds())
+	} else {
+		m.requests.WithLabelValues(route, outcome, statusLabel(status)).Inc()
+		m.duration.WithLabelValues(route, resultOf(outcome, ex.code, status)).Observe(d.Seconds())
+	}
 	if outcome == OutcomeRateLimited {
 		limiter := LimiterRoute
 		if !ex.pastEdge {
@@ -319,19 +419,34 @@ type meteredTransport struct {
 func (t *meteredTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
 	res, err := t.next.RoundTrip(req)
-	route := ""
+	took := time.Since(start)
+	route, s := "", t.m.noRoute
 	// The outbound request's context derives from the inbound one, which
 	// carries the exchange.
 	if ex := exchangeOf(req); ex != nil && ex.route != nil {
-		route = ex.route.Name
+		route, s = ex.route.Name, ex.route.series // nil: a route Apply did not see
 	}
-	t.m.upstream.WithLabelValues(route).Observe(time.Since(start).Seconds())
-	code := UpstreamCodeError
+	status := -1 // no response
 	if err == nil {
-		code = statusLabel(res.StatusCode)
+		status = res.StatusCode
 	}
-	t.m.upstreamN.WithLabelValues(route, code).Inc()
+	if s != nil {
+		s.upstream.Observe(took.Seconds())
+		s.upstreamCounter(t.m, status).Inc()
+	} else {
+		t.m.upstream.WithLabelValues(route).Observe(took.Seconds())
+		t.m.upstreamN.WithLabelValues(route, upstreamCode(status)).Inc()
+	}
 	return res, err
+}
+
+// upstreamCode is the code label of an upstream attempt answered with
+// status, -1 for none.
+func upstreamCode(status int) string {
+	if status < 0 {
+		return UpstreamCodeError
+	}
+	return statusLabel(status)
 }
 
 // statusLabels are the metric labels of the statuses 0–599, made once:

@@ -2,18 +2,21 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	itestutil "github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore"
@@ -386,6 +389,126 @@ func TestNilMetrics(t *testing.T) {
 	}
 }
 
+// Issue 31: a route's request series are looked up once and kept. 8
+// goroutines count requests of 6 outcome and status pairs (most new to the
+// route, so that they race to add them) and time them: every series holds
+// exactly its requests, in the series WithLabelValues names, and a request
+// of a route that Apply did not see (no series kept) counts there too.
+func TestRouteSeries(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	m := NewMetrics(reg, "test", "")
+	rt := &route{Route: Route{Name: "carts"}}
+	m.initRoutes([]*route{rt}, Policy{})
+	if rt.series == nil {
+		t.Fatal("initRoutes kept no series for the route")
+	}
+	pairs := []struct {
+		outcome string
+		status  int
+	}{
+		{OutcomeExecuted, 201}, {OutcomeExecuted, 200}, {OutcomeReplayed, 201},
+		{OutcomeInProgress, 409}, {OutcomeUpstreamError, 502}, {OutcomePassthrough, statusClientClosed},
+	}
+	const workers, rounds = 8, 240
+	req := httptest.NewRequest("POST", "/carts", nil)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range rounds {
+				p := pairs[(w+i)%len(pairs)]
+				m.observeRequest(req, &exchange{route: rt}, p.status, p.outcome, time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	other := &route{Route: Route{Name: "carts"}} // the same name, compiled without Apply
+	m.observeRequest(req, &exchange{route: other}, 201, OutcomeExecuted, time.Millisecond)
+	for range 3 { // no route matched: route ""
+		m.observeRequest(req, &exchange{}, 200, OutcomePassthrough, time.Millisecond)
+	}
+	if got := testutil.ToFloat64(m.requests.WithLabelValues("", OutcomePassthrough, "200")); got != 3 {
+		t.Errorf(`requests{route="", outcome=passthrough, code=200} = %v; want 3`, got)
+	}
+
+	perPair := workers * rounds / len(pairs)
+	if workers*rounds%len(pairs) != 0 {
+		t.Fatalf("the test's counts do not divide: %d requests over %d pairs", workers*rounds, len(pairs))
+	}
+	results := map[string]int{}
+	for i, p := range pairs {
+		want := perPair
+		if i == 0 {
+			want++ // the request of the route without kept series
+		}
+		if got := testutil.ToFloat64(m.requests.WithLabelValues("carts", p.outcome, statusLabel(p.status))); got != float64(want) {
+			t.Errorf("requests{outcome=%s, code=%d} = %v; want %d", p.outcome, p.status, got, want)
+		}
+		results[resultOf(p.outcome, "", p.status)] += want
+	}
+	for res, want := range results {
+		if got := sampleCount(t, m.duration.WithLabelValues("carts", res)); got != want {
+			t.Errorf("duration{result=%s} count = %d; want %d", res, got, want)
+		}
+	}
+
+	// The upstream's series, through the metered transport: attempts
+	// answered 201 and 502, and attempts without an answer.
+	tr := m.transport(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		switch r.Header.Get("Answer") {
+		case "201":
+			return &http.Response{StatusCode: 201, Body: http.NoBody}, nil
+		case "502":
+			return &http.Response{StatusCode: 502, Body: http.NoBody}, nil
+		}
+		return nil, errors.New("connection refused")
+	}))
+	answers := []string{"201", "502", "none"}
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range rounds {
+				r := withExchange(httptest.NewRequest("POST", "/carts", nil), &exchange{route: rt})
+				r.Header.Set("Answer", answers[(w+i)%len(answers)])
+				if res, err := tr.RoundTrip(r); err == nil {
+					res.Body.Close()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, a := range answers {
+		code := a
+		if a == "none" {
+			code = UpstreamCodeError
+		}
+		if got := testutil.ToFloat64(m.upstreamN.WithLabelValues("carts", code)); got != float64(workers*rounds/len(answers)) {
+			t.Errorf("upstream requests{code=%s} = %v; want %d", code, got, workers*rounds/len(answers))
+		}
+	}
+	if got := sampleCount(t, m.upstream.WithLabelValues("carts")); got != workers*rounds {
+		t.Errorf("upstream duration count = %d; want %d", got, workers*rounds)
+	}
+}
+
+// roundTripFunc is an http.RoundTripper.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// sampleCount is the number of observations of a histogram series.
+func sampleCount(t *testing.T, o prometheus.Observer) int {
+	t.Helper()
+	var d dto.Metric
+	if err := o.(prometheus.Histogram).Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	return int(d.GetHistogram().GetSampleCount())
+}
+
 // BenchmarkMetricsPerRequest is what the metrics add to a keyed request:
 // the request's series and histogram, and a timed store operation.
 func BenchmarkMetricsPerRequest(b *testing.B) {
@@ -394,6 +517,7 @@ func BenchmarkMetricsPerRequest(b *testing.B) {
 	b.Cleanup(func() { st.Close() })
 	ms := metered.New(st, prometheus.NewRegistry())
 	rt := &route{Route: Route{Name: "create_cart"}}
+	rt.series = m.newRouteSeries(rt.Name) // as Apply makes them
 	req := httptest.NewRequest("POST", "/ucp/v1/carts", nil)
 	k := keystore.NewKey("bench")
 	ctx := context.Background()

@@ -38,6 +38,8 @@ type route struct {
 	lateWait time.Duration // late_answer_wait (late.go)
 	hold     bool          // unknown_outcome: hold (unknown.go)
 	probe    *probeSpec    // the reconcile probe, or nil (reconcile.go)
+
+	series *routeSeries // the route's request series; nil without metrics (metrics.go)
 }
 
 // snapshot is a compiled [Policy]: its route table, its values made ready

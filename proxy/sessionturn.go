@@ -32,13 +32,13 @@ import (
 // /carts/x and /orders/x do not); for a header, the same header name and
 // value. The line's [session.Key] hashes them: raw ids never reach the
 // store.
-func (p *Proxy) sessionTurn(q *session.Queue, tenant func(host string) (string, bool)) middleware {
+func (p *Proxy) sessionTurn(q *session.Queue) middleware {
 	if q == nil {
 		return nil
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			k, ok := sessionKey(r, tenant)
+			k, ok := sessionKey(r)
 			if !ok {
 				next.ServeHTTP(w, r)
 				return
@@ -67,8 +67,15 @@ func (p *Proxy) sessionTurn(q *session.Queue, tenant func(host string) (string, 
 				}
 				return
 			}
-			// A kept call keeps its turn and lock until it ends (late.go).
-			defer exchangeOf(r).after(turn.End)
+			// A kept call keeps its turn and lock until it ends (late.go);
+			// the usual request makes no closure for after (issue 31).
+			defer func() {
+				if ex := exchangeOf(r); ex.kept() {
+					ex.after(turn.End)
+					return
+				}
+				turn.End()
+			}()
 			next.ServeHTTP(w, r)
 		})
 	}
@@ -95,14 +102,14 @@ func sessionID(r *http.Request) (id string, ok bool) {
 
 // sessionKey returns the key of r's session line, and whether r takes a
 // turn.
-func sessionKey(r *http.Request, tenantFor func(host string) (string, bool)) (session.Key, bool) {
+func sessionKey(r *http.Request) (session.Key, bool) {
 	id, ok := sessionID(r)
 	if !ok {
 		return session.Key{}, false
 	}
 	ex := exchangeOf(r)
 	s := ex.route.Session
-	tenant, _ := tenantFor(r.Host) // an unknown host's unkeyed requests share tenant ""
+	tenant, _ := ex.tenantOf(r.Host) // an unknown host's unkeyed requests share tenant ""
 	if s.Header != "" {
 		return session.NewKey("session/v1", tenant, "header", http.CanonicalHeaderKey(s.Header), id), true
 	}

@@ -588,7 +588,7 @@ func TestPathBefore(t *testing.T) {
 // session route serves without turns.
 func TestSessionTurnWithoutQueue(t *testing.T) {
 	t.Parallel()
-	if (&Proxy{}).sessionTurn(nil, nil) != nil {
+	if (&Proxy{}).sessionTurn(nil) != nil {
 		t.Error("sessionTurn(nil) = a stage; want none")
 	}
 	up := newUpstream(t)

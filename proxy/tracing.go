@@ -57,7 +57,13 @@ func (p *Proxy) tracing() middleware {
 			ctx, span := t.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
 				trace.WithAttributes(attribute.String("http.request.method", r.Method)))
 			ex.span = span
-			defer func() { ex.after(func() { endServerSpan(span, ex) }) }()
+			defer func() {
+				if ex.kept() { // the span ends when the kept call does (late.go)
+					ex.after(func() { endServerSpan(span, ex) })
+					return
+				}
+				endServerSpan(span, ex) // no closure for after (issue 31)
+			}()
 			next.ServeHTTP(w, r.WithContext(ctx))
 		})
 	}

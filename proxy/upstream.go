@@ -234,7 +234,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 
 	if ex.kw != nil {
 		// Stored answers must be plain.
-		pr.Out.Header.Del("Accept-Encoding")
+		delete(pr.Out.Header, "Accept-Encoding")
 	}
 }
 
@@ -342,8 +342,8 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 	// A live answer keeps the upstream's own request ID (what its logs
 	// know); idemgate's, set by the outermost stage, stands only where the
 	// upstream sent none. A replay carries this request's (record.go).
-	if res.Header.Get(call.ex.snap.requestID) != "" {
-		call.ex.Header().Del(call.ex.snap.requestID)
+	if headerValue(res.Header, call.ex.snap.requestID) != "" { // canonical (compileRoutes)
+		delete(call.ex.Header(), call.ex.snap.requestID)
 	}
 	if kw := call.ex.kw; kw != nil {
 		kw.answer(res) // the keyed write keeps it for storage
