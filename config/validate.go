@@ -20,6 +20,7 @@ import (
 	"github.com/idemgate/idemgate/internal/identity"
 	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"github.com/idemgate/idemgate/internal/problem"
+	"github.com/idemgate/idemgate/internal/rediskey"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -262,7 +263,7 @@ func (c *Config) validateStore(p *problems) {
 	if r.DB < 0 {
 		p.add("store.redis.db", ErrRange, "must be >= 0; got %d", r.DB)
 	}
-	if strings.ContainsAny(r.KeyPrefix, "{}") {
+	if rediskey.CheckPrefix(r.KeyPrefix) != nil {
 		// Every key is prefix + "{" + hash tag + "}" (the store, the
 		// limiters, the session locks, the TLS storage): a brace in the
 		// prefix would move the hash tag, and a Cluster slot with it.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgate/idemgate/internal/rediskey"
 	"github.com/idemgate/idemgate/keystore"
 )
 
@@ -79,8 +80,8 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if opts.KeyPrefix == "" {
 		opts.KeyPrefix = DefaultKeyPrefix
 	}
-	if strings.ContainsAny(opts.KeyPrefix, "{}") {
-		return nil, fmt.Errorf("redisstore: key prefix %q contains '{' or '}'", opts.KeyPrefix)
+	if err := rediskey.CheckPrefix(opts.KeyPrefix); err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
 	}
 	s := &Store{client: client, prefix: opts.KeyPrefix}
 	if err := s.SetRecordFormat(opts.RecordFormat); err != nil {

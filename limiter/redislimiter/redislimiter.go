@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgate/idemgate/internal/rediskey"
 	"github.com/idemgate/idemgate/limiter"
 )
 
@@ -92,12 +93,13 @@ type Backend struct {
 // does not contact Redis: limiters made while Redis is down pass requests
 // until it is back.
 func New(client redis.UniversalClient, o Options) (*Backend, error) {
-	switch {
-	case client == nil:
+	if client == nil {
 		return nil, errors.New("redislimiter: nil client")
-	case strings.ContainsAny(o.KeyPrefix, "{}"):
-		return nil, fmt.Errorf("redislimiter: key prefix %q contains '{' or '}'", o.KeyPrefix)
-	case o.RetryInterval < 0:
+	}
+	if err := rediskey.CheckPrefix(o.KeyPrefix); err != nil {
+		return nil, fmt.Errorf("redislimiter: %w", err)
+	}
+	if o.RetryInterval < 0 {
 		return nil, fmt.Errorf("redislimiter: retry interval %v is negative", o.RetryInterval)
 	}
 	if o.KeyPrefix == "" {

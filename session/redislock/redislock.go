@@ -56,12 +56,12 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgate/idemgate/internal/rediskey"
 	"github.com/idemgate/idemgate/session"
 )
 
@@ -145,8 +145,8 @@ func New(client redis.UniversalClient, opts Options) (*Locker, error) {
 	if opts.KeyPrefix == "" {
 		opts.KeyPrefix = DefaultKeyPrefix
 	}
-	if strings.ContainsAny(opts.KeyPrefix, "{}") {
-		return nil, fmt.Errorf("redislock: key prefix %q contains '{' or '}'", opts.KeyPrefix)
+	if err := rediskey.CheckPrefix(opts.KeyPrefix); err != nil {
+		return nil, fmt.Errorf("redislock: %w", err)
 	}
 	if opts.Lease == 0 {
 		opts.Lease = DefaultLease

@@ -45,6 +45,8 @@ import (
 
 	"github.com/caddyserver/certmagic"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgate/idemgate/internal/rediskey"
 )
 
 // Defaults of [Options].
@@ -115,6 +117,9 @@ func New(rdb redis.UniversalClient, opts Options) (*Storage, error) {
 	}
 	if opts.KeyPrefix == "" {
 		opts.KeyPrefix = DefaultKeyPrefix
+	}
+	if err := rediskey.CheckPrefix(opts.KeyPrefix); err != nil {
+		return nil, fmt.Errorf("redisstorage: %w", err)
 	}
 	if opts.LockTTL == 0 {
 		opts.LockTTL = DefaultLockTTL
