@@ -5,9 +5,33 @@
 package rediskey
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/redis/go-redis/v9"
 )
+
+// DefaultPrefix is the prefix of every key when none is configured
+// (store.redis.key_prefix's default).
+const DefaultPrefix = "idemgate:"
+
+// Check is what the constructor of every Redis package (redisstore,
+// redislimiter, redislock, redisstorage) checks first: that it has a
+// client, and that prefix follows [CheckPrefix]. It returns the prefix to
+// use (DefaultPrefix for ""), or an error that begins with pkg.
+func Check(pkg string, client redis.UniversalClient, prefix string) (string, error) {
+	if client == nil {
+		return "", errors.New(pkg + ": nil client")
+	}
+	if prefix == "" {
+		return DefaultPrefix, nil
+	}
+	if err := CheckPrefix(prefix); err != nil {
+		return "", fmt.Errorf("%s: %w", pkg, err)
+	}
+	return prefix, nil
+}
 
 // CheckPrefix returns an error when prefix contains '{' or '}': a brace in
 // the prefix would move the keys' hash tag, and their Cluster slot with it.

@@ -1,6 +1,10 @@
 package rediskey
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
 
 func TestCheckPrefix(t *testing.T) {
 	for _, tc := range []struct {
@@ -19,7 +23,33 @@ func TestCheckPrefix(t *testing.T) {
 			t.Errorf("CheckPrefix(%q) = %v; want ok %v", tc.prefix, err, tc.ok)
 		}
 	}
-	if got, want := CheckPrefix("a{").Error(), `key prefix "a{" contains '{' or '}'`; got != want {
-		t.Errorf("error %q; want %q", got, want)
+}
+
+func TestCheck(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	for _, tc := range []struct {
+		name    string
+		client  redis.UniversalClient
+		prefix  string
+		want    string
+		wantErr string
+	}{
+		{"default", c, "", DefaultPrefix, ""},
+		{"own prefix", c, "app:", "app:", ""},
+		{"brace", c, "{app}:", "", `pkg: key prefix "{app}:" contains '{' or '}'`},
+		{"no client", nil, "app:", "", "pkg: nil client"},
+		{"no client, brace", nil, "{", "", "pkg: nil client"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Check("pkg", tc.client, tc.prefix)
+			gotErr := ""
+			if err != nil {
+				gotErr = err.Error()
+			}
+			if got != tc.want || gotErr != tc.wantErr {
+				t.Errorf("Check = %q, %q; want %q, %q", got, gotErr, tc.want, tc.wantErr)
+			}
+		})
 	}
 }

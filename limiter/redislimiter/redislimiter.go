@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -21,7 +20,7 @@ import (
 
 // DefaultKeyPrefix is the key prefix used when [Options.KeyPrefix] is empty;
 // it is store.redis.key_prefix's default.
-const DefaultKeyPrefix = "idemgate:"
+const DefaultKeyPrefix = rediskey.DefaultPrefix
 
 // DefaultRetryInterval is [Options.RetryInterval] when it is zero.
 const DefaultRetryInterval = time.Second
@@ -93,17 +92,12 @@ type Backend struct {
 // does not contact Redis: limiters made while Redis is down pass requests
 // until it is back.
 func New(client redis.UniversalClient, o Options) (*Backend, error) {
-	if client == nil {
-		return nil, errors.New("redislimiter: nil client")
-	}
-	if err := rediskey.CheckPrefix(o.KeyPrefix); err != nil {
-		return nil, fmt.Errorf("redislimiter: %w", err)
+	var err error
+	if o.KeyPrefix, err = rediskey.Check("redislimiter", client, o.KeyPrefix); err != nil {
+		return nil, err
 	}
 	if o.RetryInterval < 0 {
 		return nil, fmt.Errorf("redislimiter: retry interval %v is negative", o.RetryInterval)
-	}
-	if o.KeyPrefix == "" {
-		o.KeyPrefix = DefaultKeyPrefix
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

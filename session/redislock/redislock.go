@@ -67,7 +67,7 @@ import (
 
 // Defaults of [Options].
 const (
-	DefaultKeyPrefix    = "idemgate:"
+	DefaultKeyPrefix    = rediskey.DefaultPrefix
 	DefaultLease        = 10 * time.Second
 	DefaultPollInterval = 200 * time.Millisecond
 	DefaultNextTTL      = time.Second
@@ -139,14 +139,9 @@ var _ session.Locker = (*Locker)(nil)
 // subscription connects in the background (and reconnects after
 // failures); until it does, waiters rely on polling.
 func New(client redis.UniversalClient, opts Options) (*Locker, error) {
-	if client == nil {
-		return nil, errors.New("redislock: nil client")
-	}
-	if opts.KeyPrefix == "" {
-		opts.KeyPrefix = DefaultKeyPrefix
-	}
-	if err := rediskey.CheckPrefix(opts.KeyPrefix); err != nil {
-		return nil, fmt.Errorf("redislock: %w", err)
+	var err error
+	if opts.KeyPrefix, err = rediskey.Check("redislock", client, opts.KeyPrefix); err != nil {
+		return nil, err
 	}
 	if opts.Lease == 0 {
 		opts.Lease = DefaultLease

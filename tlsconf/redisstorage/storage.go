@@ -51,7 +51,7 @@ import (
 
 // Defaults of [Options].
 const (
-	DefaultKeyPrefix = "idemgate:"
+	DefaultKeyPrefix = rediskey.DefaultPrefix
 	DefaultLockTTL   = 10 * time.Second
 	DefaultLockPoll  = 250 * time.Millisecond
 )
@@ -112,14 +112,9 @@ type heldLock struct {
 // New returns a Storage on rdb (any topology: the keys share one Cluster
 // slot).
 func New(rdb redis.UniversalClient, opts Options) (*Storage, error) {
-	if rdb == nil {
-		return nil, errors.New("redisstorage: nil Redis client")
-	}
-	if opts.KeyPrefix == "" {
-		opts.KeyPrefix = DefaultKeyPrefix
-	}
-	if err := rediskey.CheckPrefix(opts.KeyPrefix); err != nil {
-		return nil, fmt.Errorf("redisstorage: %w", err)
+	var err error
+	if opts.KeyPrefix, err = rediskey.Check("redisstorage", rdb, opts.KeyPrefix); err != nil {
+		return nil, err
 	}
 	if opts.LockTTL == 0 {
 		opts.LockTTL = DefaultLockTTL
