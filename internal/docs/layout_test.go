@@ -18,8 +18,8 @@ var layers = [][]string{
 	{
 		"internal/canonform", "internal/canonjson", "internal/clientaddr", "internal/cliflags",
 		"internal/connguard", "internal/demo", "internal/errtree", "internal/luascript",
-		"internal/metric", "internal/memlimit", "internal/pathtmpl", "internal/problem",
-		"internal/rediskey", "internal/tick", "internal/tracing",
+		"internal/metric", "internal/memlimit", "internal/modes", "internal/pathtmpl",
+		"internal/problem", "internal/rediskey", "internal/tick", "internal/tracing",
 		// test-only helpers, imported by tests alone
 		"internal/testutil", "internal/redistest", "tlsconf/storagetest", "tlsconf/tlstest",
 	},
