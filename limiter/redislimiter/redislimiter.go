@@ -1,6 +1,7 @@
 package redislimiter
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -190,12 +191,7 @@ type Limiter struct {
 // limiter is disabled: it passes every request and never asks Redis. o.Per
 // must be a whole number of microseconds.
 func (b *Backend) NewEdge(name string, o limiter.EdgeOptions) (*Limiter, error) {
-	v := o
-	v.MaxClients, v.SweepInterval = 1, 0 // validate only
-	if _, err := limiter.NewEdge(v); err != nil {
-		return nil, err
-	}
-	if err := checkName(name); err != nil {
+	if err := cmp.Or(o.Validate(), checkName(name)); err != nil {
 		return nil, err
 	}
 	if o.Rate == 0 {
@@ -218,12 +214,7 @@ func (b *Backend) NewEdge(name string, o limiter.EdgeOptions) (*Limiter, error) 
 // bounds the deny cache and o.SweepInterval sweeps it. o.Per and o.Block must
 // be whole numbers of microseconds.
 func (b *Backend) NewRoute(name string, o limiter.RouteOptions) (*Limiter, error) {
-	v := o
-	v.MaxClients, v.SweepInterval = 1, 0 // validate only
-	if _, err := limiter.NewRoute(v); err != nil {
-		return nil, err
-	}
-	if err := checkName(name); err != nil {
+	if err := cmp.Or(o.Validate(), checkName(name)); err != nil {
 		return nil, err
 	}
 	var l *Limiter
