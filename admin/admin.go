@@ -218,8 +218,9 @@ func (h *Handler) authorized(r *http.Request) bool {
 	return subtle.ConstantTimeCompare(got[:], h.token[:]) == 1
 }
 
-// claim is a record as the API shows it.
-type claim struct {
+// Claim is a record as the API shows it (the console decodes the API's
+// answers into it too).
+type Claim struct {
 	Key          string     `json:"key"`
 	State        string     `json:"state"`
 	Route        string     `json:"route"`
@@ -230,22 +231,22 @@ type claim struct {
 	LeaseEnd     *time.Time `json:"lease_end,omitempty"`
 	LeaseExpired *bool      `json:"lease_expired,omitempty"`
 	ExpiresAt    time.Time  `json:"expires_at"`
-	Response     *answer    `json:"response,omitempty"`
+	Response     *Answer    `json:"response,omitempty"`
 	// Unknown outcomes (DESIGN.md): the claim's id (resolutions are fenced
 	// by it), the sent mark, an unknown record's cause and what the sent
 	// mark kept of the original request.
 	ClaimID  string    `json:"claim_id,omitempty"`
 	Sent     bool      `json:"sent,omitempty"`
 	Cause    string    `json:"cause,omitempty"`
-	Original *original `json:"original,omitempty"`
+	Original *Original `json:"original,omitempty"`
 	// Probe is an unknown record's reconcile probe state; ResolvedBy is
 	// "probe" on a record a probe resolved.
-	Probe      *probeView `json:"probe,omitempty"`
+	Probe      *ProbeView `json:"probe,omitempty"`
 	ResolvedBy string     `json:"resolved_by,omitempty"`
 }
 
-// probeView is an unknown record's reconcile probe state.
-type probeView struct {
+// ProbeView is an unknown record's reconcile probe state.
+type ProbeView struct {
 	Probes      int        `json:"probes"`
 	Last        string     `json:"last"`
 	LastAt      time.Time  `json:"last_at"`
@@ -255,7 +256,7 @@ type probeView struct {
 // addProbe adds rec's reconcile probe state to c: the state of an unknown
 // record, or resolved_by: probe on a record a probe resolved. A state
 // that cannot be read is left out.
-func (h *Handler) addProbe(ctx context.Context, c *claim, rec keystore.Record) {
+func (h *Handler) addProbe(ctx context.Context, c *Claim, rec keystore.Record) {
 	us, ok := h.o.Store.(keystore.UnknownStore)
 	if !ok || (rec.State != keystore.StateUnknown && rec.State != keystore.StateCompleted) {
 		return
@@ -270,7 +271,7 @@ func (h *Handler) addProbe(ctx context.Context, c *claim, rec keystore.Record) {
 		}
 		return
 	}
-	v := &probeView{Probes: st.Probes, Last: st.Last, LastAt: st.LastAt.UTC()}
+	v := &ProbeView{Probes: st.Probes, Last: st.Last, LastAt: st.LastAt.UTC()}
 	if !st.AbsentSince.IsZero() {
 		t := st.AbsentSince.UTC()
 		v.AbsentSince = &t
@@ -278,17 +279,17 @@ func (h *Handler) addProbe(ctx context.Context, c *claim, rec keystore.Record) {
 	c.Probe = v
 }
 
-// original is what a sent mark keeps of the original request.
-type original struct {
+// Original is what a sent mark keeps of the original request.
+type Original struct {
 	Method    string `json:"method"`
 	Path      string `json:"path"`
 	Key       string `json:"idempotency_key"`
 	RequestID string `json:"request_id"`
 }
 
-// answer is a stored answer. Headers and body appear only when asked for
+// Answer is a stored answer. Headers and body appear only when asked for
 // (inspect with body=true).
-type answer struct {
+type Answer struct {
 	Status     int         `json:"status"`
 	TooLarge   bool        `json:"too_large,omitempty"`
 	BodyBytes  int         `json:"body_bytes"`
@@ -297,9 +298,9 @@ type answer struct {
 	BodyBase64 *string     `json:"body_base64,omitempty"` // otherwise
 }
 
-func (h *Handler) view(rec keystore.Record, withBody bool) claim {
+func (h *Handler) view(rec keystore.Record, withBody bool) Claim {
 	now := h.o.Now()
-	c := claim{
+	c := Claim{
 		Key:         rec.Key.String(),
 		State:       rec.State.String(),
 		Route:       rec.Route,
@@ -317,7 +318,7 @@ func (h *Handler) view(rec keystore.Record, withBody bool) claim {
 		c.Cause = rec.Cause.String()
 	}
 	if in := rec.Info; in != nil {
-		c.Original = &original{Method: in.Header.Get(keystore.InfoMethod), Path: in.Header.Get(keystore.InfoPath),
+		c.Original = &Original{Method: in.Header.Get(keystore.InfoMethod), Path: in.Header.Get(keystore.InfoPath),
 			Key: in.Header.Get(keystore.InfoKey), RequestID: in.Header.Get(keystore.InfoRequestID)}
 	}
 	if rec.State == keystore.StateInFlight {
@@ -326,7 +327,7 @@ func (h *Handler) view(rec keystore.Record, withBody bool) claim {
 		c.LeaseEnd, c.LeaseExpired = &end, &expired
 	}
 	if resp := rec.Response; resp != nil {
-		a := &answer{Status: resp.Status, TooLarge: resp.TooLarge, BodyBytes: len(resp.Body)}
+		a := &Answer{Status: resp.Status, TooLarge: resp.TooLarge, BodyBytes: len(resp.Body)}
 		if withBody && !resp.TooLarge {
 			a.Headers = resp.Header
 			if utf8.Valid(resp.Body) {
@@ -368,7 +369,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 // It returns them as claims (with their probe's state when probes) and how
 // many were skipped; a bad limit or a store failure is answered, and ok is
 // false.
-func (h *Handler) listing(w http.ResponseWriter, r *http.Request, action string, probes bool, list func(ctx context.Context, limit int) ([]keystore.Record, error)) (out []claim, limit, skipped int, ok bool) {
+func (h *Handler) listing(w http.ResponseWriter, r *http.Request, action string, probes bool, list func(ctx context.Context, limit int) ([]keystore.Record, error)) (out []Claim, limit, skipped int, ok bool) {
 	if limit, ok = h.limit(w, r, action); !ok {
 		return nil, 0, 0, false
 	}
@@ -380,7 +381,7 @@ func (h *Handler) listing(w http.ResponseWriter, r *http.Request, action string,
 		h.storeFailed(w, r, action, "", err)
 		return nil, 0, 0, false
 	}
-	out = make([]claim, len(recs))
+	out = make([]Claim, len(recs))
 	for i, rec := range recs {
 		out[i] = h.view(rec, false)
 		if probes {
