@@ -17,9 +17,10 @@ var layers = [][]string{
 	// 0: leaves, which import nothing of the module.
 	{
 		"internal/canonform", "internal/canonjson", "internal/clientaddr", "internal/cliflags",
-		"internal/connguard", "internal/demo", "internal/errtree", "internal/luascript",
-		"internal/metric", "internal/memlimit", "internal/modes", "internal/pathtmpl",
-		"internal/problem", "internal/rediskey", "internal/tick", "internal/tracing",
+		"internal/connguard", "internal/demo", "internal/errtree", "internal/filewatch",
+		"internal/luascript", "internal/metric", "internal/memlimit", "internal/modes",
+		"internal/pathtmpl", "internal/problem", "internal/rediskey", "internal/tick",
+		"internal/tracing",
 		// test-only helpers, imported by tests alone
 		"internal/testutil", "internal/redistest", "tlsconf/storagetest", "tlsconf/tlstest",
 	},
