@@ -18,19 +18,19 @@ const DefaultPrefix = "idemgate:"
 
 // Check is what the constructor of every Redis package (redisstore,
 // redislimiter, redislock, redisstorage) checks first: that it has a
-// client, and that prefix follows [CheckPrefix]. It returns the prefix to
-// use (DefaultPrefix for ""), or an error that begins with pkg.
-func Check(pkg string, client redis.UniversalClient, prefix string) (string, error) {
+// client, and that *prefix follows [CheckPrefix]; it sets an empty *prefix
+// to DefaultPrefix. Its error begins with pkg.
+func Check(pkg string, client redis.UniversalClient, prefix *string) error {
 	if client == nil {
-		return "", errors.New(pkg + ": nil client")
+		return errors.New(pkg + ": nil client")
 	}
-	if prefix == "" {
-		return DefaultPrefix, nil
+	if *prefix == "" {
+		*prefix = DefaultPrefix
 	}
-	if err := CheckPrefix(prefix); err != nil {
-		return "", fmt.Errorf("%s: %w", pkg, err)
+	if err := CheckPrefix(*prefix); err != nil {
+		return fmt.Errorf("%s: %w", pkg, err)
 	}
-	return prefix, nil
+	return nil
 }
 
 // CheckPrefix returns an error when prefix contains '{' or '}': a brace in

@@ -42,7 +42,11 @@ func TestCheck(t *testing.T) {
 		{"no client, brace", nil, "{", "", "pkg: nil client"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Check("pkg", tc.client, tc.prefix)
+			got := tc.prefix
+			err := Check("pkg", tc.client, &got)
+			if err != nil {
+				got = ""
+			}
 			gotErr := ""
 			if err != nil {
 				gotErr = err.Error()

@@ -74,8 +74,7 @@ var (
 // New does not contact Redis: a store made while Redis is down works as soon
 // as Redis is back.
 func New(client redis.UniversalClient, opts Options) (*Store, error) {
-	var err error
-	if opts.KeyPrefix, err = rediskey.Check("redisstore", client, opts.KeyPrefix); err != nil {
+	if err := rediskey.Check("redisstore", client, &opts.KeyPrefix); err != nil {
 		return nil, err
 	}
 	s := &Store{client: client, prefix: opts.KeyPrefix}

@@ -93,8 +93,7 @@ type Backend struct {
 // does not contact Redis: limiters made while Redis is down pass requests
 // until it is back.
 func New(client redis.UniversalClient, o Options) (*Backend, error) {
-	var err error
-	if o.KeyPrefix, err = rediskey.Check("redislimiter", client, o.KeyPrefix); err != nil {
+	if err := rediskey.Check("redislimiter", client, &o.KeyPrefix); err != nil {
 		return nil, err
 	}
 	if o.RetryInterval < 0 {

@@ -139,8 +139,7 @@ var _ session.Locker = (*Locker)(nil)
 // subscription connects in the background (and reconnects after
 // failures); until it does, waiters rely on polling.
 func New(client redis.UniversalClient, opts Options) (*Locker, error) {
-	var err error
-	if opts.KeyPrefix, err = rediskey.Check("redislock", client, opts.KeyPrefix); err != nil {
+	if err := rediskey.Check("redislock", client, &opts.KeyPrefix); err != nil {
 		return nil, err
 	}
 	if opts.Lease == 0 {

@@ -112,8 +112,7 @@ type heldLock struct {
 // New returns a Storage on rdb (any topology: the keys share one Cluster
 // slot).
 func New(rdb redis.UniversalClient, opts Options) (*Storage, error) {
-	var err error
-	if opts.KeyPrefix, err = rediskey.Check("redisstorage", rdb, opts.KeyPrefix); err != nil {
+	if err := rediskey.Check("redisstorage", rdb, &opts.KeyPrefix); err != nil {
 		return nil, err
 	}
 	if opts.LockTTL == 0 {
