@@ -28,14 +28,15 @@ func run(t *testing.T, l Loop) <-chan bool {
 	return calls
 }
 
-func next(t *testing.T, calls <-chan bool) bool {
+// next returns ch's next value, and fails the test after 10s without one.
+func next[T any](t *testing.T, ch <-chan T) T {
 	t.Helper()
 	select {
-	case forced := <-calls:
-		return forced
+	case v := <-ch:
+		return v
 	case <-time.After(10 * time.Second):
-		t.Fatal("Changed was not called")
-		return false
+		t.Fatal("nothing received within 10s")
+		panic("unreachable")
 	}
 }
 
@@ -131,12 +132,7 @@ func TestForcePollError(t *testing.T) {
 	run(t, Loop{Watcher: w, Error: func(err error) { got <- err }})
 	boom := errors.New("boom")
 	w.Errors <- boom
-	select {
-	case err := <-got:
-		if err != boom {
-			t.Errorf("Error(%v); want boom", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Error was not called")
+	if err := next(t, got); err != boom {
+		t.Errorf("Error(%v); want boom", err)
 	}
 }
