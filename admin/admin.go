@@ -220,8 +220,9 @@ func (h *Handler) authorized(r *http.Request) bool {
 	return subtle.ConstantTimeCompare(got[:], h.token[:]) == 1
 }
 
-// claim is a record as the API shows it.
-type claim struct {
+// Claim is a record as the API shows it (the console decodes the API's
+// answers into it too).
+type Claim struct {
 	Key          string     `json:"key"`
 	State        string     `json:"state"`
 	Route        string     `json:"route"`
@@ -232,25 +233,25 @@ type claim struct {
 	LeaseEnd     *time.Time `json:"lease_end,omitempty"`
 	LeaseExpired *bool      `json:"lease_expired,omitempty"`
 	ExpiresAt    time.Time  `json:"expires_at"`
-	Response     *answer    `json:"response,omitempty"`
+	Response     *Answer    `json:"response,omitempty"`
 	// Unknown outcomes (DESIGN.md): the claim's id (resolutions are fenced
 	// by it), the sent mark, an unknown record's cause and what the sent
 	// mark kept of the original request.
 	ClaimID  string    `json:"claim_id,omitempty"`
 	Sent     bool      `json:"sent,omitempty"`
 	Cause    string    `json:"cause,omitempty"`
-	Original *original `json:"original,omitempty"`
+	Original *Original `json:"original,omitempty"`
 	// Probe is an unknown record's reconcile probe state; ResolvedBy is
 	// "probe" on a record a probe resolved. ProbeUnread is set when the
 	// state could not be read (a store error, or the request's deadline
 	// came first): then Probe and ResolvedBy say nothing.
-	Probe       *probeView `json:"probe,omitempty"`
+	Probe       *ProbeView `json:"probe,omitempty"`
 	ResolvedBy  string     `json:"resolved_by,omitempty"`
 	ProbeUnread bool       `json:"probe_unread,omitempty"`
 }
 
-// probeView is an unknown record's reconcile probe state.
-type probeView struct {
+// ProbeView is an unknown record's reconcile probe state.
+type ProbeView struct {
 	Probes      int        `json:"probes"`
 	Last        string     `json:"last"`
 	LastAt      time.Time  `json:"last_at"`
@@ -267,7 +268,7 @@ func (h *Handler) hasProbe(rec keystore.Record) bool {
 // addProbe adds rec's reconcile probe state to c: the state of an unknown
 // record, or resolved_by: probe on a record a probe resolved. A state
 // that cannot be read sets probe_unread, and addProbe reports false.
-func (h *Handler) addProbe(ctx context.Context, c *claim, rec keystore.Record) bool {
+func (h *Handler) addProbe(ctx context.Context, c *Claim, rec keystore.Record) bool {
 	if !h.hasProbe(rec) {
 		return true
 	}
@@ -285,7 +286,7 @@ func (h *Handler) addProbe(ctx context.Context, c *claim, rec keystore.Record) b
 		}
 		return true
 	}
-	v := &probeView{Probes: st.Probes, Last: st.Last, LastAt: st.LastAt.UTC()}
+	v := &ProbeView{Probes: st.Probes, Last: st.Last, LastAt: st.LastAt.UTC()}
 	if !st.AbsentSince.IsZero() {
 		t := st.AbsentSince.UTC()
 		v.AbsentSince = &t
@@ -305,7 +306,7 @@ const probeReaders = 8
 // request's deadline): a row whose state could not be read in time says so
 // (probe_unread), never silently lacks it. It returns how many could not
 // be read.
-func (h *Handler) addProbes(ctx context.Context, out []claim, recs []keystore.Record) int {
+func (h *Handler) addProbes(ctx context.Context, out []Claim, recs []keystore.Record) int {
 	var next, unread atomic.Int64
 	var wg sync.WaitGroup
 	for range min(probeReaders, len(recs)) {
@@ -325,17 +326,17 @@ func (h *Handler) addProbes(ctx context.Context, out []claim, recs []keystore.Re
 	return int(unread.Load())
 }
 
-// original is what a sent mark keeps of the original request.
-type original struct {
+// Original is what a sent mark keeps of the original request.
+type Original struct {
 	Method    string `json:"method"`
 	Path      string `json:"path"`
 	Key       string `json:"idempotency_key"`
 	RequestID string `json:"request_id"`
 }
 
-// answer is a stored answer. Headers and body appear only when asked for
+// Answer is a stored answer. Headers and body appear only when asked for
 // (inspect with body=true).
-type answer struct {
+type Answer struct {
 	Status     int         `json:"status"`
 	TooLarge   bool        `json:"too_large,omitempty"`
 	BodyBytes  int         `json:"body_bytes"`
@@ -344,9 +345,9 @@ type answer struct {
 	BodyBase64 *string     `json:"body_base64,omitempty"` // otherwise
 }
 
-func (h *Handler) view(rec keystore.Record, withBody bool) claim {
+func (h *Handler) view(rec keystore.Record, withBody bool) Claim {
 	now := h.o.Now()
-	c := claim{
+	c := Claim{
 		Key:         rec.Key.String(),
 		State:       rec.State.String(),
 		Route:       rec.Route,
@@ -364,7 +365,7 @@ func (h *Handler) view(rec keystore.Record, withBody bool) claim {
 		c.Cause = rec.Cause.String()
 	}
 	if in := rec.Info; in != nil {
-		c.Original = &original{Method: in.Header.Get(keystore.InfoMethod), Path: in.Header.Get(keystore.InfoPath),
+		c.Original = &Original{Method: in.Header.Get(keystore.InfoMethod), Path: in.Header.Get(keystore.InfoPath),
 			Key: in.Header.Get(keystore.InfoKey), RequestID: in.Header.Get(keystore.InfoRequestID)}
 	}
 	if rec.State == keystore.StateInFlight {
@@ -373,7 +374,7 @@ func (h *Handler) view(rec keystore.Record, withBody bool) claim {
 		c.LeaseEnd, c.LeaseExpired = &end, &expired
 	}
 	if resp := rec.Response; resp != nil {
-		a := &answer{Status: resp.Status, TooLarge: resp.TooLarge, BodyBytes: len(resp.Body)}
+		a := &Answer{Status: resp.Status, TooLarge: resp.TooLarge, BodyBytes: len(resp.Body)}
 		if withBody && !resp.TooLarge {
 			a.Headers = resp.Header
 			if utf8.Valid(resp.Body) {
@@ -415,7 +416,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 // It returns them as claims (with their probe's state when probes), how
 // many were skipped and how many probe states could not be read; a bad
 // limit or a store failure is answered, and ok is false.
-func (h *Handler) listing(w http.ResponseWriter, r *http.Request, action string, probes bool, list func(ctx context.Context, limit int) ([]keystore.Record, error)) (out []claim, limit, skipped, unread int, ok bool) {
+func (h *Handler) listing(w http.ResponseWriter, r *http.Request, action string, probes bool, list func(ctx context.Context, limit int) ([]keystore.Record, error)) (out []Claim, limit, skipped, unread int, ok bool) {
 	if limit, ok = h.limit(w, r, action); !ok {
 		return nil, 0, 0, 0, false
 	}
@@ -427,7 +428,7 @@ func (h *Handler) listing(w http.ResponseWriter, r *http.Request, action string,
 		h.storeFailed(w, r, action, "", err)
 		return nil, 0, 0, 0, false
 	}
-	out = make([]claim, len(recs))
+	out = make([]Claim, len(recs))
 	for i, rec := range recs {
 		out[i] = h.view(rec, false)
 	}

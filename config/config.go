@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"slices"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/modes"
 )
 
 // Config is idemgate's whole configuration. Obtain one from [Default],
@@ -400,9 +402,9 @@ type Idempotency struct {
 	// Validate checks only the name, not the variable.
 	EncryptionKeyEnv string `mapstructure:"encryption_key_env"`
 	// InProgress is what a duplicate of a running request gets:
-	// InProgressReject (409 idempotency_in_progress) or InProgressWait
+	// "reject" (409 idempotency_in_progress) or "wait"
 	// (it waits for the original's answer; DESIGN.md, "Waiting for the
-	// original"). Default InProgressReject.
+	// original"). Default "reject".
 	InProgress string `mapstructure:"in_progress"`
 	// WaitTimeout bounds a wait for the original, never past the route's
 	// timeout. Default 10s.
@@ -418,18 +420,18 @@ type Idempotency struct {
 	LateAnswerMax int `mapstructure:"late_answer_max"`
 	// UnknownOutcome is what happens to a keyed write whose outcome is
 	// unknown (broken after it was sent, late wait over, holder died):
-	// UnknownTakeover (a retry takes it over after its lease) or
-	// UnknownHold (every retry gets 409 idempotency_outcome_unknown until
-	// it is resolved). Default UnknownTakeover.
+	// "takeover" (a retry takes it over after its lease) or
+	// "hold" (every retry gets 409 idempotency_outcome_unknown until
+	// it is resolved). Default "takeover".
 	UnknownOutcome string `mapstructure:"unknown_outcome"`
 	// MaxWaiters caps the duplicates that wait for one key's original in
 	// one process (in_progress: wait); beyond it a duplicate gets 409 at
 	// once; 0: none wait. Default 64.
 	MaxWaiters int `mapstructure:"max_waiters"`
-	// KeySyntax is the rule a key must follow: KeySyntaxStrict (1–255
-	// characters from '!' to '~'), KeySyntaxPrintable (1–255 visible ASCII
-	// characters and inner spaces) or KeySyntaxSFString (an RFC 8941
-	// string, whose value is the key). Default KeySyntaxStrict.
+	// KeySyntax is the rule a key must follow: "strict" (1–255
+	// characters from '!' to '~'), "printable" (1–255 visible ASCII
+	// characters and inner spaces) or "sf-string" (an RFC 8941
+	// string, whose value is the key). Default "strict".
 	KeySyntax string `mapstructure:"key_syntax"`
 	// AllowSharedAccounts says that, under profile stripe, an identity
 	// without the Stripe-Account header is meant: a platform that acts
@@ -437,25 +439,6 @@ type Idempotency struct {
 	// for another. Default false: validate refuses such an identity.
 	AllowSharedAccounts bool `mapstructure:"allow_shared_accounts"`
 }
-
-// Values of [Idempotency.KeySyntax].
-const (
-	KeySyntaxStrict    = "strict"
-	KeySyntaxPrintable = "printable"
-	KeySyntaxSFString  = "sf-string"
-)
-
-// Values of [Idempotency.UnknownOutcome] and [Route.UnknownOutcome].
-const (
-	UnknownTakeover = "takeover"
-	UnknownHold     = "hold"
-)
-
-// Values of [Idempotency.InProgress] and [Route.InProgress].
-const (
-	InProgressReject = "reject"
-	InProgressWait   = "wait"
-)
 
 // Errors is an errors section (DESIGN.md, "Error shapes"), global or per
 // route. A route's Codes are added to the global ones; its other fields
@@ -775,13 +758,13 @@ func Default() *Config {
 			ReuseStatus:      409,
 			ReleaseStatuses:  []int{307, 308, 400, 401, 403, 404, 405, 408, 409, 413, 415, 422, 425, 429, 503},
 			DropHeaders:      []string{},
-			InProgress:       InProgressReject,
+			InProgress:       modes.InProgressReject,
 			WaitTimeout:      10 * time.Second,
 			LateAnswerWait:   5 * time.Minute,
 			LateAnswerMax:    1000,
-			UnknownOutcome:   UnknownTakeover,
+			UnknownOutcome:   modes.UnknownTakeover,
 			MaxWaiters:       64,
-			KeySyntax:        KeySyntaxStrict,
+			KeySyntax:        modes.KeySyntaxStrict,
 		},
 		Sessions: Sessions{QueueDepth: 4, QueueTimeout: 30 * time.Second, Lease: 10 * time.Second},
 		Mode:     ModeEnforce,

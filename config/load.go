@@ -20,6 +20,8 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/idemgate/idemgate/internal/errtree"
 )
 
 // EnvPrefix prefixes the environment variables that override config keys:
@@ -432,13 +434,7 @@ var configTypeName = reflect.TypeFor[Config]().String()
 func decodeErrors(err error) []*FieldError {
 	var out []*FieldError
 	var walk func(error)
-	walk = func(e error) {
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			for _, e := range j.Unwrap() {
-				walk(e)
-			}
-			return
-		}
+	leaf := func(e error) {
 		var de *mapstructure.DecodeError
 		if !errors.As(e, &de) {
 			out = append(out, &FieldError{Msg: e.Error(), Err: ErrDecode})
@@ -485,6 +481,11 @@ func decodeErrors(err error) []*FieldError {
 				msg = m
 			}
 			out = append(out, &FieldError{Key: key, Msg: msg, Err: ErrDecode})
+		}
+	}
+	walk = func(err error) {
+		for e := range errtree.Leaves(err) {
+			leaf(e)
 		}
 	}
 	walk(err)

@@ -3,6 +3,8 @@ package config
 import (
 	"testing"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/modes"
 )
 
 // The issue 16 keys read from YAML: an empty release_statuses on a route
@@ -26,10 +28,10 @@ routes:
 	if a.ReleaseStatuses == nil || len(a.ReleaseStatuses) != 0 || b.ReleaseStatuses != nil {
 		t.Errorf("release_statuses: a %#v, b %#v; want set-but-empty and unset", a.ReleaseStatuses, b.ReleaseStatuses)
 	}
-	if len(a.DropHeaders) != 1 || a.DropHeaders[0] != "Set-Cookie" || a.Retention != 48*time.Hour || a.InProgress != InProgressReject || a.WaitTimeout != time.Second {
+	if len(a.DropHeaders) != 1 || a.DropHeaders[0] != "Set-Cookie" || a.Retention != 48*time.Hour || a.InProgress != modes.InProgressReject || a.WaitTimeout != time.Second {
 		t.Errorf("route a = %+v", a)
 	}
-	if c.Idempotency.InProgress != InProgressWait || c.Idempotency.WaitTimeout != 3*time.Second {
+	if c.Idempotency.InProgress != modes.InProgressWait || c.Idempotency.WaitTimeout != 3*time.Second {
 		t.Errorf("idempotency = %s %s", c.Idempotency.InProgress, c.Idempotency.WaitTimeout)
 	}
 	if c.Errors.Codes["idempotency_key_invalid"] != "invalid_request" || b.Errors == nil || b.Errors.Codes["rate_limited"] != "SLOW_DOWN" {

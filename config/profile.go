@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/idemgate/idemgate/internal/modes"
 )
 
 // Values of [Config.Profile] (DESIGN.md, Profiles).
@@ -117,8 +119,8 @@ func presets(profile string) []preset {
 			{"idempotency.identity", func(c *Config) {
 				c.Idempotency.Identity = Identity{Headers: []string{"Authorization", "Stripe-Account"}, JWT: defaultJWT()}
 			}},
-			{"idempotency.in_progress", func(c *Config) { c.Idempotency.InProgress = InProgressWait }},
-			{"idempotency.key_syntax", func(c *Config) { c.Idempotency.KeySyntax = KeySyntaxPrintable }},
+			{"idempotency.in_progress", func(c *Config) { c.Idempotency.InProgress = modes.InProgressWait }},
+			{"idempotency.key_syntax", func(c *Config) { c.Idempotency.KeySyntax = modes.KeySyntaxPrintable }},
 			{"idempotency.replay_header", func(c *Config) { c.Idempotency.ReplayHeader = "Idempotent-Replayed" }},
 			{"request_id_header", func(c *Config) { c.RequestIDHeader = "Request-Id" }},
 			{"errors", func(c *Config) {
@@ -131,7 +133,7 @@ func presets(profile string) []preset {
 		}
 	case ProfileIETF:
 		return []preset{
-			{"idempotency.key_syntax", func(c *Config) { c.Idempotency.KeySyntax = KeySyntaxSFString }},
+			{"idempotency.key_syntax", func(c *Config) { c.Idempotency.KeySyntax = modes.KeySyntaxSFString }},
 			{"idempotency.reuse_status", func(c *Config) { c.Idempotency.ReuseStatus = 422 }},
 			{"idempotency.replay_header", func(c *Config) { c.Idempotency.ReplayHeader = "Idempotency-Replayed" }},
 			{"idempotency.release_statuses", func(c *Config) { c.Idempotency.ReleaseStatuses = slices.Clone(IETFReleaseStatuses) }},

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/idemgate/idemgate/internal/modes"
 )
 
 // TestProfilePresets: a profile presets whole values; a key set explicitly,
@@ -15,8 +17,8 @@ func TestProfilePresets(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := stripe.Idempotency
-	if !slices.Equal(id.IdentitySources().Headers, []string{"Authorization", "Stripe-Account"}) || id.InProgress != InProgressWait ||
-		id.KeySyntax != KeySyntaxPrintable || id.ReplayHeader != "Idempotent-Replayed" || stripe.RequestIDHeader != "Request-Id" ||
+	if !slices.Equal(id.IdentitySources().Headers, []string{"Authorization", "Stripe-Account"}) || id.InProgress != modes.InProgressWait ||
+		id.KeySyntax != modes.KeySyntaxPrintable || id.ReplayHeader != "Idempotent-Replayed" || stripe.RequestIDHeader != "Request-Id" ||
 		stripe.Errors.Body != StripeErrorBody || stripe.Errors.Codes["idempotency_in_progress"] != "idempotency_key_in_use" {
 		t.Errorf("profile stripe = %+v, errors %+v", id, stripe.Errors)
 	}
@@ -27,8 +29,8 @@ func TestProfilePresets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ietf.Idempotency.KeySyntax != KeySyntaxSFString || ietf.Idempotency.ReuseStatus != 422 || ietf.Errors.Body != IETFErrorBody ||
-		!ietf.Idempotency.RequireIdentity || ietf.Idempotency.InProgress != InProgressReject ||
+	if ietf.Idempotency.KeySyntax != modes.KeySyntaxSFString || ietf.Idempotency.ReuseStatus != 422 || ietf.Errors.Body != IETFErrorBody ||
+		!ietf.Idempotency.RequireIdentity || ietf.Idempotency.InProgress != modes.InProgressReject ||
 		ietf.Idempotency.ReplayHeader != "Idempotency-Replayed" || !slices.Equal(ietf.Idempotency.ReleaseStatuses, []int{307, 308, 408, 425, 429, 503}) ||
 		ietf.Errors.Codes["idempotency_key_reused"] != "fingerprint-mismatch" || ietf.Errors.Codes["idempotency_key_missing"] != "missing-key" {
 		t.Errorf("profile ietf = %+v, errors %+v", ietf.Idempotency, ietf.Errors)
@@ -52,7 +54,7 @@ func TestProfilePresets(t *testing.T) {
 	if src := c.Idempotency.IdentitySources(); len(src.Headers) != 0 || !slices.Equal(src.Cookies, []string{"sid"}) {
 		t.Errorf("explicit identity under stripe = %+v; want the cookie alone", src)
 	}
-	if c.Idempotency.InProgress != InProgressWait {
+	if c.Idempotency.InProgress != modes.InProgressWait {
 		t.Errorf("in_progress = %q; want the profile's wait (not set explicitly)", c.Idempotency.InProgress)
 	}
 	// An explicit errors section replaces the profile's shape whole.
@@ -69,7 +71,7 @@ func TestProfilePresets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Idempotency.KeySyntax != KeySyntaxStrict || c.Idempotency.InProgress != InProgressWait {
+	if c.Idempotency.KeySyntax != modes.KeySyntaxStrict || c.Idempotency.InProgress != modes.InProgressWait {
 		t.Errorf("env over profile: key_syntax %q, in_progress %q", c.Idempotency.KeySyntax, c.Idempotency.InProgress)
 	}
 	t.Setenv("IDEMGATE_PROFILE", "ietf")

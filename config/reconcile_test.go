@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/modes"
 )
 
 // reconcileConfig returns a valid config whose update_checkout route
@@ -13,7 +15,7 @@ import (
 func reconcileConfig() *Config {
 	c := validConfig()
 	c.Idempotency.EncryptionKeyEnv = "IDEMGATE_KEY"
-	c.Routes[1].UnknownOutcome = UnknownHold
+	c.Routes[1].UnknownOutcome = modes.UnknownHold
 	c.Routes[1].Reconcile = &Reconcile{Path: "/ucp/v1/checkout-sessions/{id}/orders/{key}"}
 	return c
 }
@@ -35,7 +37,7 @@ func TestValidateReconcile(t *testing.T) {
 			rc.Method, rc.Found, rc.Absent, rc.Status, rc.Every = "HEAD", []int{200, 204}, []int{404, 410}, 201, time.Second
 		}, "", nil, ""},
 		{"hold inherited", func(c *Config, _ *Reconcile) {
-			c.Routes[1].UnknownOutcome, c.Idempotency.UnknownOutcome = "", UnknownHold
+			c.Routes[1].UnknownOutcome, c.Idempotency.UnknownOutcome = "", modes.UnknownHold
 		}, "", nil, ""},
 		{"post", func(_ *Config, rc *Reconcile) { rc.Method = "POST" }, "routes[1].reconcile.method", ErrInvalid, "GET or HEAD"},
 		{"lower-case get", func(_ *Config, rc *Reconcile) { rc.Method = "get" }, "routes[1].reconcile.method", ErrInvalid, ""},
@@ -53,7 +55,7 @@ func TestValidateReconcile(t *testing.T) {
 			c.Routes[1].Reconcile = nil
 			c.Routes[2].Reconcile = rc
 		}, "routes[2].reconcile", ErrConflict, "not idempotent"},
-		{"takeover", func(c *Config, _ *Reconcile) { c.Routes[1].UnknownOutcome = UnknownTakeover }, "routes[1].reconcile", ErrConflict, "not hold"},
+		{"takeover", func(c *Config, _ *Reconcile) { c.Routes[1].UnknownOutcome = modes.UnknownTakeover }, "routes[1].reconcile", ErrConflict, "not hold"},
 		{"no encryption key", func(c *Config, _ *Reconcile) { c.Idempotency.EncryptionKeyEnv = "" }, "routes[1].reconcile", ErrRequired, "encryption_key_env"},
 		{"found 401", func(_ *Config, rc *Reconcile) { rc.Found = []int{200, 401} }, "routes[1].reconcile.found[1]", ErrInvalid, ""},
 		{"absent 403", func(_ *Config, rc *Reconcile) { rc.Absent = []int{403} }, "routes[1].reconcile.absent[0]", ErrInvalid, ""},

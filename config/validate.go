@@ -18,8 +18,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/idemgate/idemgate/internal/identity"
+	"github.com/idemgate/idemgate/internal/modes"
 	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"github.com/idemgate/idemgate/internal/problem"
+	"github.com/idemgate/idemgate/internal/rediskey"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -262,7 +264,7 @@ func (c *Config) validateStore(p *problems) {
 	if r.DB < 0 {
 		p.add("store.redis.db", ErrRange, "must be >= 0; got %d", r.DB)
 	}
-	if strings.ContainsAny(r.KeyPrefix, "{}") {
+	if rediskey.CheckPrefix(r.KeyPrefix) != nil {
 		// Every key is prefix + "{" + hash tag + "}" (the store, the
 		// limiters, the session locks, the TLS storage): a brace in the
 		// prefix would move the hash tag, and a Cluster slot with it.
@@ -393,9 +395,9 @@ func (c *Config) validateIdempotency(p *problems) {
 		p.add("idempotency.max_waiters", ErrRange, "must be >= 0 (0: none wait); got %d", id.MaxWaiters)
 	}
 	switch id.KeySyntax {
-	case KeySyntaxStrict, KeySyntaxPrintable, KeySyntaxSFString:
+	case modes.KeySyntaxStrict, modes.KeySyntaxPrintable, modes.KeySyntaxSFString:
 	default:
-		p.add("idempotency.key_syntax", ErrInvalid, "%q: want %q, %q or %q", id.KeySyntax, KeySyntaxStrict, KeySyntaxPrintable, KeySyntaxSFString)
+		p.add("idempotency.key_syntax", ErrInvalid, "%q: want %q, %q or %q", id.KeySyntax, modes.KeySyntaxStrict, modes.KeySyntaxPrintable, modes.KeySyntaxSFString)
 	}
 	if id.EncryptionKeyEnv != "" && !validEnvName(id.EncryptionKeyEnv) {
 		p.add("idempotency.encryption_key_env", ErrInvalid, "%q is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)", id.EncryptionKeyEnv)
@@ -722,10 +724,10 @@ func (c *Config) validateRoutes(p *problems) {
 // checkUnknownOutcome checks an unknown_outcome value; "" inherits on a
 // route.
 func checkUnknownOutcome(p *problems, key, v string, inherit bool) {
-	if v == UnknownTakeover || v == UnknownHold || (inherit && v == "") {
+	if v == modes.UnknownTakeover || v == modes.UnknownHold || (inherit && v == "") {
 		return
 	}
-	p.add(key+".unknown_outcome", ErrInvalid, "%q: want %q or %q", v, UnknownTakeover, UnknownHold)
+	p.add(key+".unknown_outcome", ErrInvalid, "%q: want %q or %q", v, modes.UnknownTakeover, modes.UnknownHold)
 }
 
 // validateLateWait checks a route's late_answer_wait, and that its timeout
@@ -773,7 +775,7 @@ func (c *Config) validateReconcile(p *problems, key string, r *Route, tmpl *path
 		p.add(key, ErrConflict, "is refused on protocol: graphql routes (a GraphQL lookup is a query in a body, not a path); keep unknown_outcome: hold and resolve unknown records through the admin API")
 		return
 	}
-	if cmp.Or(r.UnknownOutcome, c.Idempotency.UnknownOutcome) != UnknownHold {
+	if cmp.Or(r.UnknownOutcome, c.Idempotency.UnknownOutcome) != modes.UnknownHold {
 		p.add(key, ErrConflict, "is set, but the route's unknown_outcome is not hold: none of its records becomes unknown, so there is nothing to probe; set unknown_outcome: hold")
 	}
 	if c.Idempotency.EncryptionKeyEnv == "" {
@@ -993,10 +995,10 @@ func checkErrors(p *problems, key string, merged problem.Spec, own Errors) {
 }
 
 func checkInProgress(p *problems, key, v string, inherit bool) {
-	if v == InProgressReject || v == InProgressWait || (inherit && v == "") {
+	if v == modes.InProgressReject || v == modes.InProgressWait || (inherit && v == "") {
 		return
 	}
-	p.add(key+".in_progress", ErrInvalid, "%q: want %q or %q", v, InProgressReject, InProgressWait)
+	p.add(key+".in_progress", ErrInvalid, "%q: want %q or %q", v, modes.InProgressReject, modes.InProgressWait)
 }
 
 func checkMode(p *problems, key, mode string, inherit bool) {

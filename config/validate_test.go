@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/modes"
 )
 
 // validConfig returns a valid configuration with DESIGN.md's routes.
@@ -220,7 +222,7 @@ func TestValidateRules(t *testing.T) {
 		{"late_answer_max zero", func(c *Config) { c.Idempotency.LateAnswerMax = 0 }, "idempotency.late_answer_max", ErrRange, nil},
 		{"unknown_outcome", func(c *Config) { c.Idempotency.UnknownOutcome = "wait" }, "idempotency.unknown_outcome", ErrInvalid, nil},
 		{"route unknown_outcome", func(c *Config) { c.Routes[1].UnknownOutcome = "Hold" }, "routes[1].unknown_outcome", ErrInvalid, nil},
-		{"route unknown_outcome not idempotent", func(c *Config) { c.Routes[2].UnknownOutcome = UnknownHold }, "routes[2].unknown_outcome", ErrConflict, nil},
+		{"route unknown_outcome not idempotent", func(c *Config) { c.Routes[2].UnknownOutcome = modes.UnknownHold }, "routes[2].unknown_outcome", ErrConflict, nil},
 		{"release_statuses success", func(c *Config) { c.Idempotency.ReleaseStatuses = []int{503, 201} }, "idempotency.release_statuses[1]", ErrRange, []string{"a 2xx answer means the write ran"}},
 		{"release_statuses redirect", func(c *Config) { c.Idempotency.ReleaseStatuses = []int{303} }, "idempotency.release_statuses[0]", ErrRange, nil},
 		{"max_body_bytes", func(c *Config) { c.Idempotency.MaxBodyBytes = 0 }, "idempotency.max_body_bytes", ErrRange, nil},
@@ -403,7 +405,7 @@ func TestValidateAccepts(t *testing.T) {
 		{"tenant without tenant_hosts", func(c *Config) { c.Idempotency.Tenant = "shop" }},
 		{"queue depth zero", func(c *Config) { c.Sessions.QueueDepth = 0 }},
 		{"max_waiters zero", func(c *Config) { c.Idempotency.MaxWaiters = 0 }},
-		{"key syntaxes", func(c *Config) { c.Idempotency.KeySyntax = KeySyntaxSFString }},
+		{"key syntaxes", func(c *Config) { c.Idempotency.KeySyntax = modes.KeySyntaxSFString }},
 		{"request_id_header", func(c *Config) { c.RequestIDHeader = "Request-Id" }},
 		{"listen port zero twice", func(c *Config) { c.Listen, c.AdminListen = "127.0.0.1:0", "127.0.0.1:0" }},
 		{"listen hosts", func(c *Config) { c.Listen, c.AdminListen = "[::1]:8080", "localhost:9090" }},

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/idemgate/idemgate/internal/filewatch"
 )
 
 // WatchOptions configure [Watch]. The zero value is ready to use.
@@ -82,60 +84,20 @@ func Watch(ctx context.Context, path string, o WatchOptions, fn func(data []byte
 	}
 	fw.read(false)
 
-	var events <-chan fsnotify.Event
-	var errs <-chan error
-	if fw.w != nil {
-		events, errs = fw.w.Events, fw.w.Errors
-	}
-	var pollC <-chan time.Time
-	if o.Poll > 0 {
-		t := time.NewTicker(o.Poll)
-		defer t.Stop()
-		pollC = t.C
-	}
-	debounce := time.NewTimer(time.Hour)
-	debounce.Stop()
-	defer debounce.Stop()
-	var first time.Time // when the pending change began; zero: none
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-events:
-			if !ok {
-				events = nil
-				continue
-			}
-			if !fw.relevant(ev.Name) {
-				continue
-			}
-			now := time.Now()
-			if first.IsZero() {
-				first = now
-			}
-			wait := o.Debounce
-			if now.Sub(first) >= 10*o.Debounce {
-				wait = 0
-			}
-			debounce.Reset(wait)
-		case err, ok := <-errs:
-			if !ok {
-				errs = nil
-				continue
-			}
-			o.Logger.Warn("config file watch", "error", err)
-		case <-debounce.C:
-			first = time.Time{}
+	filewatch.Loop{
+		Watcher:  fw.w,
+		Relevant: fw.relevant,
+		Debounce: o.Debounce,
+		MaxDelay: 10 * o.Debounce,
+		Poll:     o.Poll,
+		Force:    o.Reload,
+		Changed: func(forced bool) {
 			fw.rewatch()
-			fw.read(false)
-		case <-pollC:
-			fw.rewatch()
-			fw.read(false)
-		case <-o.Reload:
-			fw.rewatch()
-			fw.read(true)
-		}
-	}
+			fw.read(forced)
+		},
+		Error: func(err error) { o.Logger.Warn("config file watch", "error", err) },
+	}.Run(ctx.Done())
+	return nil
 }
 
 // fileWatch is Watch's state; only Watch's goroutine touches it.

@@ -1,6 +1,7 @@
 package limiter_test
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -212,8 +213,16 @@ func TestNewEdgeInvalid(t *testing.T) {
 		{Rate: 1, SweepInterval: -1},
 		{Rate: 1, Burst: 1 << 62},
 	} {
-		if _, err := limiter.NewEdge(o); err == nil {
-			t.Errorf("NewEdge(%+v) = nil error; want ErrInvalidOptions", o)
+		if _, err := limiter.NewEdge(o); !errors.Is(err, limiter.ErrInvalidOptions) {
+			t.Errorf("NewEdge(%+v) = %v; want ErrInvalidOptions", o, err)
+		}
+		if err := o.Validate(); !errors.Is(err, limiter.ErrInvalidOptions) {
+			t.Errorf("%+v.Validate() = %v; want ErrInvalidOptions", o, err)
+		}
+	}
+	for _, o := range []limiter.EdgeOptions{{}, {Rate: 10, Burst: 5, Per: time.Minute}, {Burst: 1 << 62}} {
+		if err := o.Validate(); err != nil {
+			t.Errorf("%+v.Validate() = %v; want nil", o, err)
 		}
 	}
 }

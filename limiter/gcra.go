@@ -34,11 +34,9 @@ type gcraState struct {
 }
 
 func newGCRA(limit int, per time.Duration, capacity, maxClients int) (*gcra, error) {
-	perNs := int64(per)
-	g := gcd(int64(limit), perNs)
-	unit, drain := perNs/g, int64(limit)/g
-	if int64(capacity) > math.MaxInt64/unit-1 {
-		return nil, errOptions("capacity %d is too large for one request per %v", capacity, time.Duration(unit/drain))
+	unit, drain, err := gcraUnits(limit, per, capacity)
+	if err != nil {
+		return nil, err
 	}
 	l := &gcra{
 		capacity: capacity,
@@ -48,6 +46,19 @@ func newGCRA(limit int, per time.Duration, capacity, maxClients int) (*gcra, err
 	}
 	l.tab = newTable(maxClients, l.freshAt)
 	return l, nil
+}
+
+// gcraUnits returns the time unit (ns/g) and the drain per unit (limit/g,
+// g = gcd(limit, per)) of a bucket of limit per per, and an error when its
+// capacity would overflow the level. limit must be > 0.
+func gcraUnits(limit int, per time.Duration, capacity int) (unit, drain int64, err error) {
+	perNs := int64(per)
+	g := gcd(int64(limit), perNs)
+	unit, drain = perNs/g, int64(limit)/g
+	if int64(capacity) > math.MaxInt64/unit-1 {
+		return 0, 0, errOptions("capacity %d is too large for one request per %v", capacity, time.Duration(unit/drain))
+	}
+	return unit, drain, nil
 }
 
 // freshAt returns when s's bucket is empty again.

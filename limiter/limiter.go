@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -149,25 +150,13 @@ type tableOps interface {
 // full; a refused request uses nothing up. Decisions carry Limit = Burst+1.
 // With Rate 0 it returns a disabled Limiter.
 func NewEdge(o EdgeOptions) (*Limiter, error) {
-	switch {
-	case o.Rate < 0:
-		return nil, errOptions("edge rate %d is negative", o.Rate)
-	case o.Burst < 0:
-		return nil, errOptions("edge burst %d is negative", o.Burst)
-	case o.MaxClients < 0:
-		return nil, errOptions("max clients %d is negative", o.MaxClients)
-	case o.SweepInterval < 0:
-		return nil, errOptions("sweep interval %v is negative", o.SweepInterval)
-	case o.Per < 0 || o.Per > maxSpan:
-		return nil, errOptions("per %v is not in [0, %v]", o.Per, maxSpan)
-	case o.Rate == 0:
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if o.Rate == 0 {
 		return &Limiter{}, nil
 	}
-	per := o.Per
-	if per == 0 {
-		per = time.Second
-	}
-	g, err := newGCRA(o.Rate, per, o.Burst+1, maxClients(o.MaxClients))
+	g, err := newGCRA(o.Rate, cmp.Or(o.Per, time.Second), o.Burst+1, maxClients(o.MaxClients))
 	if err != nil {
 		return nil, err
 	}
@@ -176,22 +165,33 @@ func NewEdge(o EdgeOptions) (*Limiter, error) {
 	return l, nil
 }
 
+// Validate returns the error, wrapping [ErrInvalidOptions], that [NewEdge]
+// returns for o, without building a limiter (limiter/redislimiter checks
+// its options with it).
+func (o EdgeOptions) Validate() error {
+	switch {
+	case o.Rate < 0:
+		return errOptions("edge rate %d is negative", o.Rate)
+	case o.Burst < 0:
+		return errOptions("edge burst %d is negative", o.Burst)
+	case o.MaxClients < 0:
+		return errOptions("max clients %d is negative", o.MaxClients)
+	case o.SweepInterval < 0:
+		return errOptions("sweep interval %v is negative", o.SweepInterval)
+	case o.Per < 0 || o.Per > maxSpan:
+		return errOptions("per %v is not in [0, %v]", o.Per, maxSpan)
+	case o.Rate == 0:
+		return nil
+	}
+	_, _, err := gcraUnits(o.Rate, cmp.Or(o.Per, time.Second), o.Burst+1)
+	return err
+}
+
 // NewRoute returns a route limiter of Requests per Per with o.Algorithm.
 // Decisions carry Limit = Requests.
 func NewRoute(o RouteOptions) (*Limiter, error) {
-	switch {
-	case o.Algorithm != "" && o.Algorithm != TokenBucket && o.Algorithm != Window:
-		return nil, errOptions("unknown algorithm %q", o.Algorithm)
-	case o.Requests < 1:
-		return nil, errOptions("requests %d is less than 1", o.Requests)
-	case o.Per <= 0 || o.Per > maxSpan:
-		return nil, errOptions("per %v is not in (0, %v]", o.Per, maxSpan)
-	case o.Block < 0 || o.Block > maxSpan:
-		return nil, errOptions("block %v is not in [0, %v]", o.Block, maxSpan)
-	case o.MaxClients < 0:
-		return nil, errOptions("max clients %d is negative", o.MaxClients)
-	case o.SweepInterval < 0:
-		return nil, errOptions("sweep interval %v is negative", o.SweepInterval)
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
 	l := &Limiter{epoch: time.Now(), policy: Policy{Quota: o.Requests, Window: o.Per}}
 	if o.Algorithm == Window {
@@ -210,6 +210,30 @@ func NewRoute(o RouteOptions) (*Limiter, error) {
 	}
 	l.startSweeper(o.SweepInterval)
 	return l, nil
+}
+
+// Validate returns the error, wrapping [ErrInvalidOptions], that [NewRoute]
+// returns for o, without building a limiter (limiter/redislimiter checks
+// its options with it).
+func (o RouteOptions) Validate() error {
+	switch {
+	case o.Algorithm != "" && o.Algorithm != TokenBucket && o.Algorithm != Window:
+		return errOptions("unknown algorithm %q", o.Algorithm)
+	case o.Requests < 1:
+		return errOptions("requests %d is less than 1", o.Requests)
+	case o.Per <= 0 || o.Per > maxSpan:
+		return errOptions("per %v is not in (0, %v]", o.Per, maxSpan)
+	case o.Block < 0 || o.Block > maxSpan:
+		return errOptions("block %v is not in [0, %v]", o.Block, maxSpan)
+	case o.MaxClients < 0:
+		return errOptions("max clients %d is negative", o.MaxClients)
+	case o.SweepInterval < 0:
+		return errOptions("sweep interval %v is negative", o.SweepInterval)
+	case o.Algorithm == Window:
+		return nil
+	}
+	_, _, err := gcraUnits(o.Requests, o.Per, o.Requests)
+	return err
 }
 
 func (l *Limiter) startSweeper(interval time.Duration) {

@@ -296,6 +296,18 @@ func TestNewRouteInvalid(t *testing.T) {
 			if _, err := limiter.NewRoute(o); !errors.Is(err, limiter.ErrInvalidOptions) {
 				t.Errorf("NewRoute(%+v) = %v; want ErrInvalidOptions", o, err)
 			}
+			if err := o.Validate(); !errors.Is(err, limiter.ErrInvalidOptions) {
+				t.Errorf("%+v.Validate() = %v; want ErrInvalidOptions", o, err)
+			}
 		})
+	}
+	for _, o := range []limiter.RouteOptions{
+		{Requests: 1, Per: time.Second},
+		{Algorithm: limiter.Window, Requests: 5, Per: time.Minute, Block: time.Hour},
+		{Algorithm: limiter.Window, Requests: 1<<40 + 1, Per: 1 << 59}, // no bucket to overflow
+	} {
+		if err := o.Validate(); err != nil {
+			t.Errorf("%+v.Validate() = %v; want nil", o, err)
+		}
 	}
 }

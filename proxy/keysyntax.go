@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/dunglas/httpsfv"
+
+	"github.com/idemgate/idemgate/internal/modes"
 )
 
 // KeySyntax is the rule an idempotency key header's value must follow
@@ -30,38 +32,31 @@ const (
 	KeySFString
 )
 
-// Names of the key syntaxes, as the config spells them.
-const (
-	KeySyntaxStrict    = "strict"
-	KeySyntaxPrintable = "printable"
-	KeySyntaxSFString  = "sf-string"
-)
-
 // maxKeyLen is the longest key, in bytes, of every syntax.
 const maxKeyLen = 255
 
 // ParseKeySyntax returns the syntax named s ("" is [KeyStrict]).
 func ParseKeySyntax(s string) (KeySyntax, error) {
 	switch s {
-	case "", KeySyntaxStrict:
+	case "", modes.KeySyntaxStrict:
 		return KeyStrict, nil
-	case KeySyntaxPrintable:
+	case modes.KeySyntaxPrintable:
 		return KeyPrintable, nil
-	case KeySyntaxSFString:
+	case modes.KeySyntaxSFString:
 		return KeySFString, nil
 	}
-	return 0, fmt.Errorf("key syntax %q: want %q, %q or %q", s, KeySyntaxStrict, KeySyntaxPrintable, KeySyntaxSFString)
+	return 0, fmt.Errorf("key syntax %q: want %q, %q or %q", s, modes.KeySyntaxStrict, modes.KeySyntaxPrintable, modes.KeySyntaxSFString)
 }
 
 // String returns the syntax's config name.
 func (s KeySyntax) String() string {
 	switch s {
 	case KeyPrintable:
-		return KeySyntaxPrintable
+		return modes.KeySyntaxPrintable
 	case KeySFString:
-		return KeySyntaxSFString
+		return modes.KeySyntaxSFString
 	}
-	return KeySyntaxStrict
+	return modes.KeySyntaxStrict
 }
 
 // Key returns the key that the header value v carries under s, and false

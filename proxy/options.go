@@ -162,7 +162,7 @@ type Idempotency struct {
 	ReleaseStatuses  []int
 	DropHeaders      []string
 	// InProgress is what a duplicate of a running request gets:
-	// InProgressReject (also "", 409) or InProgressWait (wait.go).
+	// "reject" (also "", 409) or "wait" (wait.go).
 	InProgress string
 	// WaitTimeout bounds a wait for the original, never past the route's
 	// timeout; it must be > 0 when a keyed route waits without a
@@ -172,8 +172,8 @@ type Idempotency struct {
 	// duplicate gets 409 at once. 0: none wait.
 	MaxWaiters int
 	// UnknownOutcome is what happens to a claim whose outcome is unknown
-	// (DESIGN.md, Unknown outcomes): UnknownTakeover (also "": a retry
-	// takes it over after its lease) or UnknownHold (it is held as an
+	// (DESIGN.md, Unknown outcomes): "takeover" (also "": a retry
+	// takes it over after its lease) or "hold" (it is held as an
 	// unknown record until resolved). A route's own overrides it.
 	UnknownOutcome string
 	// LateAnswerWait is how long a keyed write's upstream call runs on
@@ -203,18 +203,6 @@ type Reconcile struct {
 	// Every is how often an unknown record is probed again. Default 30s.
 	Every time.Duration
 }
-
-// Values of UnknownOutcome.
-const (
-	UnknownTakeover = "takeover"
-	UnknownHold     = "hold"
-)
-
-// Values of InProgress.
-const (
-	InProgressReject = "reject"
-	InProgressWait   = "wait"
-)
 
 // Session names where a route's session id comes from: a path parameter or
 // a header. The zero Session means the route takes no turns.
@@ -258,14 +246,14 @@ type Route struct {
 	ReleaseStatuses []int
 	// DropHeaders, when non-nil, replaces Idempotency.DropHeaders.
 	DropHeaders []string
-	// InProgress is InProgressReject, InProgressWait or "" (inherit).
+	// InProgress is "reject", "wait" or "" (inherit).
 	InProgress string
 	// WaitTimeout overrides Idempotency.WaitTimeout when > 0.
 	WaitTimeout time.Duration
 	// LateAnswerWait, when non-nil, replaces Idempotency.LateAnswerWait
 	// (0: the call is cancelled at the timeout).
 	LateAnswerWait *time.Duration
-	// UnknownOutcome is UnknownTakeover, UnknownHold or "" (inherit).
+	// UnknownOutcome is "takeover", "hold" or "" (inherit).
 	UnknownOutcome string
 	// Reconcile, when set, is the route's reconcile probe (reconcile.go);
 	// only on a keyed route with unknown_outcome: hold.

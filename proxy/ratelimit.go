@@ -53,7 +53,8 @@ type limitOptions struct {
 	// By names identity.
 	Identity func(*http.Request) identity.Result
 
-	// Now is the clock passed to the limiters. Default time.Now.
+	// Now is the clock passed to the limiters. Required ([New] defaults
+	// Deps.Now).
 	Now func() time.Time
 
 	// IETFHeaders adds the IETF draft's RateLimit-Policy and RateLimit
@@ -69,7 +70,7 @@ type limitOptions struct {
 	// budget.
 	TrustedProxies []netip.Prefix
 
-	// Logger receives that warning. Default: discard.
+	// Logger receives that warning. Required ([New] defaults Deps.Logger).
 	Logger *slog.Logger
 }
 
@@ -120,12 +121,6 @@ func newLimitStages(o limitOptions) (*limits, error) {
 		now:      o.Now,
 		log:      o.Logger,
 		identity: o.Identity,
-	}
-	if l.now == nil {
-		l.now = time.Now
-	}
-	if l.log == nil {
-		l.log = slog.New(slog.DiscardHandler)
 	}
 	var errs []error
 	for name := range o.By {

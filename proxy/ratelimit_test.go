@@ -301,7 +301,7 @@ func TestRedisLimiterDown(t *testing.T) {
 func TestLimitWriterStreams(t *testing.T) {
 	t.Parallel()
 	tb := localRoute(t, limiter.RouteOptions{Requests: 5, Per: time.Minute})
-	ls, err := newLimitStages(limitOptions{Routes: map[string]Limiter{"s": tb}})
+	ls, err := newLimitStages(limitOptions{Routes: map[string]Limiter{"s": tb}, Now: time.Now, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,7 +373,7 @@ func BenchmarkLimitStages(b *testing.B) {
 				b.Cleanup(func() { e.Close(); r.Close() })
 				edge, route = e, r
 			}
-			ls, err := newLimitStages(limitOptions{Edge: edge, Routes: map[string]Limiter{"bench": route}})
+			ls, err := newLimitStages(limitOptions{Edge: edge, Routes: map[string]Limiter{"bench": route}, Now: time.Now, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/idemgate/idemgate/internal/modes"
 	itestutil "github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/memstore"
@@ -122,7 +123,7 @@ const reconcileEvery = 10 * time.Second
 func reconcileRoutes(every time.Duration) []Route {
 	var wait time.Duration
 	return []Route{{Name: "pay", Method: "POST", Path: "/carts/{cart}/pay", Idempotent: true, Timeout: time.Second,
-		LateAnswerWait: &wait, UnknownOutcome: UnknownHold,
+		LateAnswerWait: &wait, UnknownOutcome: modes.UnknownHold,
 		Reconcile: &Reconcile{Path: "/carts/{cart}/orders/{key}", Status: 201, Every: every}}}
 }
 

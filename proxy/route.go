@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgate/idemgate/internal/canonjson"
 	"github.com/idemgate/idemgate/internal/identity"
+	"github.com/idemgate/idemgate/internal/modes"
 	"github.com/idemgate/idemgate/internal/pathtmpl"
 	"github.com/idemgate/idemgate/internal/problem"
 	"github.com/idemgate/idemgate/keystore"
@@ -200,20 +201,12 @@ func compilePolicy(r *route, id *Idempotency, global problem.Spec) error {
 		return fmt.Errorf("proxy: route %q: %w", r.Name, err)
 	}
 	r.drop = headerSet(drop)
-	switch cmp.Or(r.InProgress, id.InProgress, InProgressReject) {
-	case InProgressReject:
-	case InProgressWait:
-		r.wait = true
-	default:
-		return fmt.Errorf("proxy: route %q: in_progress %q: want %q or %q", r.Name, r.InProgress, InProgressReject, InProgressWait)
+	if r.wait, err = modes.Wait(cmp.Or(r.InProgress, id.InProgress)); err != nil {
+		return fmt.Errorf("proxy: route %q: in_progress %w", r.Name, err)
 	}
 	r.waitTimeout = min(cmp.Or(r.WaitTimeout, id.WaitTimeout), r.timeout)
-	switch cmp.Or(r.UnknownOutcome, id.UnknownOutcome, UnknownTakeover) {
-	case UnknownTakeover:
-	case UnknownHold:
-		r.hold = true
-	default:
-		return fmt.Errorf("proxy: route %q: unknown_outcome %q: want %q or %q", r.Name, r.UnknownOutcome, UnknownTakeover, UnknownHold)
+	if r.hold, err = modes.Hold(cmp.Or(r.UnknownOutcome, id.UnknownOutcome)); err != nil {
+		return fmt.Errorf("proxy: route %q: unknown_outcome %w", r.Name, err)
 	}
 	r.lateWait = id.LateAnswerWait
 	if r.LateAnswerWait != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/idemgate/idemgate/internal/modes"
 	itestutil "github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/memstore"
@@ -23,7 +24,7 @@ func holdRoutes(wait time.Duration) []Route {
 	rs = append(rs, Route{Name: "broken", Method: "POST", Path: "/broken", Idempotent: true, Timeout: 5 * time.Second})
 	for i := range rs {
 		if rs[i].Idempotent {
-			rs[i].UnknownOutcome = UnknownHold
+			rs[i].UnknownOutcome = modes.UnknownHold
 		}
 	}
 	return rs
@@ -216,7 +217,7 @@ func TestHoldWaiter(t *testing.T) {
 	rs := holdRoutes(time.Minute)
 	for i := range rs {
 		if rs[i].Idempotent {
-			rs[i].InProgress, rs[i].WaitTimeout, rs[i].Timeout = InProgressWait, 20*time.Second, 30*time.Second
+			rs[i].InProgress, rs[i].WaitTimeout, rs[i].Timeout = modes.InProgressWait, 20*time.Second, 30*time.Second
 		}
 	}
 	st := tp.p.Policy()

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/modes"
 	itestutil "github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore/memstore"
 )
@@ -19,7 +20,7 @@ import (
 // waitProxy is a test proxy whose routes wait for the original.
 func waitProxy(t *testing.T, up string, depth int, timeout time.Duration) *testProxy {
 	return newTestProxy(t, up, func(o *Options, _ *memstore.Options) {
-		o.Idempotency.InProgress = InProgressWait
+		o.Idempotency.InProgress = modes.InProgressWait
 		o.Idempotency.MaxWaiters = depth
 		o.Idempotency.WaitTimeout = timeout
 	})
@@ -194,7 +195,7 @@ func sum[K comparable](m map[K]int) int {
 func TestWaitTooLargeOriginal(t *testing.T) {
 	up := slowUpstream(t, 200*time.Millisecond, created)
 	tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) {
-		o.Idempotency.InProgress = InProgressWait
+		o.Idempotency.InProgress = modes.InProgressWait
 		o.Idempotency.MaxResponseBytes = 8
 	})
 	orig := make(chan result, 1)
@@ -220,7 +221,7 @@ func TestMaxWaiters(t *testing.T) {
 				fmt.Fprintf(w, `{"execution":%d}`, n)
 			}
 			tp := newTestProxy(t, up.URL, func(o *Options, _ *memstore.Options) {
-				o.Idempotency.InProgress = InProgressWait
+				o.Idempotency.InProgress = modes.InProgressWait
 				o.Idempotency.WaitTimeout = time.Minute
 			})
 			var once sync.Once

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/idemgate/idemgate/internal/filewatch"
 )
 
 // Defaults of [FilesOptions].
@@ -198,38 +200,13 @@ func (f *Files) notify(err error) {
 
 func (f *Files) run() {
 	defer close(f.done)
-	poll := time.NewTicker(f.opts.PollInterval)
-	defer poll.Stop()
-	debounce := time.NewTimer(time.Hour)
-	debounce.Stop()
-	defer debounce.Stop()
-	var events <-chan fsnotify.Event
-	var errs <-chan error
-	if f.watcher != nil {
-		events, errs = f.watcher.Events, f.watcher.Errors
-	}
-	for {
-		select {
-		case <-f.stop:
-			return
-		case _, ok := <-events:
-			if !ok {
-				events = nil
-				continue
-			}
-			debounce.Reset(f.opts.Debounce)
-		case err, ok := <-errs:
-			if !ok {
-				errs = nil
-				continue
-			}
-			f.log.Warn("tls: watching the certificate files", "error", err)
-		case <-debounce.C:
-			f.Reload()
-		case <-poll.C:
-			f.Reload()
-		}
-	}
+	filewatch.Loop{
+		Watcher:  f.watcher,
+		Debounce: f.opts.Debounce,
+		Poll:     f.opts.PollInterval,
+		Changed:  func(bool) { f.Reload() },
+		Error:    func(err error) { f.log.Warn("tls: watching the certificate files", "error", err) },
+	}.Run(f.stop)
 }
 
 // watchDirs watches the directories holding the files and their resolved

@@ -6,45 +6,15 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
-	"time"
 
+	"github.com/idemgate/idemgate/admin"
 	"github.com/idemgate/idemgate/internal/problem"
 )
 
-// claim is a record as the admin API lists it (package admin's claim;
-// fields of unknown records appear where the API has them).
+// claim is a record as the admin API lists it: package admin's [admin.Claim],
+// the one shape of the API's answers, with what the templates ask of it.
 type claim struct {
-	Key          string     `json:"key"`
-	State        string     `json:"state"`
-	Route        string     `json:"route"`
-	ClaimedAt    time.Time  `json:"claimed_at"`
-	AgeSeconds   float64    `json:"age_seconds"`
-	LeaseEnd     *time.Time `json:"lease_end"`
-	LeaseExpired *bool      `json:"lease_expired"`
-	ExpiresAt    time.Time  `json:"expires_at"`
-	ClaimID      string     `json:"claim_id"`
-	Sent         bool       `json:"sent"`
-	Cause        string     `json:"cause"`
-	// Probe is the record's reconcile-probe state (nil: never probed),
-	// shown by the "probe-state" template (templates/probe.html) only.
-	Probe *probeState `json:"probe"`
-	// ProbeUnread is set when the admin API could not read the probe
-	// state (the store failed, or the listing's deadline came first):
-	// then Probe says nothing.
-	ProbeUnread bool `json:"probe_unread"`
-	// ResolvedBy names who resolved an unknown record (the holder, a
-	// probe, an operator), when the admin API says; shown on the resolve
-	// page.
-	ResolvedBy string `json:"resolved_by"`
-	Original   *struct {
-		Method    string `json:"method"`
-		Path      string `json:"path"`
-		RequestID string `json:"request_id"`
-	} `json:"original"`
-	Response *struct {
-		Status   int  `json:"status"`
-		TooLarge bool `json:"too_large"`
-	} `json:"response"`
+	admin.Claim
 }
 
 // InFlight reports whether the claim's request may still be running: in
@@ -187,14 +157,4 @@ func (h *Handler) listBusiest(ctx context.Context, r *http.Request) (out []limit
 	}
 	available, errMsg = h.listing(ctx, r, "/admin/limits/clients", nil, &body)
 	return body.Limiters, available, errMsg
-}
-
-// probeState is an unknown record's reconcile-probe state as the admin API
-// sends it (admin's probeView): how many probes went out, the last one's
-// result and time, and since when the upstream has answered absent.
-type probeState struct {
-	Probes      int        `json:"probes"`
-	Last        string     `json:"last"`
-	LastAt      time.Time  `json:"last_at"`
-	AbsentSince *time.Time `json:"absent_since"`
 }

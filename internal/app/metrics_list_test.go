@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/idemgate/idemgate/config"
+	"github.com/idemgate/idemgate/internal/modes"
 	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/tlsconf/tlstest"
 )
@@ -260,7 +261,7 @@ routes:
 // reconcileRoute is a route with a reconcile probe, whose family the
 // metrics tests need.
 var reconcileRoute = config.Route{Name: "order", Method: "POST", Path: "/orders/{id}/pay", Idempotent: true,
-	UnknownOutcome: config.UnknownHold, Reconcile: &config.Reconcile{Path: "/orders/{id}"}}
+	UnknownOutcome: modes.UnknownHold, Reconcile: &config.Reconcile{Path: "/orders/{id}"}}
 
 // TestMetricsMatchListRedis: with the Redis store, the pool's families
 // replace the memory store's.

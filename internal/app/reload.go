@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/idemgate/idemgate/config"
+	"github.com/idemgate/idemgate/internal/errtree"
 )
 
 // reloadState is the state of the configuration reload (DESIGN.md's routes,
@@ -356,22 +357,12 @@ func sessionsChanged(old, next *config.Config, haveStage bool) bool {
 // problemLines splits joined errors into one string each, for one log line.
 func problemLines(err error) []string {
 	var out []string
-	var walk func(error)
-	walk = func(e error) {
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			for _, e := range j.Unwrap() {
-				walk(e)
-			}
-			return
-		}
+	for e := range errtree.Leaves(err) {
 		for l := range strings.SplitSeq(e.Error(), "\n") {
 			if l = strings.TrimSpace(l); l != "" {
 				out = append(out, l)
 			}
 		}
-	}
-	if err != nil {
-		walk(err)
 	}
 	if len(out) == 0 {
 		out = []string{fmt.Sprint(err)}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idemgate/idemgate/config"
+	"github.com/idemgate/idemgate/internal/modes"
 	"github.com/idemgate/idemgate/proxy"
 )
 
@@ -230,7 +231,7 @@ routes:
 			c.Idempotency.AllowSharedAccounts = false
 			c.Idempotency.Identity.Headers = []string{"Stripe-Account"}
 		}, nil},
-		{"idempotency.key_syntax", func(c *config.Config) { c.Idempotency.KeySyntax = config.KeySyntaxPrintable },
+		{"idempotency.key_syntax", func(c *config.Config) { c.Idempotency.KeySyntax = modes.KeySyntaxPrintable },
 			keyed("a key with spaces", http.StatusCreated, "")},
 		{"idempotency.lease", func(c *config.Config) { c.Idempotency.Lease = 90 * time.Second },
 			inPolicy(func() any { return idem().Lease }, 90*time.Second)},

@@ -17,8 +17,10 @@ var layers = [][]string{
 	// 0: leaves, which import nothing of the module.
 	{
 		"internal/canonform", "internal/canonjson", "internal/clientaddr", "internal/cliflags",
-		"internal/connguard", "internal/demo", "internal/metric", "internal/memlimit",
-		"internal/pathtmpl", "internal/problem", "internal/tick", "internal/tracing",
+		"internal/connguard", "internal/demo", "internal/errtree", "internal/filewatch",
+		"internal/luascript", "internal/metric", "internal/memlimit", "internal/modes",
+		"internal/pathtmpl", "internal/problem", "internal/rediskey", "internal/tick",
+		"internal/tracing",
 		// test-only helpers, imported by tests alone
 		"internal/testutil", "internal/redistest", "tlsconf/storagetest", "tlsconf/tlstest",
 	},
@@ -29,12 +31,14 @@ var layers = [][]string{
 	{
 		"keystore/compressed", "keystore/memstore", "keystore/metered", "keystore/redisstore",
 		"keystore/replaycache", "keystore/sealed", "limiter/redislimiter", "session/redislock",
-		"internal/budget", "internal/gql", "internal/identity", "admin", "admin/console",
+		"internal/budget", "internal/gql", "internal/identity", "admin",
 		"keystore/storetest", // the conformance suite, imported by the backends' tests
 	},
 	// 3: the pipeline and the config: neither imports the other (the proxy
-	// takes a plain Policy the wiring compiles from the config).
-	{"proxy", "config"},
+	// takes a plain Policy the wiring compiles from the config); the
+	// console, which reads the admin API's answers as package admin types
+	// them.
+	{"proxy", "config", "admin/console"},
 	// 4: the wiring, and the config's importer.
 	{"internal/app", "internal/openapi"},
 	// 5: main.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgate/idemgate/internal/rediskey"
 	"github.com/idemgate/idemgate/keystore"
 )
 
@@ -24,7 +25,7 @@ import (
 var ErrCorrupt = errors.New("redisstore: corrupt or foreign value at record key")
 
 // DefaultKeyPrefix is the key prefix used when [Options.KeyPrefix] is empty.
-const DefaultKeyPrefix = "idemgate:"
+const DefaultKeyPrefix = rediskey.DefaultPrefix
 
 // Options configure a [Store]. The zero value is usable.
 type Options struct {
@@ -77,14 +78,8 @@ var (
 // New does not contact Redis: a store made while Redis is down works as soon
 // as Redis is back.
 func New(client redis.UniversalClient, opts Options) (*Store, error) {
-	if client == nil {
-		return nil, errors.New("redisstore: nil client")
-	}
-	if opts.KeyPrefix == "" {
-		opts.KeyPrefix = DefaultKeyPrefix
-	}
-	if strings.ContainsAny(opts.KeyPrefix, "{}") {
-		return nil, fmt.Errorf("redisstore: key prefix %q contains '{' or '}'", opts.KeyPrefix)
+	if err := rediskey.Check("redisstore", client, &opts.KeyPrefix); err != nil {
+		return nil, err
 	}
 	s := &Store{client: client, prefix: opts.KeyPrefix}
 	if err := s.SetRecordFormat(opts.RecordFormat); err != nil {

@@ -1,10 +1,10 @@
 package redislimiter
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -15,12 +15,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgate/idemgate/internal/rediskey"
 	"github.com/idemgate/idemgate/limiter"
 )
 
 // DefaultKeyPrefix is the key prefix used when [Options.KeyPrefix] is empty;
 // it is store.redis.key_prefix's default.
-const DefaultKeyPrefix = "idemgate:"
+const DefaultKeyPrefix = rediskey.DefaultPrefix
 
 // DefaultRetryInterval is [Options.RetryInterval] when it is zero.
 const DefaultRetryInterval = time.Second
@@ -92,16 +93,11 @@ type Backend struct {
 // does not contact Redis: limiters made while Redis is down pass requests
 // until it is back.
 func New(client redis.UniversalClient, o Options) (*Backend, error) {
-	switch {
-	case client == nil:
-		return nil, errors.New("redislimiter: nil client")
-	case strings.ContainsAny(o.KeyPrefix, "{}"):
-		return nil, fmt.Errorf("redislimiter: key prefix %q contains '{' or '}'", o.KeyPrefix)
-	case o.RetryInterval < 0:
-		return nil, fmt.Errorf("redislimiter: retry interval %v is negative", o.RetryInterval)
+	if err := rediskey.Check("redislimiter", client, &o.KeyPrefix); err != nil {
+		return nil, err
 	}
-	if o.KeyPrefix == "" {
-		o.KeyPrefix = DefaultKeyPrefix
+	if o.RetryInterval < 0 {
+		return nil, fmt.Errorf("redislimiter: retry interval %v is negative", o.RetryInterval)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -194,12 +190,7 @@ type Limiter struct {
 // limiter is disabled: it passes every request and never asks Redis. o.Per
 // must be a whole number of microseconds.
 func (b *Backend) NewEdge(name string, o limiter.EdgeOptions) (*Limiter, error) {
-	v := o
-	v.MaxClients, v.SweepInterval = 1, 0 // validate only
-	if _, err := limiter.NewEdge(v); err != nil {
-		return nil, err
-	}
-	if err := checkName(name); err != nil {
+	if err := cmp.Or(o.Validate(), checkName(name)); err != nil {
 		return nil, err
 	}
 	if o.Rate == 0 {
@@ -222,12 +213,7 @@ func (b *Backend) NewEdge(name string, o limiter.EdgeOptions) (*Limiter, error) 
 // bounds the deny cache and o.SweepInterval sweeps it. o.Per and o.Block must
 // be whole numbers of microseconds.
 func (b *Backend) NewRoute(name string, o limiter.RouteOptions) (*Limiter, error) {
-	v := o
-	v.MaxClients, v.SweepInterval = 1, 0 // validate only
-	if _, err := limiter.NewRoute(v); err != nil {
-		return nil, err
-	}
-	if err := checkName(name); err != nil {
+	if err := cmp.Or(o.Validate(), checkName(name)); err != nil {
 		return nil, err
 	}
 	var l *Limiter

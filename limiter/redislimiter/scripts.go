@@ -1,9 +1,9 @@
 package redislimiter
 
 import (
-	_ "embed"
+	"embed"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/idemgate/idemgate/internal/luascript"
 )
 
 // Every decision is one of the Lua scripts in lua/, run with EVALSHA
@@ -33,20 +33,16 @@ const (
 	codeRefused = 0 // REFUSED: the request is refused
 )
 
-var (
-	//go:embed lua/prelude.lua
-	prelude string
-	//go:embed lua/gcra.lua
-	gcraLua string
-	//go:embed lua/window.lua
-	windowLua string
-)
+// luaFiles are the scripts; see [luascript.New].
+//
+//go:embed lua/*.lua
+var luaFiles embed.FS
 
 var (
 	// gcraScript is limiter's gcra (nginx's limit_req arithmetic); see
 	// lua/gcra.lua.
-	gcraScript = redis.NewScript(prelude + gcraLua)
+	gcraScript = luascript.New(luaFiles, "gcra")
 	// windowScript is limiter's window (a sliding log with a block); see
 	// lua/window.lua.
-	windowScript = redis.NewScript(prelude + windowLua)
+	windowScript = luascript.New(luaFiles, "window")
 )

@@ -56,18 +56,18 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgate/idemgate/internal/rediskey"
 	"github.com/idemgate/idemgate/session"
 )
 
 // Defaults of [Options].
 const (
-	DefaultKeyPrefix    = "idemgate:"
+	DefaultKeyPrefix    = rediskey.DefaultPrefix
 	DefaultLease        = 10 * time.Second
 	DefaultPollInterval = 200 * time.Millisecond
 	DefaultNextTTL      = time.Second
@@ -139,14 +139,8 @@ var _ session.Locker = (*Locker)(nil)
 // subscription connects in the background (and reconnects after
 // failures); until it does, waiters rely on polling.
 func New(client redis.UniversalClient, opts Options) (*Locker, error) {
-	if client == nil {
-		return nil, errors.New("redislock: nil client")
-	}
-	if opts.KeyPrefix == "" {
-		opts.KeyPrefix = DefaultKeyPrefix
-	}
-	if strings.ContainsAny(opts.KeyPrefix, "{}") {
-		return nil, fmt.Errorf("redislock: key prefix %q contains '{' or '}'", opts.KeyPrefix)
+	if err := rediskey.Check("redislock", client, &opts.KeyPrefix); err != nil {
+		return nil, err
 	}
 	if opts.Lease == 0 {
 		opts.Lease = DefaultLease

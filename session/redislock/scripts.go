@@ -1,9 +1,9 @@
 package redislock
 
 import (
-	_ "embed"
+	"embed"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/idemgate/idemgate/internal/luascript"
 )
 
 // Every step is one of the Lua scripts in lua/, run with EVALSHA (falling
@@ -20,22 +20,14 @@ const (
 	codeNotHeld = 0 // NOT_HELD: it does not
 )
 
-var (
-	//go:embed lua/prelude.lua
-	prelude string
-	//go:embed lua/acquire.lua
-	acquireLua string
-	//go:embed lua/renew.lua
-	renewLua string
-	//go:embed lua/release.lua
-	releaseLua string
-	//go:embed lua/cleanup.lua
-	cleanupLua string
-)
+// luaFiles are the scripts; see [luascript.New].
+//
+//go:embed lua/*.lua
+var luaFiles embed.FS
 
 var (
-	acquireScript = redis.NewScript(prelude + acquireLua)
-	renewScript   = redis.NewScript(prelude + renewLua)
-	releaseScript = redis.NewScript(prelude + releaseLua)
-	cleanupScript = redis.NewScript(prelude + cleanupLua)
+	acquireScript = luascript.New(luaFiles, "acquire")
+	renewScript   = luascript.New(luaFiles, "renew")
+	releaseScript = luascript.New(luaFiles, "release")
+	cleanupScript = luascript.New(luaFiles, "cleanup")
 )

@@ -1,14 +1,10 @@
 package redislock
 
 import (
-	"embed"
 	"testing"
 
 	"github.com/idemgate/idemgate/internal/testutil"
 )
-
-//go:embed lua/*.lua
-var luaFiles embed.FS
 
 // TestLuaReplyCodes: the reply codes named in lua/prelude.lua have the Go
 // constants' values, each is defined once, and every script in lua/

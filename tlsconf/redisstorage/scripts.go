@@ -1,9 +1,9 @@
 package redisstorage
 
 import (
-	_ "embed"
+	"embed"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/idemgate/idemgate/internal/luascript"
 )
 
 // Every write and every lock step is one of the Lua scripts in lua/, run
@@ -19,25 +19,15 @@ const (
 	codeNotHeld = 0 // NOT_HELD: the caller's token does not hold the lock
 )
 
-var (
-	//go:embed lua/prelude.lua
-	prelude string
-	//go:embed lua/acquire.lua
-	acquireLua string
-	//go:embed lua/refresh.lua
-	refreshLua string
-	//go:embed lua/release.lua
-	releaseLua string
-	//go:embed lua/store.lua
-	storeLua string
-	//go:embed lua/delete.lua
-	deleteLua string
-)
+// luaFiles are the scripts; see [luascript.New].
+//
+//go:embed lua/*.lua
+var luaFiles embed.FS
 
 var (
-	acquireScript = redis.NewScript(prelude + acquireLua)
-	refreshScript = redis.NewScript(prelude + refreshLua)
-	releaseScript = redis.NewScript(prelude + releaseLua)
-	storeScript   = redis.NewScript(prelude + storeLua)
-	deleteScript  = redis.NewScript(prelude + deleteLua)
+	acquireScript = luascript.New(luaFiles, "acquire")
+	refreshScript = luascript.New(luaFiles, "refresh")
+	releaseScript = luascript.New(luaFiles, "release")
+	storeScript   = luascript.New(luaFiles, "store")
+	deleteScript  = luascript.New(luaFiles, "delete")
 )

@@ -45,11 +45,13 @@ import (
 
 	"github.com/caddyserver/certmagic"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgate/idemgate/internal/rediskey"
 )
 
 // Defaults of [Options].
 const (
-	DefaultKeyPrefix = "idemgate:"
+	DefaultKeyPrefix = rediskey.DefaultPrefix
 	DefaultLockTTL   = 10 * time.Second
 	DefaultLockPoll  = 250 * time.Millisecond
 )
@@ -110,11 +112,8 @@ type heldLock struct {
 // New returns a Storage on rdb (any topology: the keys share one Cluster
 // slot).
 func New(rdb redis.UniversalClient, opts Options) (*Storage, error) {
-	if rdb == nil {
-		return nil, errors.New("redisstorage: nil Redis client")
-	}
-	if opts.KeyPrefix == "" {
-		opts.KeyPrefix = DefaultKeyPrefix
+	if err := rediskey.Check("redisstorage", rdb, &opts.KeyPrefix); err != nil {
+		return nil, err
 	}
 	if opts.LockTTL == 0 {
 		opts.LockTTL = DefaultLockTTL

@@ -272,3 +272,19 @@ func TestContextAndOutage(t *testing.T) {
 		t.Errorf("TryLock with Redis down = %v, %v; want false and an error", ok, err)
 	}
 }
+
+// TestNewRefusesBracePrefix: a brace in KeyPrefix would move the keys' hash
+// tag ({certmagic}), so New refuses it, as the other Redis packages do.
+func TestNewRefusesBracePrefix(t *testing.T) {
+	c, err := redisstore.NewClient(redisstore.ClientOptions{Addrs: []string{"127.0.0.1:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, prefix := range []string{"{a}:", "a}", "{"} {
+		if s, err := redisstorage.New(c, redisstorage.Options{KeyPrefix: prefix}); err == nil {
+			s.Close()
+			t.Errorf("New with KeyPrefix %q = nil error; want the brace refused", prefix)
+		}
+	}
+}

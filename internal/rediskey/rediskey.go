@@ -1,0 +1,43 @@
+// Package rediskey holds the rule of every Redis key idemgate writes (the
+// store's records, the limiters' buckets, the session locks, the TLS
+// storage): a key is the configured prefix, then a Redis Cluster hash tag
+// in braces, then the rest, so that each script's keys share one slot.
+package rediskey
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultPrefix is the prefix of every key when none is configured
+// (store.redis.key_prefix's default).
+const DefaultPrefix = "idemgate:"
+
+// Check is what the constructor of every Redis package (redisstore,
+// redislimiter, redislock, redisstorage) checks first: that it has a
+// client, and that *prefix follows [CheckPrefix]; it sets an empty *prefix
+// to DefaultPrefix. Its error begins with pkg.
+func Check(pkg string, client redis.UniversalClient, prefix *string) error {
+	if client == nil {
+		return errors.New(pkg + ": nil client")
+	}
+	if *prefix == "" {
+		*prefix = DefaultPrefix
+	}
+	if err := CheckPrefix(*prefix); err != nil {
+		return fmt.Errorf("%s: %w", pkg, err)
+	}
+	return nil
+}
+
+// CheckPrefix returns an error when prefix contains '{' or '}': a brace in
+// the prefix would move the keys' hash tag, and their Cluster slot with it.
+func CheckPrefix(prefix string) error {
+	if strings.ContainsAny(prefix, "{}") {
+		return fmt.Errorf("key prefix %q contains '{' or '}'", prefix)
+	}
+	return nil
+}
