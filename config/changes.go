@@ -60,9 +60,8 @@ func sameValue(a, b reflect.Value) bool {
 // Config): the listeners (tls.http_listen among them), tls.mode (it decides
 // whether the public listener speaks TLS at all), the store backend and its Redis
 // connection (a live prefix or db change would hide every record), the
-// limiter backend and the tracing exporter; then the few keys below with
-// the reason each cannot be applied live yet. Every other key reloads
-// live: a new key reloads by default, and TestEveryKeyReloads
+// limiter backend and the tracing exporter, and nothing else. Every other
+// key reloads live: a new key reloads by default, and TestEveryKeyReloads
 // (internal/app) proves that each one reaches the running process.
 // docs/config.md names the same list.
 var restartOnly = []string{
@@ -76,16 +75,6 @@ var restartOnly = []string{
 	"store.redis.*",
 	"limiter.backend",
 	"tracing.enabled",
-	// It names an environment variable, read once at start into the
-	// sealing layer of the store stack (internal/app newStore). A reload
-	// cannot change the process's environment (a Kubernetes Secret's env
-	// vars reach a container only when it starts), so a new name could
-	// only point at a variable the process already had; and a key swapped
-	// live would leave every answer sealed before unopenable while
-	// requests are running. A reload that changes it logs that it needs a
-	// restart, and whether the restart would fail (variable unset or not
-	// a key: checkRestartKeys).
-	"idempotency.encryption_key_env",
 }
 
 // reloadableRedis are the store.redis keys that reload live: the record

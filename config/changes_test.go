@@ -7,14 +7,12 @@ import (
 	"time"
 )
 
-// TestRestartOnly: the keys of DESIGN.md's short list (and the few named
-// with a reason in changes.go) need a restart; every other key, and a key
+// TestRestartOnly: the keys of DESIGN.md's short list need a restart; every other key, and a key
 // that does not exist yet, reloads.
 func TestRestartOnly(t *testing.T) {
 	t.Parallel()
 	restart := []string{
 		"listen", "admin_listen", "tls.http_listen", "tls.mode", "store.backend", "limiter.backend", "tracing.enabled",
-		"idempotency.encryption_key_env",
 	}
 	for _, key := range Keys() {
 		want := slices.Contains(restart, key) ||
@@ -23,7 +21,7 @@ func TestRestartOnly(t *testing.T) {
 			t.Errorf("RestartOnly(%q) = %v; want %v", key, got, want)
 		}
 	}
-	for _, key := range []string{"max_header_bytes", "tls.cert_file", "tls.on_demand.allow", "store.redis.record_format", "store.redis.timeout", "idempotency.tenant", "idempotency.lease", "a_key_added_later", "store.redisx"} {
+	for _, key := range []string{"max_header_bytes", "idempotency.encryption_key_env", "tls.cert_file", "tls.on_demand.allow", "store.redis.record_format", "store.redis.timeout", "idempotency.tenant", "idempotency.lease", "a_key_added_later", "store.redisx"} {
 		if RestartOnly(key) {
 			t.Errorf("RestartOnly(%q) = true; want false", key)
 		}

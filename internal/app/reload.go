@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"reflect"
@@ -171,31 +170,24 @@ func (a *App) applyConfig(data []byte, readErr error) {
 	}
 	if len(restart) > 0 {
 		log.Warn("config changes need a restart; they are ignored until then", "keys", restart)
-		a.checkRestartKeys(next, restart, log)
 	}
 	a.reloads.observe(true, len(restart) > 0)
 }
 
-// checkRestartKeys logs, for the changed keys that need a restart, what a
-// restart with next would meet: a sealing key (idempotency.encryption_key_env)
-// that is not in this process's environment, or not a key, would stop the
-// restart; one that is would leave the answers sealed with the running key
-// unopenable (sealed.ErrUnsealable: their retries fail closed until they
-// expire). A reload cannot change the environment: the variable must be
-// in the pod's (or the service's) environment before the restart.
-func (a *App) checkRestartKeys(next *config.Config, restart []string, log *slog.Logger) {
-	if !slices.Contains(restart, "idempotency.encryption_key_env") {
-		return
-	}
-	env := next.Idempotency.EncryptionKeyEnv
+// sealingChanged logs a change of idempotency.encryption_key_env: from
+// the next write on, answers are sealed with the new key (or stored as
+// they come); the ones sealed before still open here, with the kept
+// earlier keys, but not after a restart, which reads only the file's key,
+// nor on replicas that have not loaded the change yet.
+func (a *App) sealingChanged(applied *config.Config, kept int) {
+	env := applied.Idempotency.EncryptionKeyEnv
+	what := "answers are sealed with the key in " + env
 	if env == "" {
-		return
+		what = "answers are stored unsealed"
 	}
-	if _, err := sealingKey(env); err != nil {
-		log.Error("idempotency.encryption_key_env: a restart with this file would fail (the environment is read at start; a reload cannot add to it); the running key keeps sealing", "problem", err.Error())
-		return
-	}
-	log.Warn("idempotency.encryption_key_env changed: after a restart, answers sealed with the running key cannot be opened (their retries get 503 until they expire)", "variable", env)
+	a.log.Warn("idempotency.encryption_key_env changed: from the next write on, "+what+
+		"; answers sealed before still open in this process (with the earlier keys it kept), but not after a restart, which knows only the file's key, nor on a replica until it reloads the same change",
+		"component", "reload", "variable", env, "earlier_keys_kept", kept)
 }
 
 // applyPolicy builds the policy of applied with the builder New uses and
@@ -253,13 +245,32 @@ func (a *App) applyPolicy(applied *config.Config) error {
 			return err
 		}
 	}
+	sealKeys, err := a.built.sealKeysFor(rs.live, applied)
+	if err != nil {
+		undo()
+		return err
+	}
 	pol, err := proxyPolicy(applied, set, q, id)
+	if err == nil && sealKeys != nil {
+		// Before the policy: a route's reconcile probe needs sealing
+		// (validate), so sealing is on before such a route runs.
+		err = a.built.sealed.SetKeys(sealKeys[0], sealKeys[1:]...)
+	}
 	if err == nil {
 		err = a.proxy.Apply(pol)
 	}
 	if err != nil {
+		if sealKeys != nil {
+			// Back to the running keys (they were valid when set).
+			k := a.built.sealKeys
+			_ = a.built.sealed.SetKeys(k[0], k[1:]...)
+		}
 		undo()
 		return err
+	}
+	if sealKeys != nil {
+		a.built.sealKeys = sealKeys
+		a.sealingChanged(applied, len(sealKeys)-1)
 	}
 	initRouteSeries(a.store, a.reloads, applied)
 	a.applyLive(applied)

@@ -17,6 +17,7 @@ import (
 	"github.com/caddyserver/certmagic"
 
 	"github.com/idemgate/idemgate/config"
+	"github.com/idemgate/idemgate/keystore/sealed"
 	"github.com/idemgate/idemgate/proxy"
 	"github.com/idemgate/idemgate/tlsconf"
 	"github.com/idemgate/idemgate/tlsconf/tlstest"
@@ -61,6 +62,8 @@ const changed = "changed"
 func TestEveryKeyReloads(t *testing.T) {
 	t.Setenv("IDEMGATE_TEST_KEYS_HMAC", "0123456789abcdef0123456789abcdef")
 	t.Setenv("IDEMGATE_TEST_KEYS_HMAC_2", "fedcba9876543210fedcba9876543210fedcba9876543210")
+	t.Setenv("IDEMGATE_TEST_KEYS_SEAL", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=")
+	sealKey, _ := sealed.ParseKey("MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=")
 	up := newCountingUpstream(t)
 	token := "0123456789abcdef-keys"
 	oa := startOpsApp(t, fmt.Sprintf(keysBase, up.URL), "", &token)
@@ -120,6 +123,12 @@ func TestEveryKeyReloads(t *testing.T) {
 		// (TestRecordFormatReload).
 		// Every Redis client and the store's pipeline read it
 		// (TestReloadRedisTimeoutE2E shows a call bounded by it).
+		// The sealing store's key (TestReloadEncryptionKeyEnv writes and
+		// replays across the change).
+		"idempotency.encryption_key_env": {func(c *config.Config) { c.Idempotency.EncryptionKeyEnv = "IDEMGATE_TEST_KEYS_SEAL" }, func(a *opsApp) any {
+			id, ok := a.built.sealed.Sealing()
+			return fmt.Sprint(id, ok)
+		}, fmt.Sprint(sealKey.ID(), true)},
 		"store.redis.timeout":       {func(c *config.Config) { c.Store.Redis.Timeout = 1234 * time.Millisecond }, func(a *opsApp) any { return a.redisTimeout.Load() }, 1234 * time.Millisecond},
 		"store.redis.record_format": {func(c *config.Config) { c.Store.Redis.RecordFormat = config.RecordHash }, live(func(c *config.Config) any { return c.Store.Redis.RecordFormat }), config.RecordHash},
 		// The tls keys, on apps with tls.mode files and acme: each reaches

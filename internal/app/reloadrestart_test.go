@@ -5,21 +5,24 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemgate/idemgate/config"
+	"github.com/idemgate/idemgate/keystore/sealed"
 )
 
-// TestReloadEncryptionKeyEnv: idempotency.encryption_key_env needs a
-// restart (the environment is read at start). A reload that changes it is
-// applied but for that key, which keeps its running value: the running
-// key still seals and opens (a write stored before the reload replays
-// after it), the change is logged as needing a restart, and the log says
-// what the restart would meet: a variable that is not set (or not a key)
-// would stop it, another key would leave earlier answers unopenable.
+// TestReloadEncryptionKeyEnv: idempotency.encryption_key_env reloads live
+// (DESIGN.md, Config), under a load of keyed writes with none failing.
+// Each change applies from the next write: a new key seals the answers
+// stored after it, and the answers sealed before still replay (the process
+// keeps the keys it sealed with); turned off, answers are stored as they
+// come, and the sealed ones still replay; a variable that is not set, or is
+// not a key, refuses the reload and the running key keeps sealing.
 // Not parallel: it sets environment variables.
 func TestReloadEncryptionKeyEnv(t *testing.T) {
-	t.Setenv("IDEMGATE_TEST_SEAL_A", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=")
-	t.Setenv("IDEMGATE_TEST_SEAL_B", "ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA=")
+	const a, b = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=", "ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA="
+	t.Setenv("IDEMGATE_TEST_SEAL_A", a)
+	t.Setenv("IDEMGATE_TEST_SEAL_B", b)
 	t.Setenv("IDEMGATE_TEST_SEAL_BAD", "not-a-key")
+	keyA, _ := sealed.ParseKey(a)
+	keyB, _ := sealed.ParseKey(b)
 	up := newCountingUpstream(t)
 	oa := startOpsApp(t, fmt.Sprintf(`upstream: {url: "%s"}
 edge_limit: {rate: 0}
@@ -28,48 +31,89 @@ routes:
   - {name: pay, method: POST, path: /pay, idempotent: true}
 `, up.URL), "", nil)
 	c := e2eClient(t)
-	pay := func() httpAnswer { return doHTTP(t, c, "POST", oa.base+"/pay", `{"n":1}`, "Idempotency-Key", "k1") }
-	if a := pay(); a.status != 201 {
-		t.Fatalf("first write: %v", a)
+	pay := func(key string) httpAnswer {
+		return doHTTP(t, c, "POST", oa.base+"/pay", `{"n":1}`, "Idempotency-Key", key)
 	}
-	for _, tc := range []struct {
-		env  string
-		want string // in the log line about the restart
-	}{
-		{"IDEMGATE_TEST_SEAL_B", "answers sealed with the running key cannot be opened"},
-		{"IDEMGATE_TEST_SEAL_UNSET", "a restart with this file would fail"},
-		{"IDEMGATE_TEST_SEAL_BAD", "a restart with this file would fail"},
-	} {
-		t.Run(tc.env, func(t *testing.T) {
-			before := len(oa.logs.String())
-			next := cloneConfig(t, oa.liveConfig())
-			next.Idempotency.EncryptionKeyEnv = tc.env
-			next.Idempotency.MaxWaiters = 7 // a live key in the same file
-			data, err := next.EffectiveYAML()
-			if err != nil {
-				t.Fatal(err)
-			}
-			oa.applyConfig(data, nil)
-			logs := oa.logs.String()[before:]
-			for _, want := range []string{`"keys":["idempotency.encryption_key_env"]`, "need a restart", tc.want} {
-				if !strings.Contains(logs, want) {
-					t.Errorf("the reload's log does not say %q:\n%s", want, logs)
-				}
-			}
-			live := oa.liveConfig()
-			if live.Idempotency.EncryptionKeyEnv != "IDEMGATE_TEST_SEAL_A" || live.Idempotency.MaxWaiters != 7 {
-				t.Errorf("running encryption_key_env %q, max_waiters %d; want the start's variable and the file's 7",
-					live.Idempotency.EncryptionKeyEnv, live.Idempotency.MaxWaiters)
-			}
-			if a := pay(); a.status != 201 || a.header.Get("Idempotent-Replayed") != "true" {
-				t.Errorf("retry after the reload: %v; want the replay, opened with the running key", a)
-			}
-			if n := up.count("/pay", "k1"); n != 1 {
-				t.Errorf("the write ran %d times; want 1", n)
-			}
-		})
+	ld := startLoad(4, func(w, i int) (bool, string) {
+		r := pay(fmt.Sprintf("load-%d-%d", w, i))
+		return r.status == 201, fmt.Sprint(r)
+	})
+	reload := func(env string) {
+		t.Helper()
+		next := cloneConfig(t, oa.liveConfig())
+		next.Idempotency.EncryptionKeyEnv = env
+		data, err := next.EffectiveYAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		oa.applyConfig(data, nil)
 	}
-	if !config.RestartOnly("idempotency.encryption_key_env") {
-		t.Error("idempotency.encryption_key_env reloads; this test expects a restart")
+	sealing := func() (byte, bool) { return oa.built.sealed.Sealing() }
+	replays := func(keys ...string) {
+		t.Helper()
+		for _, k := range keys {
+			if r := pay(k); r.status != 201 || r.header.Get("Idempotent-Replayed") != "true" {
+				t.Errorf("retry of %s: %v; want its replay", k, r)
+			}
+			if n := up.count("/pay", k); n != 1 {
+				t.Errorf("%s ran %d times; want 1", k, n)
+			}
+		}
 	}
+	if r := pay("k-a"); r.status != 201 {
+		t.Fatalf("first write: %v", r)
+	}
+	if id, ok := sealing(); !ok || id != keyA.ID() {
+		t.Fatalf("sealing at start = %d, %v; want key A's id %d", id, ok, keyA.ID())
+	}
+
+	reload("IDEMGATE_TEST_SEAL_B")
+	if id, ok := sealing(); !ok || id != keyB.ID() {
+		t.Errorf("after the reload to B, sealing = %d, %v; want key B's id %d", id, ok, keyB.ID())
+	}
+	if r := pay("k-b"); r.status != 201 {
+		t.Fatalf("write under B: %v", r)
+	}
+	replays("k-a", "k-b")
+
+	for _, bad := range []string{"IDEMGATE_TEST_SEAL_UNSET", "IDEMGATE_TEST_SEAL_BAD"} {
+		before := len(oa.logs.String())
+		reload(bad)
+		logs := oa.logs.String()[before:]
+		if !strings.Contains(logs, "config reload refused") || !strings.Contains(logs, bad) {
+			t.Errorf("reload to %s: the log does not say it was refused, naming the variable:\n%s", bad, logs)
+		}
+		if got := oa.liveConfig().Idempotency.EncryptionKeyEnv; got != "IDEMGATE_TEST_SEAL_B" {
+			t.Errorf("after the refused reload to %s, encryption_key_env = %q; want the running IDEMGATE_TEST_SEAL_B", bad, got)
+		}
+		if id, ok := sealing(); !ok || id != keyB.ID() {
+			t.Errorf("after the refused reload to %s, sealing = %d, %v; want key B's", bad, id, ok)
+		}
+	}
+
+	before := len(oa.logs.String())
+	reload("")
+	if _, ok := sealing(); ok {
+		t.Error("after the reload to none, the store still seals")
+	}
+	if logs := oa.logs.String()[before:]; !strings.Contains(logs, "idempotency.encryption_key_env changed") || !strings.Contains(logs, `"earlier_keys_kept":2`) {
+		t.Errorf("the reload to none does not log the change with the two keys kept:\n%s", logs)
+	}
+	if r := pay("k-none"); r.status != 201 {
+		t.Fatalf("write with sealing off: %v", r)
+	}
+	replays("k-a", "k-b", "k-none")
+
+	reload("IDEMGATE_TEST_SEAL_A")
+	if id, ok := sealing(); !ok || id != keyA.ID() {
+		t.Errorf("after the reload back to A, sealing = %d, %v; want key A's", id, ok)
+	}
+	// k-none was stored unsealed: with sealing on again it fails closed
+	// (an unsealed answer is not trusted while a key seals), as after a
+	// restart with a key; the sealed ones still open.
+	replays("k-a", "k-b")
+	if r := pay("k-none"); r.status != 503 {
+		t.Errorf("retry of the answer stored unsealed, sealing on again: %v; want 503 (not opened, not run again)", r)
+	}
+	ld.stop(t, "keyed writes across the reloads")
 }

@@ -39,6 +39,12 @@ type builtStore struct {
 	// compressed compresses answers (store.compression) and opens
 	// compressed ones whatever the setting; reloads Set it.
 	compressed *compressed.Store
+	// sealed seals answers with idempotency.encryption_key_env's key and
+	// opens what that key or one before it sealed; sealKeys are its keys,
+	// the current first (the zero Key while it does not seal). A reload
+	// sets both (sealKeysFor); reload.mu protects sealKeys.
+	sealed   *sealed.Store
+	sealKeys []sealed.Key
 }
 
 // purgeCache empties the replay cache, if there is one. A store reset
@@ -119,17 +125,24 @@ func newStore(cfg *config.Config, rt *redisstore.Timeout, log *slog.Logger, cs *
 		b.store, b.epoch = b.mem, b.mem
 		cs.push(b.store.Close)
 	}
+	// Always there, under the compressing store (it seals what that
+	// compressed): a reload may turn sealing on, rotate its key or turn it
+	// off (sealKeysFor).
+	var key sealed.Key
 	if env := cfg.Idempotency.EncryptionKeyEnv; env != "" {
-		key, err := sealingKey(env)
-		if err != nil {
+		var err error
+		if key, err = sealingKey(env); err != nil {
 			return b, err
 		}
-		s, err := sealed.New(b.store, key)
-		if err != nil {
-			return b, fmt.Errorf("idempotency.encryption_key_env: %w", err)
-		}
-		b.store = s // its Close is the wrapped store's, pushed above
 	}
+	s, err := sealed.Wrap(b.store)
+	if err == nil {
+		err = s.SetKeys(key)
+	}
+	if err != nil {
+		return b, fmt.Errorf("idempotency.encryption_key_env: %w", err)
+	}
+	b.store, b.sealed, b.sealKeys = s, s, []sealed.Key{key} // its Close is the wrapped store's, pushed above
 	// Always there, above the sealed store (it compresses plaintext):
 	// with store.compression none it still opens compressed records that
 	// replicas with zstd wrote.
@@ -153,8 +166,9 @@ func newStore(cfg *config.Config, rt *redisstore.Timeout, log *slog.Logger, cs *
 }
 
 // sealingKey reads the sealing key from the environment variable env
-// (idempotency.encryption_key_env): the process's environment, as it was
-// at start.
+// (idempotency.encryption_key_env): the process's environment, which a
+// reload reads too but cannot add to (a Kubernetes Secret's env vars reach
+// a container when it starts).
 func sealingKey(env string) (sealed.Key, error) {
 	v, ok := os.LookupEnv(env)
 	if !ok || v == "" {
@@ -165,6 +179,34 @@ func sealingKey(env string) (sealed.Key, error) {
 		return sealed.Key{}, fmt.Errorf("idempotency.encryption_key_env: %s: %w", env, err)
 	}
 	return key, nil
+}
+
+// sealKeysFor returns the sealing keys under next when its
+// idempotency.encryption_key_env differs from running's: next's key first
+// (the zero Key when it names none: sealing off), then every key this
+// process sealed with before, so that the answers they sealed still open.
+// It returns nil when the key does not change, and an error (the reload is
+// refused) when the variable is not set or is not a key. reload.mu is
+// held.
+func (b *builtStore) sealKeysFor(running, next *config.Config) ([]sealed.Key, error) {
+	env := next.Idempotency.EncryptionKeyEnv
+	if env == running.Idempotency.EncryptionKeyEnv {
+		return nil, nil
+	}
+	var key sealed.Key
+	if env != "" {
+		var err error
+		if key, err = sealingKey(env); err != nil {
+			return nil, err
+		}
+	}
+	keys := []sealed.Key{key}
+	for _, k := range b.sealKeys {
+		if k != (sealed.Key{}) && k != key {
+			keys = append(keys, k)
+		}
+	}
+	return keys, nil
 }
 
 // checkRedis runs the startup check (redisstore.Check) on client, bounded

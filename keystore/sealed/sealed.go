@@ -15,7 +15,9 @@
 // it.
 //
 // Keys rotate without a flag day: New(inner, newKey, oldKey) seals with
-// newKey and still opens what oldKey sealed. Each sealed answer names its key
+// newKey and still opens what oldKey sealed, and [Store.SetKeys] changes the
+// keys of a running Store (a config reload); [Wrap] makes a Store that
+// seals nothing until it is given a key. Each sealed answer names its key
 // by a one-byte id derived from the key, so opening tries only the keys with
 // that id. With several replicas, first give every replica the new key as an
 // old one, then make it current everywhere, then drop the old key once the
@@ -36,6 +38,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemgate/idemgate/keystore"
@@ -100,7 +103,13 @@ func (k Key) ID() byte {
 // ([keystore.Wrapper]).
 type Store struct {
 	keystore.Wrapper
-	current sealer
+	keys atomic.Pointer[keyring]
+}
+
+// A keyring is a Store's keys; SetKeys swaps it whole, so that a call
+// seals and opens with one set.
+type keyring struct {
+	current *sealer                // nil: answers are stored as they come
 	byID    map[byte][]cipher.AEAD // current and older keys
 }
 
@@ -117,29 +126,74 @@ var (
 // New returns a Store that seals with current and opens what current or any
 // of older sealed. Close closes inner.
 func New(inner keystore.Store, current Key, older ...Key) (*Store, error) {
+	if !current.ok {
+		return nil, errors.New("sealed: key 0 is the zero Key; use ParseKey")
+	}
+	s, err := Wrap(inner)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.SetKeys(current, older...); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Wrap returns a Store that stores answers as they come, and opens nothing,
+// until [Store.SetKeys] gives it keys. Close closes inner.
+func Wrap(inner keystore.Store) (*Store, error) {
 	if inner == nil {
 		return nil, errors.New("sealed: nil inner store")
 	}
-	s := &Store{Wrapper: keystore.Wrap(inner), byID: map[byte][]cipher.AEAD{}}
-	for i, k := range append([]Key{current}, older...) {
+	s := &Store{Wrapper: keystore.Wrap(inner)}
+	s.keys.Store(&keyring{})
+	return s, nil
+}
+
+// SetKeys makes the Store seal with current from its next call on, and open
+// what current or any of older sealed; calls already running finish with
+// the keys they began with. The zero current Key stops sealing: answers are
+// then stored as they come, and read as they are unless older opens them
+// (answers sealed before stay readable while their key is among older). On
+// error nothing changes.
+func (s *Store) SetKeys(current Key, older ...Key) error {
+	ring := &keyring{byID: map[byte][]cipher.AEAD{}}
+	keys := append([]Key{current}, older...)
+	for i, k := range keys {
 		if !k.ok {
-			return nil, fmt.Errorf("sealed: key %d is the zero Key; use ParseKey", i)
+			if i == 0 {
+				continue // sealing off
+			}
+			return fmt.Errorf("sealed: key %d is the zero Key; use ParseKey", i)
+		}
+		if slices.Contains(keys[:i], k) {
+			continue
 		}
 		block, err := aes.NewCipher(k.b[:])
 		if err != nil {
-			return nil, fmt.Errorf("sealed: key %d: %w", i, err)
+			return fmt.Errorf("sealed: key %d: %w", i, err)
 		}
 		aead, err := cipher.NewGCMWithRandomNonce(block)
 		if err != nil {
-			return nil, fmt.Errorf("sealed: key %d: %w", i, err)
+			return fmt.Errorf("sealed: key %d: %w", i, err)
 		}
 		id := k.ID()
 		if i == 0 {
-			s.current = sealer{id: id, aead: aead}
+			ring.current = &sealer{id: id, aead: aead}
 		}
-		s.byID[id] = append(s.byID[id], aead)
+		ring.byID[id] = append(ring.byID[id], aead)
 	}
-	return s, nil
+	s.keys.Store(ring)
+	return nil
+}
+
+// Sealing reports whether the Store seals the answers it stores, and the
+// id of the key it seals them with.
+func (s *Store) Sealing() (id byte, ok bool) {
+	if c := s.keys.Load().current; c != nil {
+		return c.id, true
+	}
+	return 0, false
 }
 
 // envelope layout.
@@ -163,21 +217,49 @@ func aad(k keystore.Key, status int, tooLarge bool, version, id byte) []byte {
 	return append(b, version, id)
 }
 
-// seal returns the Response the inner store keeps for resp under k.
+// seal returns the Response the inner store keeps for resp under k: resp
+// itself while the Store does not seal.
 func (s *Store) seal(k keystore.Key, resp *keystore.Response) *keystore.Response {
+	c := s.keys.Load().current
+	if c == nil {
+		return resp
+	}
 	if resp == nil {
 		resp = &keystore.Response{}
 	}
 	plain := encodePlain(resp)
-	out := make([]byte, headerLen, headerLen+len(plain)+s.current.aead.Overhead())
-	out[0], out[1] = envVersion, s.current.id
-	out = s.current.aead.Seal(out, nil, plain, aad(k, resp.Status, resp.TooLarge, envVersion, s.current.id))
+	out := make([]byte, headerLen, headerLen+len(plain)+c.aead.Overhead())
+	out[0], out[1] = envVersion, c.id
+	out = c.aead.Seal(out, nil, plain, aad(k, resp.Status, resp.TooLarge, envVersion, c.id))
 	clear(plain)
 	return &keystore.Response{Status: resp.Status, TooLarge: resp.TooLarge, Body: out}
 }
 
-// open returns the answer a sealed Response holds.
+// open returns the answer a sealed Response holds. While the Store seals,
+// an answer that does not open is an error (ErrUnsealable: it fails
+// closed, never replays what it cannot authenticate). While it does not
+// (sealing turned off, or never on), an answer stored as it came is
+// returned as it is; with keys kept from before, one in a sealed envelope
+// that none of them opens is still an error, never replayed as its
+// ciphertext. A Store that never had a key returns every answer as it is.
 func (s *Store) open(k keystore.Key, sealed *keystore.Response) (*keystore.Response, error) {
+	ring := s.keys.Load()
+	if ring.current == nil && (len(ring.byID) == 0 || !enveloped(sealed)) {
+		return sealed, nil // no key at all: nothing here was sealed by it
+	}
+	return ring.open(k, sealed)
+}
+
+// enveloped reports whether r has the shape of a sealed answer: no header,
+// and a body of at least an envelope's header, nonce and tag that starts
+// with the envelope's version. An answer stored as it came has a header
+// (the proxy keeps one, empty or not) unless an operator's repair gave it
+// none.
+func enveloped(r *keystore.Response) bool {
+	return r.Header == nil && len(r.Body) >= headerLen+12+16 && r.Body[0] == envVersion
+}
+
+func (ring *keyring) open(k keystore.Key, sealed *keystore.Response) (*keystore.Response, error) {
 	if sealed.Header != nil || len(sealed.Body) < headerLen {
 		return nil, fmt.Errorf("%w: not sealed", ErrUnsealable)
 	}
@@ -185,7 +267,7 @@ func (s *Store) open(k keystore.Key, sealed *keystore.Response) (*keystore.Respo
 	if b[0] != envVersion {
 		return nil, fmt.Errorf("%w: unknown format %d", ErrUnsealable, b[0])
 	}
-	aeads := s.byID[b[1]]
+	aeads := ring.byID[b[1]]
 	if len(aeads) == 0 {
 		return nil, fmt.Errorf("%w: sealed with key id %d, which this store does not have", ErrUnsealable, b[1])
 	}

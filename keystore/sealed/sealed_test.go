@@ -414,3 +414,83 @@ func TestInFlightSkipsDamaged(t *testing.T) {
 		t.Errorf("InFlight = %+v; want the good record alone", recs)
 	}
 }
+
+// SetKeys changes a running Store's keys: sealing turned on, rotated and
+// turned off, each for the calls after it. Answers sealed before open while
+// their key is kept; an answer stored in clear is read as it is only while
+// the Store does not seal; a sealed envelope that no kept key opens is an
+// error in either mode, never replayed as its ciphertext.
+func TestSetKeys(t *testing.T) {
+	t.Parallel()
+	m, _ := newMem(t)
+	s, err := Wrap(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ka, kb := newKey(t), newKey(t)
+	ctx := context.Background()
+	innerID := func(k keystore.Key) (byte, bool) {
+		rec, err := m.Get(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !enveloped(rec.Response) {
+			return 0, false
+		}
+		return rec.Response.Body[1], true
+	}
+	inClear, sealedA, sealedB := keystore.NewKey("clear"), keystore.NewKey("a"), keystore.NewKey("b")
+	if _, ok := s.Sealing(); ok {
+		t.Fatal("Wrap's Store seals; want it not to until SetKeys")
+	}
+	store(t, s, inClear, answer())
+	if _, sealed := innerID(inClear); sealed {
+		t.Fatal("an answer stored before any key is sealed")
+	}
+	steps := []struct {
+		name    string
+		current Key
+		older   []Key
+		write   keystore.Key // stored after the change (zero: none)
+		wantID  byte         // its key id, when sealed
+		sealed  bool
+		opens   []keystore.Key // replay as the answer
+		refused []keystore.Key // ErrUnsealable
+	}{
+		{"on with A", ka, nil, sealedA, ka.ID(), true, []keystore.Key{sealedA}, []keystore.Key{inClear}},
+		{"rotated to B, A kept", kb, []Key{ka}, sealedB, kb.ID(), true, []keystore.Key{sealedA, sealedB}, []keystore.Key{inClear}},
+		{"off, A and B kept", Key{}, []Key{kb, ka}, keystore.NewKey("clear again"), 0, false, []keystore.Key{inClear, sealedA, sealedB, keystore.NewKey("clear again")}, nil},
+		{"off, A dropped", Key{}, []Key{kb}, keystore.Key{}, 0, false, []keystore.Key{inClear, sealedB}, []keystore.Key{sealedA}},
+		{"on with A again", ka, nil, keystore.Key{}, 0, false, []keystore.Key{sealedA}, []keystore.Key{inClear, sealedB}},
+	}
+	for _, st := range steps {
+		if err := s.SetKeys(st.current, st.older...); err != nil {
+			t.Fatalf("%s: SetKeys = %v", st.name, err)
+		}
+		if id, ok := s.Sealing(); ok != st.current.ok || ok && id != st.current.ID() {
+			t.Errorf("%s: Sealing = %d, %v; want %d, %v", st.name, id, ok, st.current.ID(), st.current.ok)
+		}
+		if st.write != (keystore.Key{}) {
+			store(t, s, st.write, answer())
+			if id, sealed := innerID(st.write); sealed != st.sealed || id != st.wantID {
+				t.Errorf("%s: the new record sealed %v with key id %d; want %v, %d", st.name, sealed, id, st.sealed, st.wantID)
+			}
+		}
+		for _, k := range st.opens {
+			if got, err := replay(t, s, k); err != nil || !reflect.DeepEqual(got, answer()) {
+				t.Errorf("%s: replay of %x = %+v, %v; want the answer", st.name, k[:4], got, err)
+			}
+		}
+		for _, k := range st.refused {
+			if _, err := replay(t, s, k); !errors.Is(err, ErrUnsealable) {
+				t.Errorf("%s: replay of %x = %v; want ErrUnsealable", st.name, k[:4], err)
+			}
+		}
+	}
+	if err := s.SetKeys(ka, Key{}); err == nil {
+		t.Error("SetKeys with a zero older key = nil; want an error")
+	}
+	if id, ok := s.Sealing(); !ok || id != ka.ID() {
+		t.Errorf("after a refused SetKeys, Sealing = %d, %v; want the running key", id, ok)
+	}
+}
