@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/modes"
 	"github.com/idemgate/idemgate/internal/problem"
 	"github.com/idemgate/idemgate/keystore/memstore"
 	"github.com/idemgate/idemgate/limiter"
@@ -190,13 +191,13 @@ func TestApplyNamesUnsetWaitBounds(t *testing.T) {
 		unset func(*Idempotency)
 		want  string // "" applies
 	}{
-		{"wait, no wait timeout", Route{InProgress: InProgressWait},
+		{"wait, no wait timeout", Route{InProgress: modes.InProgressWait},
 			func(id *Idempotency) { id.WaitTimeout = 0 }, "Policy.Idempotency.WaitTimeout"},
 		{"global wait, no wait timeout", Route{},
-			func(id *Idempotency) { id.InProgress, id.WaitTimeout = InProgressWait, 0 }, "Policy.Idempotency.WaitTimeout"},
-		{"wait, negative wait timeout", Route{InProgress: InProgressWait},
+			func(id *Idempotency) { id.InProgress, id.WaitTimeout = modes.InProgressWait, 0 }, "Policy.Idempotency.WaitTimeout"},
+		{"wait, negative wait timeout", Route{InProgress: modes.InProgressWait},
 			func(id *Idempotency) { id.WaitTimeout = -time.Second }, "Policy.Idempotency.WaitTimeout"},
-		{"wait, the route's own wait timeout", Route{InProgress: InProgressWait, WaitTimeout: time.Second},
+		{"wait, the route's own wait timeout", Route{InProgress: modes.InProgressWait, WaitTimeout: time.Second},
 			func(id *Idempotency) { id.WaitTimeout = 0 }, ""},
 		{"reject, no wait timeout", Route{},
 			func(id *Idempotency) { id.WaitTimeout = 0 }, ""},
