@@ -27,7 +27,7 @@ var formerRestartOnly = []string{
 	"idempotency.lease", "idempotency.max_lease", "idempotency.max_response_bytes",
 	"idempotency.late_answer_wait", "idempotency.late_answer_max", "idempotency.unknown_outcome",
 	"idempotency.max_waiters", "idempotency.key_syntax", "idempotency.allow_shared_accounts",
-	"path_case", "extra_methods", "max_header_bytes",
+	"path_case", "extra_methods", "store.redis.timeout", "idempotency.encryption_key_env", "max_header_bytes",
 	// The tls.* keys but mode and http_listen reload live too; they are
 	// changed while TLS clients connect in TestTLSReloadFiles.
 }
@@ -40,6 +40,7 @@ var formerRestartOnly = []string{
 // again (its scope changed), and one after a path_case change to sensitive
 // no longer matches a route spelt in another case.
 func TestReloadUnderLoadEveryFormerRestartKey(t *testing.T) {
+	t.Setenv("IDEMGATE_TEST_LOAD_SEAL", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=") // not parallel
 	up := newCountingUpstream(t)
 	oa := startOpsApp(t, `upstream: {url: "`+up.URL+`"}
 edge_limit: {rate: 0}
@@ -249,6 +250,18 @@ routes:
 			c.ExtraMethods = []string{"PURGE"}
 			c.Routes = append(c.Routes, config.Route{Name: "purge", Method: "PURGE", Path: "/cache"})
 		}, inPolicy(func() any { r := oa.proxy.Policy().Routes; return r[len(r)-1].Method }, "PURGE")},
+		{"store.redis.timeout", func(c *config.Config) { c.Store.Redis.Timeout = 1234 * time.Millisecond },
+			inPolicy(func() any { return oa.redisTimeout.Load() }, 1234*time.Millisecond)},
+		// Sealing on: the next write's answer is sealed, and replays.
+		{"idempotency.encryption_key_env", func(c *config.Config) { c.Idempotency.EncryptionKeyEnv = "IDEMGATE_TEST_LOAD_SEAL" }, func() error {
+			if _, ok := oa.built.sealed.Sealing(); !ok {
+				return fmt.Errorf("the store does not seal")
+			}
+			if err := keyed("probe-sealed", http.StatusCreated, "")(); err != nil {
+				return err
+			}
+			return keyed("probe-sealed", http.StatusCreated, "Idempotent-Replayed")()
+		}},
 		{"idempotency.max_response_bytes", func(c *config.Config) { c.Idempotency.MaxResponseBytes = 16 }, nil},
 	}
 	done := []string{"idempotency.tenant", "idempotency.tenant_hosts", "path_case", "max_header_bytes"}
