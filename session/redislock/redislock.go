@@ -228,10 +228,7 @@ func token() string {
 
 // Lock implements [session.Locker].
 func (l *Locker) Lock(ctx context.Context, k session.Key, waiting func()) (session.Lock, error) {
-	l.mu.Lock()
-	closed := l.closed
-	l.mu.Unlock()
-	if closed {
+	if l.isClosed() {
 		return nil, ErrClosed
 	}
 	ks := l.keys(k)
@@ -351,6 +348,13 @@ func (l *Locker) cleanup(ks keys, tok string) {
 	if !ok {
 		<-l.cleanups
 	}
+}
+
+// isClosed reports whether Close was called.
+func (l *Locker) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
 }
 
 // goOwned runs f on a goroutine that Close waits for, unless the Locker is

@@ -35,10 +35,7 @@ func (s *Storage) TryLock(ctx context.Context, name string) (bool, error) {
 }
 
 func (s *Storage) tryLock(ctx context.Context, name, token string) (bool, error) {
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
+	if s.isClosed() {
 		return false, ErrClosed
 	}
 	key := s.lockKey(name)
@@ -131,6 +128,13 @@ func (s *Storage) release(h *heldLock) error {
 	ctx, cancel := context.WithTimeout(context.Background(), max(s.ttl/3, time.Second))
 	defer cancel()
 	return releaseScript.Run(ctx, s.rdb, []string{h.key}, h.token).Err()
+}
+
+// isClosed reports whether Close was called.
+func (s *Storage) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 // Close releases every lock this Storage holds (best effort: one that
