@@ -492,12 +492,14 @@ func TestConsoleInBrowser(t *testing.T) {
 	if len(held) != 2 || held[0] != "stuck" || held[1] != "stuck" {
 		t.Errorf("held session turns' states: %q; want two stuck (held past queue_timeout 1s)", held)
 	}
-	busiest, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('table.busiest tbody tr')].map(tr => [...tr.cells].map(td => td.textContent.trim()).join(' '))`))
+	// The route limiter's table: the edge limiter's may list the client
+	// too, or not (a passed request is counted 1 time in 32, as 32).
+	busiest, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('h3[id^=h-busy-]')].filter(h => h.textContent.includes('route get_cart')).flatMap(h => [...h.nextElementSibling.querySelectorAll('table.busiest tbody tr')].map(tr => [...tr.cells].map(td => td.textContent.trim()).join(' ')))`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(busiest) != 1 || !strings.HasPrefix(busiest[0], "127.0.0.1/32 ") || !strings.HasSuffix(busiest[0], " 0 2") {
-		t.Errorf("busiest clients: %q; want 127.0.0.1/32 with 2 refused", busiest)
+		t.Errorf("busiest clients of route get_cart: %q; want 127.0.0.1/32 with 2 refused", busiest)
 	}
 	checkA11y(t, ctx, "overview")
 	screenshot(t, ctx, dir, "overview", 1280)
