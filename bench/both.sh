@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# bench/both.sh OUT: issue 31's measurement, both harnesses side by side.
+#
+# 5 interleaved rounds (ROUNDS to change it), each running ../shared/bench-wrk
+# through bench/wrk.sh (memory store: get, post; Redis store: post; the
+# floor: post) and then bench/'s six lines, DURATION seconds each; then
+# bench/'s sequential runs (one connection), 5 rounds of 3 s. Results and
+# logs go to OUT; `bench/wrk.sh table OUT/wrk-*/*.jsonl OUT/bench.jsonl`
+# prints the medians and per-round ratios. Run it on a machine with nothing
+# else to do (BENCHMARKS.md, "Both harnesses again"). Traffic stays on
+# 127.0.0.1; Redis is a standalone server of scripts/redis-test.sh.
+set -uo pipefail
+out=${1:?usage: bench/both.sh OUT}
+cd "$(dirname "$0")/.."
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+rounds=${ROUNDS:-5} duration=${DURATION:-5}
+export IDEMGATE_REDIS_TEST_PORT=${IDEMGATE_REDIS_TEST_PORT:-31379}
+bin=bench/.bin
+mkdir -p "$bin"
+go build -trimpath -o "$bin/idemgate" ./cmd/idemgate &&
+	go build -trimpath -o "$bin/" ./bench/upstream ./bench/bareproxy ./bench/loadgen ./bench/driver || exit 1
+rd=$(mktemp -d)
+bash scripts/redis-test.sh start-standalone "$rd" >/dev/null || exit 1
+trap 'bash scripts/redis-test.sh stop "$rd" >/dev/null 2>&1; rm -rf "$rd"' EXIT
+eval "$(bash scripts/redis-test.sh env "$rd")"
+lines="bare GET,idemgate pass-through GET,bare POST,idemgate keyed first write (memory),idemgate keyed first write (Redis),floor keyed write (bare + 2 Redis round trips)"
+for r in $(seq "$rounds"); do
+	echo "round $r $(date +%T) load $(cut -d' ' -f1 /proc/loadavg)" >>"$out/log"
+	ROUNDS=1 DURATION=$duration OUT=$out/wrk-mem-$r bench/wrk.sh >>"$out/wrk.log" 2>&1
+	STORE=redis SCENARIOS=post ROUNDS=1 DURATION=$duration OUT=$out/wrk-redis-$r bench/wrk.sh >>"$out/wrk.log" 2>&1
+	STORE=floor SCENARIOS=post ROUNDS=1 DURATION=$duration OUT=$out/wrk-floor-$r bench/wrk.sh >>"$out/wrk.log" 2>&1
+	"$bin/driver" -nginx "" -redis "$IDEMGATE_TEST_REDIS_ADDR" -ports 31200 -prefill 0 -rate 0 -rounds 1 -d "${duration}s" \
+		-jsonl "$out/bench.jsonl" -only "$lines" >>"$out/bench.log" 2>&1
+done
+echo "sequential $(date +%T) load $(cut -d' ' -f1 /proc/loadavg)" >>"$out/log"
+"$bin/driver" -nginx "" -redis "$IDEMGATE_TEST_REDIS_ADDR" -ports 31200 -sequential -rounds 5 -d 3s \
+	-only "bare GET,idemgate pass-through GET,idemgate pass-through GET (Redis),bare POST,idemgate keyed first write (memory),idemgate keyed first write (Redis),floor keyed write (bare + 2 Redis round trips)" >"$out/seq.txt" 2>&1
+echo "done $(date +%T) load $(cut -d' ' -f1 /proc/loadavg)" >>"$out/log"
+bench/wrk.sh table "$out"/wrk-*/*.jsonl "$out/bench.jsonl"
