@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemgate/idemgate/config"
 	"github.com/idemgate/idemgate/internal/errtree"
+	"github.com/idemgate/idemgate/keystore/sealed"
 )
 
 // reloadState is the state of the configuration reload (DESIGN.md's routes,
@@ -181,7 +182,7 @@ func (a *App) applyConfig(data []byte, readErr error) {
 // nor on replicas that have not loaded the change yet.
 func (a *App) sealingChanged(applied *config.Config, kept int) {
 	env := applied.Idempotency.EncryptionKeyEnv
-	what := "answers are sealed with the key in " + env
+	what := "answers are sealed with the key in " + env + "; answers stored unsealed before fail closed (503) until they expire"
 	if env == "" {
 		what = "answers are stored unsealed"
 	}
@@ -261,15 +262,23 @@ func (a *App) applyPolicy(applied *config.Config) error {
 	}
 	if err != nil {
 		if sealKeys != nil {
-			// Back to the running keys (they were valid when set).
-			k := a.built.sealKeys
+			// Back to the running key, keeping the new one to open what
+			// it sealed meanwhile (they were valid when set).
+			k := slices.Clone(a.built.sealKeys)
+			if n := sealKeys[0]; n != (sealed.Key{}) && !slices.Contains(k, n) {
+				k = append(k, n)
+			}
 			_ = a.built.sealed.SetKeys(k[0], k[1:]...)
+			a.built.sealKeys = k
 		}
 		undo()
 		return err
 	}
 	if sealKeys != nil {
 		a.built.sealKeys = sealKeys
+		// The replay cache holds opened answers: what it cached while
+		// sealing was off was never authenticated.
+		a.built.purgeCache()
 		a.sealingChanged(applied, len(sealKeys)-1)
 	}
 	initRouteSeries(a.store, a.reloads, applied)

@@ -98,9 +98,9 @@ func NewClient(opts ClientOptions) (redis.UniversalClient, error) {
 	dial, rw := opts.Timeout, opts.Timeout
 	if opts.LiveTimeout != nil {
 		// The hook's context decides (timeoutHook): reads and writes take
-		// no deadline of their own, dials and pool waits one that no
-		// bound reaches.
-		dial, rw = liveBackstop, -1
+		// no deadline of their own, dials and pool waits a backstop for
+		// what no hook sees (liveDialBackstop).
+		dial, rw = max(opts.Timeout, liveDialBackstop), -1
 	}
 	u := &redis.UniversalOptions{
 		Addrs:                    opts.Addrs,
@@ -142,6 +142,9 @@ func NewClient(opts ClientOptions) (redis.UniversalClient, error) {
 	return c, nil
 }
 
-// liveBackstop is a live-timeout client's dial and pool-wait timeout: never
-// reached by a call, which its hook bounds first.
-const liveBackstop = time.Hour
+// liveDialBackstop is a live-timeout client's own dial and pool-wait
+// timeout (or the timeout it was made with, when longer). A call is bounded
+// by its hook first; this bounds what no hook sees: the dials a Sentinel
+// lookup's own clients make in the background. A live timeout raised above
+// it leaves a dial bounded by it.
+const liveDialBackstop = 10 * time.Second

@@ -54,11 +54,11 @@ func (t *Timeout) bound(ctx context.Context) (context.Context, context.CancelFun
 // Timeout, through the call's context: with ContextTimeoutEnabled go-redis
 // takes a connection's read and write deadlines from the context, and gives
 // up waiting for a pooled connection when the context ends; a dial
-// ([net.Dialer]) ends with its context too. The client's own timeouts are
-// then set to none (reads and writes) or far beyond any bound (dials and
-// pool waits), so that the context decides. Pub/Sub connections, which go
-// through no hook, wait for messages without a deadline, as they do with
-// a fixed timeout.
+// ([net.Dialer]) ends with its context too. The client's own read and
+// write timeouts are then set to none, and its dial and pool-wait timeouts
+// to a backstop (liveDialBackstop), so that the context decides. Pub/Sub
+// connections, which go through no hook, wait for messages without a
+// deadline, as they do with a fixed timeout.
 type timeoutHook struct{ t *Timeout }
 
 func (h timeoutHook) DialHook(next redis.DialHook) redis.DialHook {

@@ -239,13 +239,13 @@ func (s *Store) seal(k keystore.Key, resp *keystore.Response) *keystore.Response
 // an answer that does not open is an error (ErrUnsealable: it fails
 // closed, never replays what it cannot authenticate). While it does not
 // (sealing turned off, or never on), an answer stored as it came is
-// returned as it is; with keys kept from before, one in a sealed envelope
-// that none of them opens is still an error, never replayed as its
-// ciphertext. A Store that never had a key returns every answer as it is.
+// returned as it is, and one in a sealed envelope that none of its keys
+// opens (sealed by a replica, or by a process before a restart, with a
+// key this one lacks) is still an error, never replayed as its ciphertext.
 func (s *Store) open(k keystore.Key, sealed *keystore.Response) (*keystore.Response, error) {
 	ring := s.keys.Load()
-	if ring.current == nil && (len(ring.byID) == 0 || !enveloped(sealed)) {
-		return sealed, nil // no key at all: nothing here was sealed by it
+	if ring.current == nil && !enveloped(sealed) {
+		return sealed, nil
 	}
 	return ring.open(k, sealed)
 }
@@ -253,8 +253,8 @@ func (s *Store) open(k keystore.Key, sealed *keystore.Response) (*keystore.Respo
 // enveloped reports whether r has the shape of a sealed answer: no header,
 // and a body of at least an envelope's header, nonce and tag that starts
 // with the envelope's version. An answer stored as it came has a header
-// (the proxy keeps one, empty or not) unless an operator's repair gave it
-// none.
+// (the proxy keeps one, empty or not); only an operator's repair with no
+// header and such a body could look sealed, and it fails closed.
 func enveloped(r *keystore.Response) bool {
 	return r.Header == nil && len(r.Body) >= headerLen+12+16 && r.Body[0] == envVersion
 }

@@ -487,6 +487,19 @@ func TestSetKeys(t *testing.T) {
 			}
 		}
 	}
+	// A Store that never had a key (a replica started without one, or a
+	// process restarted after sealing was turned off) refuses an answer
+	// another sealed: never its ciphertext as the body.
+	fresh, err := Wrap(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := replay(t, fresh, sealedA); !errors.Is(err, ErrUnsealable) {
+		t.Errorf("a Store without keys: replay of an answer sealed with A = %v; want ErrUnsealable", err)
+	}
+	if got, err := replay(t, fresh, inClear); err != nil || !reflect.DeepEqual(got, answer()) {
+		t.Errorf("a Store without keys: replay of an answer stored in clear = %+v, %v; want the answer", got, err)
+	}
 	if err := s.SetKeys(ka, Key{}); err == nil {
 		t.Error("SetKeys with a zero older key = nil; want an error")
 	}
