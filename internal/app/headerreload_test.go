@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -95,30 +94,19 @@ func TestMaxHeaderBytesReloadHTTP2(t *testing.T) {
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: fa.roots, ServerName: "localhost"}, ForceAttemptHTTP2: true}
 	t.Cleanup(tr.CloseIdleConnections)
 	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
-	var sent, failed, h2 atomic.Int64
-	var firstFailure atomic.Pointer[string]
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range 8 {
-		wg.Go(func() {
-			everyTick(stop, 4*time.Millisecond, func(i int) {
-				res, err := client.Get(fmt.Sprintf("https://%s/load-%d-%d", fa.addr, w, i))
-				sent.Add(1)
-				if err == nil {
-					io.Copy(io.Discard, res.Body)
-					res.Body.Close()
-					if res.ProtoMajor == 2 {
-						h2.Add(1)
-					}
-				}
-				if err != nil || res.StatusCode != http.StatusOK {
-					failed.Add(1)
-					msg := fmt.Sprintf("GET = %v %v", res, err)
-					firstFailure.CompareAndSwap(nil, &msg)
-				}
-			})
-		})
-	}
+	var h2 atomic.Int64
+	ld := startLoad(8, 4*time.Millisecond, func(w, i int) (bool, string) {
+		res, err := client.Get(fmt.Sprintf("https://%s/load-%d-%d", fa.addr, w, i))
+		if err != nil {
+			return false, fmt.Sprintf("GET = %v", err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.ProtoMajor == 2 {
+			h2.Add(1)
+		}
+		return res.StatusCode == http.StatusOK, fmt.Sprintf("GET = %v", res)
+	})
 	dialTLS1 := func() (net.Conn, error) {
 		return tls.Dial("tcp", fa.addr, &tls.Config{RootCAs: fa.roots, ServerName: "localhost", NextProtos: []string{"http/1.1"}})
 	}
@@ -135,7 +123,6 @@ func TestMaxHeaderBytesReloadHTTP2(t *testing.T) {
 			}
 		}
 	}
-	start := time.Now()
 	time.Sleep(200 * time.Millisecond) // traffic before the reloads
 	exact(65536)
 	for _, n := range []int{16 << 10, 32 << 10} {
@@ -160,13 +147,7 @@ func TestMaxHeaderBytesReloadHTTP2(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond) // traffic on the new limit
 	}
-	close(stop)
-	wg.Wait()
-	took := time.Since(start)
-	t.Logf("%d requests (%d over HTTP/2) in %v (%.0f/s) across 2 reloads", sent.Load(), h2.Load(), took.Round(time.Millisecond), float64(sent.Load())/took.Seconds())
-	if n := failed.Load(); n > 0 {
-		t.Errorf("%d of %d requests failed during the reloads; the first: %s", n, sent.Load(), *firstFailure.Load())
-	}
+	ld.stop(t, fmt.Sprintf("requests (%d over HTTP/2) across 2 reloads", h2.Load()))
 	if h2.Load() == 0 {
 		t.Error("no request went over HTTP/2")
 	}

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -58,7 +56,7 @@ func TestReloadRedisTimeoutE2E(t *testing.T) {
 		return took
 	}
 
-	ld := startLoad(6, func(w, i int) (bool, string) {
+	ld := startLoad(6, 0, func(w, i int) (bool, string) {
 		a := post(c, oa.base, fmt.Sprintf("load-%d-%d", w, i), `{"n":1}`)
 		return a.err == nil && a.status == http.StatusCreated, a.String()
 	})
@@ -86,47 +84,4 @@ func TestReloadRedisTimeoutE2E(t *testing.T) {
 	} else {
 		t.Logf("timeout 2.5s: 503 after %v", took.Round(time.Millisecond))
 	}
-}
-
-// A load is workers goroutines calling send one request after another
-// until stopped, counting the requests and the failures (send reports ok
-// false, and what it got).
-type load struct {
-	stopc        chan struct{}
-	wg           sync.WaitGroup
-	sent, failed atomic.Int64
-	first        atomic.Pointer[string]
-}
-
-func startLoad(workers int, send func(w, i int) (ok bool, got string)) *load {
-	l := &load{stopc: make(chan struct{})}
-	for w := range workers {
-		l.wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-l.stopc:
-					return
-				default:
-				}
-				ok, got := send(w, i)
-				l.sent.Add(1)
-				if !ok {
-					l.failed.Add(1)
-					l.first.CompareAndSwap(nil, &got)
-				}
-			}
-		})
-	}
-	return l
-}
-
-// stop ends the load and fails t if any request failed.
-func (l *load) stop(t *testing.T, what string) {
-	t.Helper()
-	close(l.stopc)
-	l.wg.Wait()
-	if n := l.failed.Load(); n > 0 {
-		t.Errorf("%d of %d %s failed; the first: %s", n, l.sent.Load(), what, *l.first.Load())
-	}
-	t.Logf("%d %s", l.sent.Load(), what)
 }

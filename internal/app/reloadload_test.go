@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -65,28 +63,15 @@ routes:
 		return res.StatusCode, string(b), nil
 	}
 
-	var sent, failed atomic.Int64
-	var firstFailure atomic.Pointer[string]
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	const workers, every = 10, 4 * time.Millisecond // up to 10 × 250/s: 2,000/s or more, less what each request takes
-	for w := range workers {
-		wg.Go(func() {
-			everyTick(stop, every, func(i int) {
-				key := ""
-				if i%2 == 0 {
-					key = fmt.Sprintf("load-%d-%d", w, i)
-				}
-				status, body, err := send("POST", "/pay", key)
-				sent.Add(1)
-				if err != nil || status != http.StatusCreated {
-					failed.Add(1)
-					msg := fmt.Sprintf("POST /pay key %q = %d %s %v", key, status, body, err)
-					firstFailure.CompareAndSwap(nil, &msg)
-				}
-			})
-		})
-	}
+	// up to 10 × 250/s: 2,000/s or more, less what each request takes
+	ld := startLoad(10, 4*time.Millisecond, func(w, i int) (bool, string) {
+		key := ""
+		if i%2 == 0 {
+			key = fmt.Sprintf("load-%d-%d", w, i)
+		}
+		status, body, err := send("POST", "/pay", key)
+		return err == nil && status == http.StatusCreated, fmt.Sprintf("POST /pay key %q = %d %s %v", key, status, body, err)
+	})
 
 	cur := oa.liveConfig()
 	apply := func(key string, set func(c *config.Config)) {
@@ -104,7 +89,6 @@ routes:
 		cur = oa.liveConfig()
 		time.Sleep(50 * time.Millisecond) // traffic on the new policy
 	}
-	start := time.Now()
 	time.Sleep(200 * time.Millisecond)
 	if s, _, _ := send("POST", "/pay", "probe-1"); s != http.StatusCreated {
 		t.Fatalf("probe = %d", s)
@@ -288,25 +272,5 @@ routes:
 			t.Errorf("former restart-only key %s is not changed under load here", k)
 		}
 	}
-	close(stop)
-	wg.Wait()
-	took := time.Since(start)
-	t.Logf("%d requests in %v (%.0f/s) across %d reloads", sent.Load(), took.Round(time.Millisecond), float64(sent.Load())/took.Seconds(), len(done))
-	if n := failed.Load(); n > 0 {
-		t.Errorf("%d of %d requests failed during the reloads; the first: %s", n, sent.Load(), *firstFailure.Load())
-	}
-}
-
-// everyTick calls f(0), f(1), ... at each tick of every until stop closes.
-func everyTick(stop <-chan struct{}, every time.Duration, f func(i int)) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for i := 0; ; i++ {
-		select {
-		case <-stop:
-			return
-		case <-tick.C:
-		}
-		f(i)
-	}
+	ld.stop(t, fmt.Sprintf("requests across %d reloads", len(done)))
 }

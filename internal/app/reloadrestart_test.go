@@ -34,7 +34,7 @@ routes:
 	pay := func(key string) httpAnswer {
 		return doHTTP(t, c, "POST", oa.base+"/pay", `{"n":1}`, "Idempotency-Key", key)
 	}
-	ld := startLoad(4, func(w, i int) (bool, string) {
+	ld := startLoad(4, 0, func(w, i int) (bool, string) {
 		r := pay(fmt.Sprintf("load-%d-%d", w, i))
 		return r.status == 201, fmt.Sprint(r)
 	})

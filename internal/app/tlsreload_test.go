@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,41 +76,22 @@ tls: {mode: files, cert_file: `+crt1+`, key_file: `+key1+`, http_listen: ""}
 
 	// New TLS connections, one request each, all through the reloads:
 	// none fails.
-	var sent, failed atomic.Int64
-	var firstFailure atomic.Pointer[string]
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool, ServerName: "localhost"}, DisableKeepAlives: true, ForceAttemptHTTP2: true}
-			defer tr.CloseIdleConnections()
-			c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				res, err := c.Get("https://" + app.https + "/load")
-				sent.Add(1)
-				if err == nil {
-					io.Copy(io.Discard, res.Body)
-					res.Body.Close()
-				}
-				if err != nil || res.StatusCode != http.StatusOK {
-					failed.Add(1)
-					msg := fmt.Sprint(res, err)
-					firstFailure.CompareAndSwap(nil, &msg)
-				}
-			}
-		})
-	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool, ServerName: "localhost"}, DisableKeepAlives: true, ForceAttemptHTTP2: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	ld := startLoad(4, 0, func(int, int) (bool, string) {
+		res, err := c.Get("https://" + app.https + "/load")
+		if err != nil {
+			return false, err.Error()
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK, fmt.Sprint(res)
+	})
 	defer func() {
-		close(stop)
-		wg.Wait()
-		t.Logf("%d requests on new TLS connections across the reloads", sent.Load())
-		if n := failed.Load(); n > 0 || sent.Load() == 0 {
-			t.Errorf("%d of %d requests on new connections failed during the reloads; the first: %v", n, sent.Load(), firstFailure.Load())
+		ld.stop(t, "requests on new TLS connections across the reloads")
+		if ld.sent.Load() == 0 {
+			t.Error("no request was sent during the reloads")
 		}
 	}()
 	time.Sleep(100 * time.Millisecond) // traffic on the first pair
