@@ -1,0 +1,180 @@
+package memlimit
+
+import (
+	"bytes"
+	"log/slog"
+	"math"
+	"strings"
+	"runtime"
+	"runtime/debug"
+	"testing"
+	"time"
+)
+
+func TestFloorPercent(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		live, floor uint64
+		want        int
+	}{
+		{0, 64 * mib, maxPercent},
+		{1, 64 * mib, maxPercent},
+		{1 * mib, 64 * mib, 6300},
+		{4 * mib, 64 * mib, 1500},
+		{5 * mib, 64 * mib, 1180},
+		{3 * mib, 64 * mib, 2034}, // 61/3 rounded up: the goal is never under the floor
+		{31 * mib, 64 * mib, 107},
+		{32 * mib, 64 * mib, 100}, // GOGC=100's own goal is the floor
+		{500 * mib, 64 * mib, 100},
+	} {
+		got := floorPercent(tc.live, tc.floor)
+		if got != tc.want {
+			t.Errorf("floorPercent(%d, %d) = %d; want %d", tc.live, tc.floor, got, tc.want)
+		}
+		if got < maxPercent && tc.live > 0 && tc.live*uint64(100+got)/100 < tc.floor {
+			t.Errorf("floorPercent(%d, %d) = %d: the goal %d is under the floor", tc.live, tc.floor, got, tc.live*uint64(100+got)/100)
+		}
+	}
+}
+
+// startFloor starts a tuner like KeepHeapFloor's whose adjustments the
+// test receives, and stops it when the test ends.
+func startFloor(t *testing.T, floor uint64) (*floorTuner, <-chan int) {
+	t.Helper()
+	got := make(chan int, 64)
+	ft := newFloorTuner(floor)
+	ft.adjusted = func(_ uint64, p int) {
+		select {
+		case got <- p:
+		default:
+		}
+	}
+	ft.cycle()
+	t.Cleanup(func() { ft.stop(); debug.SetGCPercent(100) })
+	return ft, got
+}
+
+// nextAdjustment forces a collection and returns the tuner's adjustment
+// after it.
+func nextAdjustment(t *testing.T, got <-chan int) int {
+	t.Helper()
+	runtime.GC()
+	select {
+	case p := <-got:
+		return p
+	case <-time.After(10 * time.Second):
+		t.Fatal("no adjustment 10 s after a collection")
+		return 0
+	}
+}
+
+var sink []byte
+
+// TestHeapFloorHoldsCycles allocates 96 MiB of garbage and counts the
+// collections: with a 256 MiB floor, at most one; without it (GOGC=100 on
+// this test's small heap), many.
+func TestHeapFloorHoldsCycles(t *testing.T) {
+	cycles := func() uint32 {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.NumGC
+	}
+	churn := func() uint32 {
+		before := cycles()
+		for i := 0; i < 96<<4; i++ { // 96 MiB in 64 KiB pieces
+			sink = make([]byte, 64<<10)
+		}
+		return cycles() - before
+	}
+	debug.SetGCPercent(100)
+	runtime.GC()
+	if n := churn(); n < 8 {
+		t.Fatalf("without a floor: %d collections for 96 MiB of garbage; want many (the test's premise)", n)
+	}
+
+	_, got := startFloor(t, 256<<20)
+	if p := <-got; p <= 100 { // armed at once
+		t.Fatalf("at start: GOGC %d; want over 100 for a small live heap", p)
+	}
+	if p := nextAdjustment(t, got); p <= 100 {
+		t.Fatalf("after a cycle: GOGC %d; want over 100 for a small live heap", p)
+	}
+	if n := churn(); n > 1 {
+		t.Errorf("with a 256 MiB floor: %d collections for 96 MiB of garbage; want at most 1", n)
+	}
+}
+
+// TestHeapFloorLiveHeap: a live heap past half the floor gets GOGC=100,
+// and the floor comes back when it is freed.
+func TestHeapFloorLiveHeap(t *testing.T) {
+	_, got := startFloor(t, 64<<20)
+	<-got
+	live := make([][]byte, 48)
+	for i := range live {
+		live[i] = make([]byte, 1<<20)
+	}
+	if p := nextAdjustment(t, got); p != 100 {
+		t.Errorf("48 MiB live under a 64 MiB floor: GOGC %d; want 100", p)
+	}
+	runtime.KeepAlive(live)
+	live = nil
+	if p := nextAdjustment(t, got); p <= 100 {
+		t.Errorf("heap freed: GOGC %d; want over 100", p)
+	}
+}
+
+func TestHeapFloorStop(t *testing.T) {
+	ft, got := startFloor(t, 256<<20)
+	if p := <-got; p <= 100 {
+		t.Fatalf("GOGC %d; want over 100", p)
+	}
+	ft.stop()
+	if p := debug.SetGCPercent(100); p != 100 {
+		t.Errorf("after stop: GOGC %d; want 100", p)
+	}
+	runtime.GC()
+	runtime.GC()
+	select {
+	case p := <-got:
+		t.Errorf("after stop: adjusted to %d", p)
+	case <-time.After(100 * time.Millisecond): // a cleanup that would adjust runs right after the cycle
+	}
+}
+
+func TestKeepHeapFloor(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		gogc      string // "" unset
+		limit     int64
+		wantFloor string // the logged floor, "" for none
+	}{
+		{"no limit", "", math.MaxInt64, `"heap_floor":67108864`},
+		{"1 GiB limit", "", 1 << 30, `"heap_floor":67108864`},
+		{"100 MiB limit", "", 100 << 20, `"heap_floor":26214400`},
+		{"GOGC set", "100", math.MaxInt64, ""},
+		{"GOGC off", "off", math.MaxInt64, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.gogc != "" {
+				t.Setenv("GOGC", tc.gogc)
+			} else {
+				t.Setenv("GOGC", "")
+				unsetenv(t, "GOGC")
+			}
+			var buf bytes.Buffer
+			stop := KeepHeapFloor(slog.New(slog.NewJSONHandler(&buf, nil)), DefaultHeapFloor, tc.limit)
+			p := debug.SetGCPercent(100)
+			stop()
+			debug.SetGCPercent(100)
+			if tc.wantFloor == "" {
+				if p != 100 || !strings.Contains(buf.String(), "GOGC left as configured") {
+					t.Errorf("GOGC %d, log %s; want 100, left alone and logged", p, buf.String())
+				}
+				return
+			}
+			if p <= 100 || !strings.Contains(buf.String(), tc.wantFloor) {
+				t.Errorf("GOGC %d, log %s; want over 100 and %s", p, buf.String(), tc.wantFloor)
+			}
+		})
+	}
+}
