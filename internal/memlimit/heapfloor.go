@@ -37,7 +37,9 @@ const maxPercent = 10000
 // the live heap is read and GOGC set so that the next cycle's goal is the
 // floor, or 100 when the live heap's own goal is past it: the technique
 // of Uber's GOGC tuner, without a ballast that would show in the heap's
-// metrics and count against GOMEMLIMIT.
+// metrics and count against GOMEMLIMIT; and a memory limit guards the
+// floor against a live heap that jumps within a cycle (see cycle). Call it
+// after GOMEMLIMIT is set ([Set]).
 func KeepHeapFloor(logger *slog.Logger, floor, limit int64) (stop func()) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -58,25 +60,51 @@ func KeepHeapFloor(logger *slog.Logger, floor, limit int64) (stop func()) {
 	return t.stop
 }
 
-// liveHeapMetric is the heap the last cycle found live.
-const liveHeapMetric = "/gc/heap/live:bytes"
+// The runtime metrics the tuner reads after each cycle: the heap the
+// cycle found live, and what the memory limit counts (total minus
+// released) apart from the heap's objects.
+var floorMetrics = []string{
+	"/gc/heap/live:bytes",
+	"/memory/classes/total:bytes",
+	"/memory/classes/heap/released:bytes",
+	"/memory/classes/heap/objects:bytes",
+}
 
 type floorTuner struct {
 	floor uint64
+	// limit is the memory limit in force without the floor (GOMEMLIMIT,
+	// or none): the guard below never raises it.
+	limit int64
 
 	mu      sync.Mutex // protects the fields below
 	sample  []metrics.Sample
 	percent int
+	guard   int64
 	stopped bool
 	// adjusted, when set (tests), is called after every adjustment.
 	adjusted func(live uint64, percent int)
 }
 
 func newFloorTuner(floor uint64) *floorTuner {
-	return &floorTuner{floor: floor, sample: []metrics.Sample{{Name: liveHeapMetric}}}
+	t := &floorTuner{floor: floor, limit: debug.SetMemoryLimit(-1), sample: make([]metrics.Sample, len(floorMetrics))}
+	for i, name := range floorMetrics {
+		t.sample[i].Name = name
+	}
+	return t
 }
 
 // cycle adjusts GOGC to the live heap and arms the next cycle's call.
+//
+// A GOGC over 100 is set from the live heap of the cycle before, and the
+// runtime applies it to the next cycle's live heap: when the live heap
+// jumps within a cycle (many large bodies at once), the goal would jump
+// with it, ten times over, until the next adjustment. So while the floor
+// is in force, a memory limit guards it too: the floor, or twice the live
+// heap, plus the memory that is not the heap's objects, never above the
+// limit in force without the floor. The runtime collects when either is
+// reached, so the heap never passes that guard by more than one cycle's
+// growth, and past half the floor both are back at GOGC=100 and the limit
+// as it was.
 func (t *floorTuner) cycle() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -84,13 +112,26 @@ func (t *floorTuner) cycle() {
 		return
 	}
 	metrics.Read(t.sample)
-	var live uint64
-	if s := t.sample[0]; s.Value.Kind() == metrics.KindUint64 {
-		live = s.Value.Uint64()
+	v := func(i int) uint64 {
+		if s := t.sample[i]; s.Value.Kind() == metrics.KindUint64 {
+			return s.Value.Uint64()
+		}
+		return 0
 	}
-	if p := floorPercent(live, t.floor); p != t.percent {
+	live, counted := v(0), v(1)-v(2)
+	p := floorPercent(live, t.floor)
+	guard := t.limit
+	if p > 100 {
+		other := counted - min(counted, v(3))
+		guard = min(t.limit, int64(min(max(t.floor, 2*live)+other, math.MaxInt64/2)))
+	}
+	if p != t.percent {
 		debug.SetGCPercent(p)
 		t.percent = p
+	}
+	if guard != t.guard {
+		debug.SetMemoryLimit(guard)
+		t.guard = guard
 	}
 	if t.adjusted != nil {
 		t.adjusted(live, t.percent)
@@ -104,6 +145,7 @@ func (t *floorTuner) stop() {
 	if !t.stopped {
 		t.stopped = true
 		debug.SetGCPercent(100)
+		debug.SetMemoryLimit(t.limit)
 	}
 }
 
