@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"log/slog"
 	"math"
-	"strings"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"testing"
 	"time"
 )
