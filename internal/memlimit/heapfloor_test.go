@@ -116,6 +116,9 @@ func TestHeapFloorLiveHeap(t *testing.T) {
 	if p := nextAdjustment(t, got); p != 100 {
 		t.Errorf("48 MiB live under a 64 MiB floor: GOGC %d; want 100", p)
 	}
+	if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
+		t.Errorf("48 MiB live under a 64 MiB floor: memory limit %d; want none, as before", l)
+	}
 	runtime.KeepAlive(live)
 	live = nil
 	if p := nextAdjustment(t, got); p <= 100 {
@@ -128,9 +131,17 @@ func TestHeapFloorStop(t *testing.T) {
 	if p := <-got; p <= 100 {
 		t.Fatalf("GOGC %d; want over 100", p)
 	}
+	// The guard: the floor plus the memory that is not the heap's objects
+	// (this test binary's churn left some).
+	if l := debug.SetMemoryLimit(-1); l < 256<<20 || l == math.MaxInt64 {
+		t.Errorf("with the floor in force: memory limit %d; want a guard past the 256 MiB floor", l)
+	}
 	ft.stop()
 	if p := debug.SetGCPercent(100); p != 100 {
 		t.Errorf("after stop: GOGC %d; want 100", p)
+	}
+	if l := debug.SetMemoryLimit(-1); l != ft.limit {
+		t.Errorf("after stop: memory limit %d; want %d, as before", l, ft.limit)
 	}
 	runtime.GC()
 	runtime.GC()
