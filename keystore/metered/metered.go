@@ -7,6 +7,7 @@ package metered
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -74,6 +75,7 @@ func New(s keystore.Store, reg prometheus.Registerer) *Store {
 type Store struct {
 	keystore.Wrapper
 	duration  *prometheus.HistogramVec // op
+	observers sync.Map                 // op → duration's series: looked up once (issue 31)
 	errs      *prometheus.CounterVec   // op, kind
 	takeovers *prometheus.CounterVec   // route
 	late      prometheus.Counter
@@ -88,7 +90,11 @@ var (
 // done records the duration of one operation started at start and, for a
 // failure in *err, its kind. Operations defer it.
 func (s *Store) done(op string, start time.Time, err *error) {
-	s.duration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	o, ok := s.observers.Load(op)
+	if !ok {
+		o, _ = s.observers.LoadOrStore(op, s.duration.WithLabelValues(op))
+	}
+	o.(prometheus.Observer).Observe(time.Since(start).Seconds())
 	if kind := errorKind(*err); kind != "" {
 		s.errs.WithLabelValues(op, kind).Inc()
 	}
