@@ -225,7 +225,6 @@ func (jsonErr) Error() string                  { return "not this" }
 func (jsonErr) MarshalJSON() ([]byte, error)   { return []byte(`{"json":true}`), nil }
 func (badJSON) MarshalJSON() ([]byte, error)   { return nil, errors.New("refused") }
 func (v valuer) LogValue() slog.Value          { return v.v }
-func (s someState) String() string             { return "stringer" }
 func (g *gen) error() error                    { return &plainErr{g.str()} }
 func (g *gen) wrapped() error                  { return fmt.Errorf("wrap %s: %w", g.str(), g.error()) }
 func (g *gen) joined() error                   { return errors.Join(g.error(), g.error()) }
