@@ -12,7 +12,8 @@ import (
 
 // TestLoggerLines pins what newLogger writes: slog's JSON lines, the time
 // in UTC, through the loggers With and WithGroup derive too (the proxy's
-// is log.With("component", "proxy")).
+// is log.With("component", "proxy")), for the lines internal/jsonlog
+// encodes and for those it leaves to slog's handler.
 func TestLoggerLines(t *testing.T) {
 	at := time.Date(2026, 12, 2, 3, 4, 5, 6e6, time.FixedZone("CET", 3600))
 	const local, utc = `"time":"2026-12-02T03:04:05.006+01:00"`, `"time":"2026-12-02T02:04:05.006Z"`
@@ -37,6 +38,10 @@ func TestLoggerLines(t *testing.T) {
 				r := slog.NewRecord(at, level, "request", 0)
 				r.AddAttrs(slog.String("path", "/a"), slog.Int("status", 201), slog.Float64("duration_ms", 0.084),
 					slog.Group("g", slog.String("level", "x"), slog.Time("time", at)))
+				if level == slog.LevelWarn {
+					// A value internal/jsonlog leaves to slog's handler.
+					r.AddAttrs(slog.Any("state", struct{ A []int }{[]int{1}}))
+				}
 				if err := l.Handler().Handle(context.Background(), r); err != nil {
 					t.Fatal(err)
 				}

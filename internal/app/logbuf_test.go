@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -132,23 +133,97 @@ func TestLogBufferKilled(t *testing.T) {
 	}
 }
 
-// TestLogBufferUrgent: which lines are flushed at once.
+// urgentFour is urgent as it was, four searches of the line's head: the
+// definition urgent must keep.
+func urgentFour(p []byte) bool {
+	head := p[:min(len(p), levelScan)]
+	for _, lv := range [][]byte{[]byte(`"level":"WARN`), []byte(`"level":"ERROR`), []byte(" level=WARN"), []byte(" level=ERROR")} {
+		if bytes.Contains(head, lv) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestLogBufferUrgent: which lines are flushed at once (the WARN and ERROR
+// lines of slog's JSON and text handlers), and which are not, as urgent
+// and the four searches it replaced both say.
 func TestLogBufferUrgent(t *testing.T) {
 	t.Parallel()
+	long := strings.Repeat("x", levelScan)
 	for _, tc := range []struct {
+		name string
 		line string
 		want bool
 	}{
-		{`{"time":"2026-12-01T20:00:00Z","level":"ERROR","msg":"x"}`, true},
-		{`{"time":"2026-12-01T20:00:00Z","level":"WARN","msg":"x"}`, true},
-		{`{"time":"2026-12-01T20:00:00Z","level":"ERROR+2","msg":"x"}`, true},
-		{`time=2026-12-01T20:00:00Z level=WARN msg=x`, true},
-		{`{"time":"2026-12-01T20:00:00Z","level":"INFO","msg":"x"}`, false},
-		{`{"time":"2026-12-01T20:00:00Z","level":"DEBUG","msg":"x"}`, false},
-		{`{"time":"2026-12-01T20:00:00Z","level":"INFO","msg":"request","route":"create_cart","path":"/a/very/long/path/to/push/the/value/out","h":"\"level\":\"ERROR\""}`, false},
+		{"JSON ERROR", `{"time":"2026-12-01T20:00:00Z","level":"ERROR","msg":"x"}`, true},
+		{"JSON WARN", `{"time":"2026-12-01T20:00:00Z","level":"WARN","msg":"x"}`, true},
+		{"JSON ERROR+2", `{"time":"2026-12-01T20:00:00Z","level":"ERROR+2","msg":"x"}`, true},
+		{"JSON WARN+1", `{"time":"2026-12-01T20:00:00.123456789Z","level":"WARN+1","msg":"x"}`, true},
+		{"JSON without time", `{"level":"WARN","msg":"x"}`, true},
+		{"text WARN", `time=2026-12-01T20:00:00Z level=WARN msg=x`, true},
+		{"text ERROR", `time=2026-12-01T20:00:00.000Z level=ERROR msg="store down"`, true},
+		{"JSON INFO", `{"time":"2026-12-01T20:00:00Z","level":"INFO","msg":"x"}`, false},
+		{"JSON DEBUG", `{"time":"2026-12-01T20:00:00Z","level":"DEBUG","msg":"x"}`, false},
+		{"JSON INFO+2", `{"time":"2026-12-01T20:00:00Z","level":"INFO+2","msg":"x"}`, false},
+		{"text INFO", `time=2026-12-01T20:00:00Z level=INFO msg=x`, false},
+		{"text without time: no space before level", `level=WARN msg=x`, false},
+		{"level in a value past the head", `{"time":"2026-12-01T20:00:00Z","level":"INFO","msg":"request","route":"create_cart","path":"/a/very/long/path/to/push/the/value/out","h":"\"level\":\"ERROR\""}`, false},
+		{"level in an escaped JSON value", `{"level":"INFO","msg":"\"level\":\"ERROR\""}`, false},
+		{"level in a quoted text message", `time=2026-12-01T20:00:00Z level=INFO msg="a level=WARN b"`, true},
+		{"level word twice, the second WARN", `{"level_x":"a","level":"WARN"}`, true},
+		{"pattern cut by the head", long[:levelScan-12] + `"level":"WARN"}`, false},
+		{"pattern ends at the head", long[:levelScan-13] + `"level":"WARN"}`, true},
+		{"ERROR pattern cut by the head", long[:levelScan-13] + `"level":"ERROR"}`, false},
+		{"WARNING", `{"level":"WARNING"}`, true},
+		{"level alone", `level`, false},
+		{"empty", ``, false},
 	} {
-		if got := urgent([]byte(tc.line)); got != tc.want {
-			t.Errorf("urgent(%s) = %v; want %v", tc.line, got, tc.want)
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := urgent([]byte(tc.line)); got != tc.want {
+				t.Errorf("urgent(%s) = %v; want %v", tc.line, got, tc.want)
+			}
+			if got := urgentFour([]byte(tc.line)); got != tc.want {
+				t.Errorf("four searches(%s) = %v; want %v", tc.line, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestLogBufferUrgentSame: urgent agrees with the four searches on random
+// lines made of the pieces that matter (every way the patterns can start,
+// overlap and be cut by the head).
+func TestLogBufferUrgentSame(t *testing.T) {
+	t.Parallel()
+	pieces := []string{`"`, ` `, `level`, `":"`, `=`, `WARN`, `ERROR`, `INFO`, `"level":"`, ` level=`, `x`, `levellevel`, `:`, strings.Repeat("y", 17)}
+	rng := rand.New(rand.NewPCG(31, 0))
+	for range 200000 {
+		var b []byte
+		for range rng.IntN(30) {
+			b = append(b, pieces[rng.IntN(len(pieces))]...)
 		}
+		if got, want := urgent(b), urgentFour(b); got != want {
+			t.Fatalf("urgent(%q) = %v; the four searches say %v", b, got, want)
+		}
+	}
+}
+
+// BenchmarkLogBufferUrgent: the level check of an access-log line.
+//
+//	go test -run '^$' -bench LogBufferUrgent ./internal/app/
+func BenchmarkLogBufferUrgent(b *testing.B) {
+	line := []byte(`{"time":"2026-12-02T07:18:36.307743148Z","level":"INFO","msg":"request","component":"proxy","host":"127.0.0.1:36713","method":"GET","path":"/pay"}` + "\n")
+	for _, bc := range []struct {
+		name string
+		f    func([]byte) bool
+	}{{"four searches", urgentFour}, {"urgent", urgent}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if bc.f(line) {
+					b.Fatal("urgent")
+				}
+			}
+		})
 	}
 }

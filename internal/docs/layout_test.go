@@ -18,7 +18,7 @@ var layers = [][]string{
 	{
 		"internal/canonform", "internal/canonjson", "internal/clientaddr", "internal/cliflags",
 		"internal/connguard", "internal/demo", "internal/errtree", "internal/filewatch",
-		"internal/luascript", "internal/metric", "internal/memlimit", "internal/modes",
+		"internal/jsonlog", "internal/luascript", "internal/metric", "internal/memlimit", "internal/modes",
 		"internal/pathtmpl", "internal/problem", "internal/rediskey", "internal/tick",
 		"internal/tracing",
 		// test-only helpers, imported by tests alone
