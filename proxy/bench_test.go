@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idemgate/idemgate/internal/canonjson"
+	"github.com/idemgate/idemgate/internal/jsonlog"
 	"github.com/idemgate/idemgate/keystore/memstore"
 )
 
@@ -109,26 +110,14 @@ func newBenchProxy(b *testing.B, upstream *url.URL, tr http.RoundTripper, mods .
 	return p
 }
 
-// benchLogged gives a benchmarked idemgate cmd/idemgate's access log (slog's
-// JSON handler at level info, whose times are made UTC by a wrapping
-// handler as cmd/idemgate's utcHandler does, here to io.Discard; the
-// proxy's logger is internal/app's log.With("component", "proxy")) and
-// metrics on a registry of its own.
+// benchLogged gives a benchmarked idemgate cmd/idemgate's access log (its
+// handler, internal/jsonlog at level info, here to io.Discard; the proxy's
+// logger is internal/app's log.With("component", "proxy")) and metrics on
+// a registry of its own.
 func benchLogged(o *Options) {
-	o.Logger = slog.New(benchUTC{slog.NewJSONHandler(io.Discard, nil)}).With("component", "proxy")
+	o.Logger = slog.New(jsonlog.New(io.Discard, nil)).With("component", "proxy")
 	o.Metrics = NewMetrics(prometheus.NewRegistry(), "bench", "")
 }
-
-// benchUTC is cmd/idemgate's utcHandler.
-type benchUTC struct{ slog.Handler }
-
-func (h benchUTC) Handle(ctx context.Context, r slog.Record) error {
-	r.Time = r.Time.UTC()
-	return h.Handler.Handle(ctx, r)
-}
-
-func (h benchUTC) WithAttrs(as []slog.Attr) slog.Handler { return benchUTC{h.Handler.WithAttrs(as)} }
-func (h benchUTC) WithGroup(name string) slog.Handler    { return benchUTC{h.Handler.WithGroup(name)} }
 
 // benchPost sends one POST of benchReqBody and checks the answer: want
 // status, the whole upstream body, and whether it was a replay.
