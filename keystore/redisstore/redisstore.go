@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -270,6 +271,19 @@ func version(v []any, i int) keystore.FingerprintVersion {
 
 // CompleteClaim implements [keystore.Store] in one round trip, which
 // also publishes ctx's [keystore.FoldedNotice], if any.
+//
+// In the compact format the answer does not go through Lua: this Redis's
+// Lua hashes every byte of every string it makes, which made a 4.5 KB
+// answer cost the script ~40 µs of Redis CPU (issue 31). The call SETs the
+// answer, after a placeholder as long as the record's header, at a scratch
+// key in the record's slot (scratchKey), and in the same pipeline runs
+// complete_claim_moved.lua, which checks what complete_claim.lua checks,
+// writes the header over the placeholder and renames the scratch key to
+// the record's: the record is byte for byte the one complete_claim.lua
+// writes. When it cannot (live tombstones, a route of another length, the
+// scratch key gone), it deletes the scratch key, changes nothing and says
+// so, and the answer goes in complete_claim.lua's arguments after all: a
+// second round trip, rare. The hash format always takes complete_claim.lua.
 func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Claim, resp *keystore.Response) (keystore.Completion, error) {
 	if err := s.check(ctx); err != nil {
 		return 0, err
@@ -277,32 +291,70 @@ func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Cl
 	if c.ID.IsZero() || c.Token == 0 {
 		return 0, errors.New("redisstore: complete claim: claim without an id or token")
 	}
+	how, _, err := s.completeClaim(ctx, k, c, resp, newOp(), s.lua(), true)
+	return how, err
+}
+
+// completeClaim is CompleteClaim with its op nonce and scripts given, and
+// whether to try the scratch key (move). moved tells whether the answer
+// went by the scratch key.
+func (s *Store) completeClaim(ctx context.Context, k keystore.Key, c keystore.Claim, resp *keystore.Response, op [8]byte, l *scripts, move bool) (_ keystore.Completion, moved bool, _ error) {
+	script := l.completeClaim
+	if move && l.format == FormatCompact {
+		script = l.completeClaimMoved
+	} else {
+		move = false
+	}
 	a := s.newCall(k)
 	a.bytes(c.ID[:])
 	a.uint(c.Token)
-	a.answer(resp)
-	a.op()
+	if move {
+		a.moved(s.prefix, op, headLen(len(c.Route), len(op), len(c.ID)), resp)
+	} else {
+		a.answer(resp)
+	}
+	a.opNonce(op)
 	a.bytes(c.Fingerprint[:])
 	a.int(int64(c.FingerprintVersion.Normalize()))
 	a.str(c.Route)
 	a.int(c.Claimed.UnixMilli())
 	a.int(c.Expires.UnixMilli())
 	n := a.notice(ctx, k)
-	code, rest, err := s.run(ctx, "complete claim", s.lua().completeClaim, a)
+	code, rest, err := s.run(ctx, "complete claim", script, a)
 	if err != nil {
-		return 0, err
+		return 0, move, err
+	}
+	if code == codeNeedAnswer && move {
+		return s.completeClaim(ctx, k, c, resp, op, l, false)
 	}
 	if code != codeOK {
-		return 0, codeErr("complete claim", code)
+		return 0, move, codeErr("complete claim", code)
 	}
 	switch how := keystore.Completion(integer(rest, 0)); how {
 	case keystore.Completed, keystore.Recreated, keystore.Expired:
 		if n != nil {
 			n.Published = true
 		}
-		return how, nil
+		return how, move, nil
 	}
-	return 0, fmt.Errorf("redisstore: complete claim: unexpected reply %v", rest)
+	return 0, move, fmt.Errorf("redisstore: complete claim: unexpected reply %v", rest)
+}
+
+// appendScratchKey appends the key where CompleteClaim's answer waits for
+// complete_claim_moved.lua to move it to record (the record's key, prefix
+// and all):
+//
+//	P + "answer:{" + hex + "}:" + hex op nonce
+//
+// It shares the record's hash tag (its Cluster slot), never matches a
+// record's pattern (P + "{*", as the listings SCAN), and is unique to the
+// call, so that a late call never takes another's answer.
+func appendScratchKey(b []byte, prefix, record string, op [8]byte) []byte {
+	b = append(b, prefix...)
+	b = append(b, "answer:"...)
+	b = append(b, record[len(prefix):]...)
+	b = append(b, ':')
+	return hex.AppendEncode(b, op[:])
 }
 
 // ReleaseClaim implements [keystore.Store] in one round trip.

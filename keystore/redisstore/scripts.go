@@ -36,6 +36,9 @@ const (
 	codeOK       = 8  // OK: {8, ...}
 	codeRevoked  = 9  // REVOKED: the claim's id has a tombstone, nothing was claimed
 	codeUnknown  = 10 // UNKNOWN: {10, marked 0|1, info}, the record's outcome is unknown
+	// NEED_ANSWER: complete_claim_moved could not move the answer from its
+	// scratch key; nothing changed (see [Store.CompleteClaim]).
+	codeNeedAnswer = 11
 )
 
 var (
@@ -45,6 +48,8 @@ var (
 	reserveScript string
 	//go:embed lua/complete_claim.lua
 	completeClaimScript string
+	//go:embed lua/complete_claim_moved.lua
+	completeClaimMovedScript string
 	//go:embed lua/release_claim.lua
 	releaseClaimScript string
 	//go:embed lua/complete.lua
@@ -90,7 +95,7 @@ func (f RecordFormat) String() string {
 type scripts struct {
 	format                                                              RecordFormat
 	reserve, completeClaim, releaseClaim, complete, release, renew, get lua
-	markSent, markUnknown, resolve                                      lua
+	completeClaimMoved, markSent, markUnknown, resolve                  lua
 }
 
 func newScripts(f RecordFormat) *scripts {
@@ -104,18 +109,28 @@ func newScripts(f RecordFormat) *scripts {
 		return newLua(redis.NewScript(p + body))
 	}
 	return &scripts{
-		format:        f,
-		reserve:       l(reserveScript),
-		completeClaim: l(completeClaimScript),
-		releaseClaim:  l(releaseClaimScript),
-		complete:      l(completeScript),
-		release:       l(releaseScript),
-		renew:         l(renewScript),
-		get:           l(getScript),
-		markSent:      l(markSentScript),
-		markUnknown:   l(markUnknownScript),
-		resolve:       l(resolveScript),
+		format:             f,
+		reserve:            l(reserveScript),
+		completeClaim:      l(completeClaimScript),
+		completeClaimMoved: l(completeClaimMovedScript),
+		releaseClaim:       l(releaseClaimScript),
+		complete:           l(completeScript),
+		release:            l(releaseScript),
+		renew:              l(renewScript),
+		get:                l(getScript),
+		markSent:           l(markSentScript),
+		markUnknown:        l(markUnknownScript),
+		resolve:            l(resolveScript),
 	}
+}
+
+// headLen is the length of a compact record's header without tombstones
+// (prelude.lua's head): HEAD's fixed fields (magic, state, fingerprint
+// version, takeover flag, four doubles, the fingerprint, the tombstone
+// count and the three strings' 16-bit lengths) and the route, op and claim
+// id.
+func headLen(route, op, claimID int) int {
+	return 4 + 3 + 4*8 + 32 + 2 + 3*2 + route + op + claimID
 }
 
 var formatScripts = [...]*scripts{FormatCompact: newScripts(FormatCompact), FormatHash: newScripts(FormatHash)}

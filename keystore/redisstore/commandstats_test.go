@@ -1,0 +1,144 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/keystore"
+)
+
+// BenchmarkCompleteClaimRedisCPU is what one CompleteClaim of a 4.5 KB
+// JSON answer (keystore/compressed's corpus) costs Redis, from INFO
+// commandstats: redis-µs/op is the usec of the calls' own commands
+// (EVALSHA, EVAL, and the SET of the answer's scratch key when it is
+// moved) per CompleteClaim; the commands a script calls are inside its
+// time (and counted apart too: set-µs/op is the script's own SET in the
+// classic way). server-cpu-µs/op is the server's whole CPU (INFO cpu) per
+// CompleteClaim, its network reads and writes included. It runs on a
+// redis-server of its own, so no other test's commands are counted; the
+// Reserves are made before the stats are reset. "classic" is the answer
+// in complete_claim.lua's arguments, as before issue 31.
+//
+//	go test -run XXX -bench CompleteClaimRedisCPU -benchtime 3000x ./keystore/redisstore/
+func BenchmarkCompleteClaimRedisCPU(b *testing.B) {
+	own := redistest.StartOwn(b)
+	c, err := NewClient(ClientOptions{Addrs: []string{own.Addr}, Timeout: 5 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	body, err := os.ReadFile("../compressed/testdata/corpus/ucp_checkout_session.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	resp := &keystore.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: body}
+	for _, bc := range []struct {
+		name   string
+		format RecordFormat
+		move   bool
+	}{
+		{"compact-moved", FormatCompact, true},
+		{"compact-classic", FormatCompact, false},
+		{"hash", FormatHash, false},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			ctx := context.Background()
+			s := newStoreOpts(b, c, Options{KeyPrefix: "bench:", RecordFormat: bc.format})
+			keys := make([]keystore.Key, b.N)
+			claims := make([]keystore.Claim, b.N)
+			base := fmt.Sprint(time.Now().UnixNano())
+			for i := range keys {
+				keys[i] = keystore.NewKey("bench", base, strconv.Itoa(i))
+				o := reserveOpts("a")
+				o.ClaimID = keystore.NewClaimID()
+				res, err := s.Reserve(ctx, keys[i], o)
+				if err != nil {
+					b.Fatal(err)
+				}
+				claims[i] = res.Claim
+			}
+			if err := c.ConfigResetStat(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+			cpu0 := serverCPU(b, c)
+			b.ResetTimer()
+			for i := range keys {
+				how, moved, err := s.completeClaim(ctx, keys[i], claims[i], resp, newOp(), s.lua(), bc.move)
+				if err != nil || how != keystore.Completed || moved != bc.move {
+					b.Fatalf("completeClaim = %v, moved %v, %v; want Completed, moved %v", how, moved, err, bc.move)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric((serverCPU(b, c)-cpu0)/float64(b.N), "server-cpu-µs/op")
+			stats, err := c.Info(ctx, "commandstats").Result()
+			if err != nil {
+				b.Fatal(err)
+			}
+			us := commandUsec(b, stats)
+			own := us["evalsha"] + us["eval"]
+			if bc.move {
+				own += us["set"]
+			}
+			b.ReportMetric(own/float64(b.N), "redis-µs/op")
+			for _, name := range []string{"evalsha", "set"} {
+				b.ReportMetric(us[name]/float64(b.N), name+"-µs/op")
+			}
+		})
+	}
+}
+
+// commandUsec parses INFO commandstats into each command's total µs,
+// leaving out the INFO and CONFIG calls of the benchmark itself.
+func commandUsec(b *testing.B, stats string) map[string]float64 {
+	out := map[string]float64{}
+	for _, line := range strings.Split(stats, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		name = strings.TrimPrefix(name, "cmdstat_")
+		if name == "info" || strings.HasPrefix(name, "config") {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(kv, "usec="); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					b.Fatalf("commandstats %q: %v", line, err)
+				}
+				out[name] = f
+			}
+		}
+	}
+	return out
+}
+
+// serverCPU is the redis-server's CPU time so far (INFO cpu: user and
+// system, main thread and the rest), in µs.
+func serverCPU(b *testing.B, c redis.UniversalClient) float64 {
+	info, err := c.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	total := 0.0
+	for _, line := range strings.Split(info, "\n") {
+		name, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (name == "used_cpu_user" || name == "used_cpu_sys") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatalf("INFO cpu %q: %v", line, err)
+			}
+			total += f * 1e6
+		}
+	}
+	return total
+}
