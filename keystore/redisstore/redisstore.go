@@ -305,21 +305,7 @@ func (s *Store) completeClaim(ctx context.Context, k keystore.Key, c keystore.Cl
 	} else {
 		move = false
 	}
-	a := s.newCall(k)
-	a.bytes(c.ID[:])
-	a.uint(c.Token)
-	if move {
-		a.moved(s.prefix, op, headLen(len(c.Route), len(op), len(c.ID)), resp)
-	} else {
-		a.answer(resp)
-	}
-	a.opNonce(op)
-	a.bytes(c.Fingerprint[:])
-	a.int(int64(c.FingerprintVersion.Normalize()))
-	a.str(c.Route)
-	a.int(c.Claimed.UnixMilli())
-	a.int(c.Expires.UnixMilli())
-	n := a.notice(ctx, k)
+	a, n := s.completeClaimCall(ctx, k, c, resp, op, move)
 	code, rest, err := s.run(ctx, "complete claim", script, a)
 	if err != nil {
 		return 0, move, err
@@ -338,6 +324,26 @@ func (s *Store) completeClaim(ctx context.Context, k keystore.Key, c keystore.Cl
 		return how, move, nil
 	}
 	return 0, move, fmt.Errorf("redisstore: complete claim: unexpected reply %v", rest)
+}
+
+// completeClaimCall is the call of complete_claim.lua, or with move of
+// complete_claim_moved.lua, and the notice it publishes (call.notice).
+func (s *Store) completeClaimCall(ctx context.Context, k keystore.Key, c keystore.Claim, resp *keystore.Response, op [8]byte, move bool) (*call, *keystore.FoldedNotice) {
+	a := s.newCall(k)
+	a.bytes(c.ID[:])
+	a.uint(c.Token)
+	if move {
+		a.moved(s.prefix, op, headLen(len(c.Route), len(op), len(c.ID)), resp)
+	} else {
+		a.answer(resp)
+	}
+	a.opNonce(op)
+	a.bytes(c.Fingerprint[:])
+	a.int(int64(c.FingerprintVersion.Normalize()))
+	a.str(c.Route)
+	a.int(c.Claimed.UnixMilli())
+	a.int(c.Expires.UnixMilli())
+	return a, a.notice(ctx, k)
 }
 
 // appendScratchKey appends the key where CompleteClaim's answer waits for
@@ -762,7 +768,7 @@ func globEscape(s string) string {
 // leaves the first calls to load them; it stops at the first.
 func (s *Store) LoadScripts(ctx context.Context) error {
 	l := s.lua()
-	for _, sc := range []lua{l.reserve, l.completeClaim, l.releaseClaim, l.complete, l.release, l.renew, l.get} {
+	for _, sc := range []lua{l.reserve, l.completeClaim, l.completeClaimMoved, l.releaseClaim, l.complete, l.release, l.renew, l.get} {
 		if err := sc.script.Load(ctx, s.client).Err(); err != nil {
 			return fmt.Errorf("redisstore: load scripts: %w", err)
 		}
