@@ -239,7 +239,7 @@ func (s *Store) do(ctx context.Context, script lua, c *call) (any, error) {
 			return nil, err // c may still be sent: not freed
 		}
 	} else {
-		processPair(ctx, s.client, set, cmd)
+		s.send.process(ctx, set, cmd)
 	}
 	v, err := cmd.Result()
 	if err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {
@@ -253,15 +253,35 @@ func (s *Store) do(ctx context.Context, script lua, c *call) (any, error) {
 	return v, err
 }
 
-// processPair runs cmd, after set (as one pipeline) if set is not nil.
-// Their errors are in them.
-func processPair(ctx context.Context, client redis.UniversalClient, set, cmd redis.Cmder) {
+// A sender sends a call's script alone, or after its SET as one pipeline.
+// Its pipelines are pooled: a new one costs four allocations.
+type sender struct {
+	client redis.UniversalClient
+	pipes  sync.Pool // of *redis.Pipeline
+}
+
+func newSender(client redis.UniversalClient) *sender {
+	return &sender{client: client}
+}
+
+// process runs cmd, after set (as one pipeline) if set is not nil. Their
+// errors are in them.
+func (s *sender) process(ctx context.Context, set, cmd redis.Cmder) {
 	if set == nil {
-		_ = client.Process(ctx, cmd)
+		_ = s.client.Process(ctx, cmd)
 		return
 	}
-	pipe := client.Pipeline()
-	_ = pipe.Process(ctx, set)
-	_ = pipe.Process(ctx, cmd)
-	_, _ = pipe.Exec(ctx)
+	pipe, _ := s.pipes.Get().(*redis.Pipeline)
+	if pipe == nil {
+		var ok bool
+		if pipe, ok = s.client.Pipeline().(*redis.Pipeline); !ok {
+			_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+				return p.BatchProcess(ctx, set, cmd)
+			})
+			return
+		}
+	}
+	_ = pipe.BatchProcess(ctx, set, cmd)
+	_, _ = pipe.Exec(ctx) // empties pipe
+	s.pipes.Put(pipe)
 }

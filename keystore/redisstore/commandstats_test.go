@@ -92,6 +92,11 @@ func BenchmarkCompleteClaimRedisCPU(b *testing.B) {
 			for _, name := range []string{"evalsha", "set"} {
 				b.ReportMetric(us[name]/float64(b.N), name+"-µs/op")
 			}
+			if testing.Verbose() {
+				for name, v := range us {
+					b.Logf("%s: %.2f µs/op", name, v/float64(b.N))
+				}
+			}
 		})
 	}
 }

@@ -35,6 +35,7 @@ import (
 // (MaxRetries -1, [NewClient]).
 type pipeliner struct {
 	client redis.UniversalClient
+	pair   *sender // with client
 	// wait bounds a queued call's wait: the client's timeout, so that a
 	// call behind a batch stuck on a hung Redis gives up when a call of
 	// its own would have.
@@ -72,8 +73,8 @@ type pending struct {
 
 var pendingPool = sync.Pool{New: func() any { return &pending{done: make(chan struct{}, 1)} }}
 
-func newPipeliner(client redis.UniversalClient, wait *Timeout) *pipeliner {
-	return &pipeliner{client: client, wait: wait}
+func newPipeliner(send *sender, wait *Timeout) *pipeliner {
+	return &pipeliner{client: send.client, pair: send, wait: wait}
 }
 
 // process runs cmd, after set if set is not nil (a call's answer,
@@ -86,7 +87,7 @@ func (p *pipeliner) process(ctx context.Context, set redis.Cmder, cmd *redis.Cmd
 	if p.busy < pipelineLanes {
 		p.busy++
 		p.mu.Unlock()
-		processPair(ctx, p.client, set, cmd)
+		p.pair.process(ctx, set, cmd)
 		p.next()
 		return true, nil
 	}

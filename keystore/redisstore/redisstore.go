@@ -52,8 +52,10 @@ type Options struct {
 // goroutines and by many processes sharing one Redis. Create it with [New].
 type Store struct {
 	client redis.UniversalClient
-	// pipe sends the script calls; nil with Options.DirectCalls.
+	// pipe sends the script calls; nil with Options.DirectCalls, when
+	// send does.
 	pipe   *pipeliner
+	send   *sender
 	prefix string
 	// format holds the scripts of the record format the store writes
 	// (SetRecordFormat swaps them).
@@ -82,7 +84,7 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if err := rediskey.Check("redisstore", client, &opts.KeyPrefix); err != nil {
 		return nil, err
 	}
-	s := &Store{client: client, prefix: opts.KeyPrefix}
+	s := &Store{client: client, prefix: opts.KeyPrefix, send: newSender(client)}
 	if err := s.SetRecordFormat(opts.RecordFormat); err != nil {
 		return nil, err
 	}
@@ -91,7 +93,7 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		if t == nil {
 			t = NewTimeout(readTimeout(client))
 		}
-		s.pipe = newPipeliner(client, t)
+		s.pipe = newPipeliner(s.send, t)
 	}
 	return s, nil
 }

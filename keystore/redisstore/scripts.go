@@ -15,8 +15,18 @@ import (
 // e.g. after SCRIPT FLUSH or on a newly promoted master). Each script is
 // lua/prelude.lua (the reply codes, the clock, reading and writing a record
 // in either [RecordFormat]) followed by the script's own file, whose top
-// documents its ARGV and replies. Each script touches only KEYS[1], the
-// record, so it runs on that key's Cluster slot.
+// documents its ARGV and replies. Each script touches only its KEYS: the
+// record, KEYS[1], and for complete_claim_moved.lua the answer's scratch
+// key, KEYS[2], which shares the record's hash tag; so each runs on the
+// record's Cluster slot.
+//
+// An answer goes into a script's arguments only where it must: this
+// Redis's Lua (7.0) hashes every byte of every string it makes, so a 4.5 KB
+// answer cost complete_claim.lua ~40 µs of Redis CPU more than a 10-byte
+// one (twice: ARGV and save's concatenation), where a plain SET of it costs
+// ~2 µs. CompleteClaim therefore SETs the answer at a scratch key and has
+// complete_claim_moved.lua rename it into place (see [Store.CompleteClaim];
+// BENCHMARKS.md, "Redis's Lua and big strings").
 //
 // Every script takes the clock offset in milliseconds as ARGV[1] (always 0
 // outside this package's tests) and reads the time with TIME: Redis's clock
