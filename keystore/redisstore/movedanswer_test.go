@@ -430,3 +430,86 @@ func TestMovedAnswersPipelined(t *testing.T) {
 		noScratchKeys(t, c, prefix)
 	})
 }
+
+// While the record's Cluster slot migrates, the new scratch key goes to
+// the slot's new node (ASK) and the script, whose record is still on the
+// old one, is refused with TRYAGAIN: the answer goes the classic way.
+// (Not parallel: it migrates a slot of the shared test cluster for a
+// moment.)
+func TestMovedAnswerSlotMigrating(t *testing.T) {
+	c := newClient(t, redistest.Cluster)
+	cc := c.(*redis.ClusterClient)
+	prefix := redistest.Prefix(t)
+	s := newStore(t, c, prefix)
+	ctx := t.Context()
+	k := storetest.NewTestKey(t)
+	claim := reserveClaim(t, s, k, keystore.NewClaimID())
+	slot, err := cc.ClusterKeySlot(ctx, s.key(k)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	source, err := cc.MasterForKey(ctx, s.key(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var target *redis.Client
+	var mu sync.Mutex
+	err = cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if n.Options().Addr != source.Options().Addr && target == nil {
+			target = n
+		}
+		return nil
+	})
+	if err != nil || target == nil {
+		t.Fatalf("another master: %v", err)
+	}
+	sourceID, err1 := source.ClusterMyID(ctx).Result()
+	targetID, err2 := target.ClusterMyID(ctx).Result()
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	stable := func() {
+		for _, n := range []*redis.Client{source, target} {
+			if err := n.Do(context.Background(), "cluster", "setslot", slot, "stable").Err(); err != nil {
+				t.Errorf("CLUSTER SETSLOT %d STABLE: %v", slot, err)
+			}
+		}
+	}
+	t.Cleanup(stable)
+	if err := target.Do(ctx, "cluster", "setslot", slot, "importing", sourceID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := source.Do(ctx, "cluster", "setslot", slot, "migrating", targetID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	how, moved, err := s.completeClaim(ctx, k, claim, bigAnswer, newOp(), s.lua(), true)
+	if err != nil || how != keystore.Completed || moved {
+		t.Errorf("completeClaim while the slot migrates = %v, moved %v, %v; want Completed the classic way", how, moved, err)
+	}
+	// The scratch key that went to the new node: deleted there (it would
+	// expire), before the slot is stable again.
+	var scratch []string
+	pipe := target.Pipeline()
+	pipe.Do(ctx, "asking")
+	keys := pipe.Keys(ctx, globEscape(prefix)+"answer:*")
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	scratch = keys.Val()
+	if len(scratch) != 1 {
+		t.Errorf("scratch keys on the new node = %q; want the one the SET left there", scratch)
+	}
+	for _, key := range scratch {
+		pipe := target.Pipeline()
+		pipe.Do(ctx, "asking")
+		pipe.Del(ctx, key)
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stable()
+	replayed(t, s, k, claim)
+	noScratchKeys(t, c, prefix)
+}

@@ -285,7 +285,10 @@ func version(v []any, i int) keystore.FingerprintVersion {
 // writes. When it cannot (live tombstones, a route of another length, the
 // scratch key gone), it deletes the scratch key, changes nothing and says
 // so, and the answer goes in complete_claim.lua's arguments after all: a
-// second round trip, rare. The hash format always takes complete_claim.lua.
+// second round trip, rare. So it does when Redis Cluster refuses the
+// script with TRYAGAIN while the record's slot migrates (the new scratch
+// key went to the slot's new node); that scratch key expires. The hash
+// format always takes complete_claim.lua.
 func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Claim, resp *keystore.Response) (keystore.Completion, error) {
 	if err := s.check(ctx); err != nil {
 		return 0, err
@@ -309,11 +312,15 @@ func (s *Store) completeClaim(ctx context.Context, k keystore.Key, c keystore.Cl
 	}
 	a, n := s.completeClaimCall(ctx, k, c, resp, op, move)
 	code, rest, err := s.run(ctx, "complete claim", script, a)
+	if move && ((err == nil && code == codeNeedAnswer) || redis.IsTryAgainError(err)) {
+		// TRYAGAIN: the record's Cluster slot is migrating, the record
+		// is still here, and the SET of the scratch key, new, went to the
+		// slot's new node (ASK): two keys on two nodes. The classic call
+		// has one key.
+		return s.completeClaim(ctx, k, c, resp, op, l, false)
+	}
 	if err != nil {
 		return 0, move, err
-	}
-	if code == codeNeedAnswer && move {
-		return s.completeClaim(ctx, k, c, resp, op, l, false)
 	}
 	if code != codeOK {
 		return 0, move, codeErr("complete claim", code)
