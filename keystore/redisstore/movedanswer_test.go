@@ -375,8 +375,12 @@ func TestScratchKeysNeverListed(t *testing.T) {
 		} else {
 			n = c.(*redis.Client)
 		}
-		keys, _, err := n.Scan(ctx, 0, globEscape(prefix)+"{*", 1000).Result()
-		if err != nil || len(keys) != 1 || keys[0] != s.key(k) {
+		var keys []string
+		iter := n.Scan(ctx, 0, globEscape(prefix)+"{*", 1000).Iterator()
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		if err := iter.Err(); err != nil || len(keys) != 1 || keys[0] != s.key(k) {
 			t.Errorf("SCAN MATCH %s{* = %q, %v; want only the record", prefix, keys, err)
 		}
 	})
