@@ -517,3 +517,94 @@ func TestMovedAnswerSlotMigrating(t *testing.T) {
 	replayed(t, s, k, claim)
 	noScratchKeys(t, c, prefix)
 }
+
+// sendHook records what a client sends but its connections' handshakes:
+// each Process as one round trip of one command, each pipeline as one
+// round trip of its commands.
+type sendHook struct {
+	mu    sync.Mutex
+	trips [][]string
+}
+
+func (h *sendHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *sendHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.add(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *sendHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.add(cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+func (h *sendHook) add(cmds ...redis.Cmder) {
+	var names []string
+	for _, c := range cmds {
+		switch n := c.Name(); n {
+		case "hello", "client", "auth", "select", "ping":
+			// A new connection's handshake
+		default:
+			names = append(names, n)
+		}
+	}
+	if names == nil {
+		return
+	}
+	h.mu.Lock()
+	h.trips = append(h.trips, names)
+	h.mu.Unlock()
+}
+
+func (h *sendHook) take() [][]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.trips
+	h.trips = nil
+	return t
+}
+
+// A moved CompleteClaim is one round trip, the SET then the script, with
+// the pipeliner and without; a fallback is a second, the classic script.
+func TestMovedAnswerOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, direct := range []bool{false, true} {
+		t.Run(fmt.Sprintf("DirectCalls=%v", direct), func(t *testing.T) {
+			t.Parallel()
+			c, err := NewClient(clientOptions(t, redistest.Standalone))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			h := &sendHook{}
+			c.AddHook(h)
+			s := newStoreOpts(t, c, Options{KeyPrefix: redistest.Prefix(t), DirectCalls: direct})
+			if err := s.LoadScripts(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			k := storetest.NewTestKey(t)
+			claim := reserveClaim(t, s, k, keystore.NewClaimID())
+			h.take()
+			if _, err := s.CompleteClaim(t.Context(), k, claim, bigAnswer); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := h.take(), [][]string{{"set", "evalsha"}}; fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("CompleteClaim sent %q; want %q", got, want)
+			}
+			k = storetest.NewTestKey(t)
+			claim = reserveClaim(t, s, k, keystore.NewClaimID())
+			claim.Route = "a route of another length"
+			h.take()
+			if _, err := s.CompleteClaim(t.Context(), k, claim, bigAnswer); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := h.take(), [][]string{{"set", "evalsha"}, {"evalsha"}}; fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("CompleteClaim falling back sent %q; want %q", got, want)
+			}
+		})
+	}
+}
