@@ -26,15 +26,24 @@ var bigAnswer = &keystore.Response{
 	Body:   bytes.Repeat([]byte(`{"id":"ch_3MmlLrLkdIwHu7ix0snN0B15","amount":1099},`), 90),
 }
 
-// storeKeys returns every key under prefix on every master.
-func storeKeys(t *testing.T, c redis.UniversalClient, prefix string) []string {
+// newPrefixed returns a client of topo and a store on it with a key prefix
+// of its own.
+func newPrefixed(t *testing.T, topo redistest.Topology) (redis.UniversalClient, string, *Store) {
+	t.Helper()
+	c := newClient(t, topo)
+	prefix := redistest.Prefix(t)
+	return c, prefix, newStore(t, c, prefix)
+}
+
+// storeKeys returns every key matching pattern on every master.
+func storeKeys(t *testing.T, c redis.UniversalClient, pattern string) []string {
 	t.Helper()
 	var (
 		mu   sync.Mutex
 		keys []string
 	)
 	scan := func(ctx context.Context, n *redis.Client) error {
-		iter := n.Scan(ctx, 0, globEscape(prefix)+"*", 100).Iterator()
+		iter := n.Scan(ctx, 0, pattern, 100).Iterator()
 		for iter.Next(ctx) {
 			mu.Lock()
 			keys = append(keys, iter.Val())
@@ -57,7 +66,7 @@ func storeKeys(t *testing.T, c redis.UniversalClient, prefix string) []string {
 // noScratchKeys fails t if any key under prefix is not a record's.
 func noScratchKeys(t *testing.T, c redis.UniversalClient, prefix string) {
 	t.Helper()
-	for _, key := range storeKeys(t, c, prefix) {
+	for _, key := range storeKeys(t, c, globEscape(prefix)+"*") {
 		if !keyName.MatchString(strings.TrimPrefix(key, prefix)) {
 			t.Errorf("key %q left behind; want only records", key)
 		}
@@ -71,9 +80,7 @@ func noScratchKeys(t *testing.T, c redis.UniversalClient, prefix string) {
 func TestMovedAnswerSameRecord(t *testing.T) {
 	t.Parallel()
 	redistest.Each(t, func(t *testing.T, topo redistest.Topology) {
-		c := newClient(t, topo)
-		prefix := redistest.Prefix(t)
-		s := newStore(t, c, prefix)
+		c, prefix, s := newPrefixed(t, topo)
 		ctx := t.Context()
 		op := [8]byte{'o', 'p', '-', 'f', 'i', 'x', 'e', 'd'}
 		for _, recreate := range []bool{false, true} {
@@ -312,22 +319,11 @@ func TestMovedAnswerScriptRefuses(t *testing.T) {
 func TestMovedAnswerScriptFlush(t *testing.T) {
 	t.Parallel()
 	redistest.Each(t, func(t *testing.T, topo redistest.Topology) {
-		c := newClient(t, topo)
-		prefix := redistest.Prefix(t)
-		s := newStore(t, c, prefix)
+		c, prefix, s := newPrefixed(t, topo)
 		ctx := t.Context()
 		k := storetest.NewTestKey(t)
 		claim := reserveClaim(t, s, k, keystore.NewClaimID())
-		flush := func(ctx context.Context, c *redis.Client) error { return c.ScriptFlush(ctx).Err() }
-		var err error
-		if cc, ok := c.(*redis.ClusterClient); ok {
-			err = cc.ForEachMaster(ctx, flush)
-		} else {
-			err = c.ScriptFlush(ctx).Err()
-		}
-		if err != nil {
-			t.Fatalf("SCRIPT FLUSH = %v", err)
-		}
+		scriptFlush(t, c)
 		how, moved, err := s.completeClaim(ctx, k, claim, bigAnswer, newOp(), s.lua(), true)
 		if err != nil || how != keystore.Completed || !moved {
 			t.Fatalf("completeClaim after SCRIPT FLUSH = %v, moved %v, %v; want Completed, moved", how, moved, err)
@@ -343,9 +339,7 @@ func TestMovedAnswerScriptFlush(t *testing.T) {
 func TestScratchKeysNeverListed(t *testing.T) {
 	t.Parallel()
 	redistest.Each(t, func(t *testing.T, topo redistest.Topology) {
-		c := newClient(t, topo)
-		prefix := redistest.Prefix(t)
-		s := newStore(t, c, prefix)
+		c, prefix, s := newPrefixed(t, topo)
 		ctx := t.Context()
 		k := storetest.NewTestKey(t)
 		reserveClaim(t, s, k, keystore.NewClaimID())
@@ -367,21 +361,8 @@ func TestScratchKeysNeverListed(t *testing.T) {
 		if _, err := s.Unknown(ctx, 0); err != nil {
 			t.Errorf("Unknown = %v; want no damaged key", err)
 		}
-		var n *redis.Client
-		if cc, ok := c.(*redis.ClusterClient); ok {
-			if n, err = cc.MasterForKey(ctx, scratch); err != nil {
-				t.Fatal(err)
-			}
-		} else {
-			n = c.(*redis.Client)
-		}
-		var keys []string
-		iter := n.Scan(ctx, 0, globEscape(prefix)+"{*", 1000).Iterator()
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		if err := iter.Err(); err != nil || len(keys) != 1 || keys[0] != s.key(k) {
-			t.Errorf("SCAN MATCH %s{* = %q, %v; want only the record", prefix, keys, err)
+		if keys := storeKeys(t, c, globEscape(prefix)+"{*"); len(keys) != 1 || keys[0] != s.key(k) {
+			t.Errorf("SCAN MATCH %s{* = %q; want only the record", prefix, keys)
 		}
 	})
 }
@@ -391,9 +372,7 @@ func TestScratchKeysNeverListed(t *testing.T) {
 func TestMovedAnswersPipelined(t *testing.T) {
 	t.Parallel()
 	redistest.Each(t, func(t *testing.T, topo redistest.Topology) {
-		c := newClient(t, topo)
-		prefix := redistest.Prefix(t)
-		s := newStore(t, c, prefix)
+		c, prefix, s := newPrefixed(t, topo)
 		const n = 64
 		keys := make([]keystore.Key, n)
 		claims := make([]keystore.Claim, n)
