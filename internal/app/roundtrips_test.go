@@ -115,8 +115,7 @@ func (m *redisMonitor) commands() []string {
 // request costs (issue 31), on a Redis of the test's own whose script
 // cache starts empty, as after a deploy: a pass-through, an unkeyed write
 // and a request on a route that is not idempotent touch no store; a keyed
-// first write is its claim and its completion (the answer's SET and the
-// script, one pipeline: redisstore.Store.CompleteClaim), from the very first one
+// first write is its claim and its completion, from the very first one
 // (the scripts are loaded at start: no EVALSHA refused with NOSCRIPT and
 // EVAL), with the completion notice of a waiting route published by the
 // completion's own script; a release likewise; a replay from the replay
@@ -176,8 +175,8 @@ idempotency: {in_progress: wait, release_statuses: [503]}
 			t.Errorf("%s: status %d, Redis commands %q; want %d, %q", name, status, got, wantStatus, want)
 		}
 	}
-	check("keyed first write, the first request", send("POST", "/pay", "k1"), 201, "evalsha", "set", "evalsha")
-	check("keyed first write", send("POST", "/pay", "k2"), 201, "evalsha", "set", "evalsha")
+	check("keyed first write, the first request", send("POST", "/pay", "k1"), 201, "evalsha", "evalsha")
+	check("keyed first write", send("POST", "/pay", "k2"), 201, "evalsha", "evalsha")
 	check("replay, filling the replay cache", send("POST", "/pay", "k2"), 201, "evalsha")
 	check("replay from the replay cache", send("POST", "/pay", "k2"), 201)
 	check("pass-through GET", send("GET", "/other/1", ""), 200)
@@ -195,7 +194,7 @@ idempotency: {in_progress: wait, release_statuses: [503]}
 	check("original's claim", 0, 0, "evalsha")
 	check("duplicate of a running request", send("POST", "/hold", "h1"), http.StatusConflict, "evalsha")
 	close(hold)
-	check("original's completion", <-original, 201, "set", "evalsha")
+	check("original's completion", <-original, 201, "evalsha")
 
 	// The notice folded into the scripts still reaches the other replicas:
 	// a subscriber of the channel gets one per completion.
@@ -207,7 +206,7 @@ idempotency: {in_progress: wait, release_statuses: [503]}
 		t.Fatal(err)
 	}
 	mon.commands() // the SUBSCRIBE
-	check("keyed first write, with a subscriber", send("POST", "/pay", "k3"), 201, "evalsha", "set", "evalsha")
+	check("keyed first write, with a subscriber", send("POST", "/pay", "k3"), 201, "evalsha", "evalsha")
 	select {
 	case msg := <-ps.Channel():
 		if len(msg.Payload) != 64 {

@@ -35,9 +35,10 @@
 // script reads both and writes the store's, so replicas writing either
 // share one Redis; the first release reads only hashes.
 //
-// A keyed write's answer reaches its record without passing through Lua
-// (see [Store.CompleteClaim]): it is first SET, after a placeholder for the
-// header, at a scratch key that shares the record's hash tag,
+// A keyed write's answer of 4 KB or more reaches its record without
+// passing through Lua (see [Store.CompleteClaim]): it is first SET, after a
+// placeholder for the header, at a scratch key that shares the record's
+// hash tag,
 //
 //	key_prefix + "answer:{" + hex key + "}:" + hex op nonce
 //
@@ -64,10 +65,10 @@
 // force-release and force-complete) is one Lua script, run with EVALSHA and
 // falling back to EVAL, so each is atomic and one round trip: a first write
 // costs two (reserve, complete) and a replay one. CompleteClaim's round trip
-// is a pipeline of a SET (the answer at its scratch key) and the script;
-// when the script cannot move the answer (live tombstones, the hash
-// layout), a rare case, the answer goes in the classic script's arguments,
-// a second round trip. Redis's TIME, read inside
+// is, for an answer of 4 KB or more, a pipeline of a SET (the answer at its
+// scratch key) and the script; when the script cannot move the answer
+// (live tombstones), a rare case, the answer goes in the classic script's
+// arguments, a second round trip. Redis's TIME, read inside
 // the script, is the only clock for leases and expiry. The record's own "ex"
 // field decides expiry inside the scripts (an expired record is treated as
 // absent); the key's PEXPIRE is only the garbage collector.

@@ -19,7 +19,7 @@ import (
 )
 
 // bigAnswer is an answer of about 4.5 KB, the size that made passing it
-// through Lua costly (issue 31).
+// through Lua costly (issue 31), over movedMinBody.
 var bigAnswer = &keystore.Response{
 	Status: 201,
 	Header: http.Header{"Content-Type": {"application/json"}},
@@ -381,7 +381,7 @@ func TestMovedAnswersPipelined(t *testing.T) {
 			claims[i] = reserveClaim(t, s, keys[i], keystore.NewClaimID())
 		}
 		answer := func(i int) *keystore.Response {
-			return &keystore.Response{Status: 200 + i, Body: bytes.Repeat([]byte{byte('a' + i%26)}, 4000+i)}
+			return &keystore.Response{Status: 200 + i, Body: bytes.Repeat([]byte{byte('a' + i%26)}, movedMinBody+i)}
 		}
 		start := make(chan struct{})
 		var wg sync.WaitGroup
@@ -585,5 +585,34 @@ func TestMovedAnswerOneRoundTrip(t *testing.T) {
 				t.Errorf("CompleteClaim falling back sent %q; want %q", got, want)
 			}
 		})
+	}
+}
+
+// The suite, with every answer moved by its scratch key (its answers are
+// under movedMinBody).
+func TestConformanceMovedAnswers(t *testing.T) {
+	t.Parallel()
+	redistest.Each(t, func(t *testing.T, topo redistest.Topology) {
+		c := newClient(t, topo)
+		prefix := redistest.Prefix(t)
+		storetest.Run(t, func(t *testing.T) (keystore.Store, func(time.Duration)) {
+			s := newStore(t, c, prefix)
+			s.movedMin = 0
+			return s, s.advance
+		})
+	})
+}
+
+// Answers under movedMinBody go in complete_claim.lua's arguments: one
+// command, not two.
+func TestSmallAnswersNotMoved(t *testing.T) {
+	t.Parallel()
+	_, _, s := newPrefixed(t, redistest.Standalone)
+	k := storetest.NewTestKey(t)
+	claim := reserveClaim(t, s, k, keystore.NewClaimID())
+	small := &keystore.Response{Status: 201, Body: bytes.Repeat([]byte("s"), movedMinBody-1)}
+	how, moved, err := s.completeClaim(t.Context(), k, claim, small, newOp(), s.lua(), true)
+	if err != nil || how != keystore.Completed || moved {
+		t.Errorf("completeClaim of a %d-byte body = %v, moved %v, %v; want Completed, not moved", len(small.Body), how, moved, err)
 	}
 }
