@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/redis/go-redis/v9"
@@ -25,12 +27,19 @@ import (
 // as soon as its reply is read.
 type call struct {
 	argv    []any
-	argvArr [16]any
+	argvArr [18]any
 	key     string
 	strs    [12]string
 	ints    [8]int64
 	ns, ni  int
 	scratch []byte
+
+	// A call may carry its answer in a SET sent just before the script,
+	// in the same pipeline (see [Store.CompleteClaim]): the answer's
+	// scratch key, the script's KEYS[2], and the SET's arguments.
+	key2   string
+	val    string
+	setArr [5]any
 }
 
 // errNoReply is the error of a queued call that had no reply within the
@@ -61,6 +70,11 @@ func newLua(script *redis.Script) lua { return lua{script: script, sha: script.H
 var (
 	argEvalSha any = "evalsha"
 	argOneKey  any = "1"
+	argTwoKeys any = "2"
+	argSet     any = "set"
+	argPX      any = "px"
+	// argScratchTTL is the scratch key's lifetime in ms (scratchTTL).
+	argScratchTTL any = scratchTTL.Milliseconds()
 )
 
 // newCall starts a call on k's record: EVALSHA placeholders, the key, and
@@ -84,7 +98,8 @@ func (s *Store) newCall(k keystore.Key) *call {
 func (c *call) free() {
 	clear(c.argvArr[:])
 	clear(c.strs[:])
-	c.key = ""
+	clear(c.setArr[:])
+	c.key, c.key2, c.val = "", "", ""
 	if cap(c.scratch) > maxPooledScratch {
 		c.scratch = nil
 	}
@@ -156,10 +171,42 @@ func (c *call) notice(ctx context.Context, k keystore.Key) *keystore.FoldedNotic
 
 // op adds a nonce for this call, so that a script run twice by a client
 // retry recognises its own first run.
-func (c *call) op() {
-	var b [8]byte
+func (c *call) op() { c.opNonce(newOp()) }
+
+// opNonce adds b as the call's op nonce (see op).
+func (c *call) opNonce(b [8]byte) { c.bytes(b[:]) }
+
+// newOp returns a new op nonce.
+func newOp() (b [8]byte) {
 	binary.LittleEndian.PutUint64(b[:], rand.Uint64())
-	c.bytes(b[:])
+	return b
+}
+
+// scratchTTL is how long an answer's scratch key lives if the script that
+// moves it never runs (the connection failed between the SET and the
+// EVALSHA). The script finds it a round trip later at most (its EVAL after
+// a NOSCRIPT), and answers NEED_ANSWER if it is gone.
+const scratchTTL = 30 * time.Second
+
+// moved makes c carry resp in a SET of a scratch key (appendScratchKey,
+// with op, the call's op nonce) sent before the script ([Store.do]),
+// instead of in its arguments: the script's KEYS[2] is the scratch key,
+// and the argument that would hold the answer holds head, the length of
+// the zeroed placeholder the scratch value starts with, which the script
+// overwrites with the record's header. Call it where the answer's
+// argument goes.
+func (c *call) moved(prefix string, op [8]byte, head int, resp *keystore.Response) {
+	start := len(c.scratch)
+	c.scratch = appendScratchKey(c.scratch, prefix, c.key, op)
+	c.key2 = c.view(start)
+	c.argv[2] = argTwoKeys
+	c.argv = slices.Insert(c.argv, 4, any(&c.key2))
+	c.int(int64(head))
+	start = len(c.scratch)
+	c.scratch = append(c.scratch, make([]byte, head)...)
+	c.scratch = keystore.AppendResponse(c.scratch, resp)
+	c.val = c.view(start)
+	c.setArr = [5]any{argSet, &c.key2, &c.val, argPX, argScratchTTL}
 }
 
 // do runs script with c's arguments (EVALSHA, then EVAL if the server's
@@ -174,21 +221,67 @@ func (c *call) op() {
 // call whose reply is lost may): its arguments then stay with it, and c is
 // left to the garbage collector instead of going back to the pool.
 // Otherwise c is freed.
+//
+// A call that carries its answer in a SET (call.moved) sends the SET and
+// the script together, in this order, as one unit: one pipeline alone, or
+// two consecutive calls of the pipeliner's next one. The script's EVAL
+// after a NOSCRIPT goes alone, the SET having been done.
 func (s *Store) do(ctx context.Context, script lua, c *call) (any, error) {
 	c.argv[1] = script.sha
 	cmd := redis.NewCmd(ctx, c.argv...)
 	cmd.SetFirstKeyPos(3)
+	var set redis.Cmder
+	if c.key2 != "" {
+		set = redis.NewStatusCmd(ctx, c.setArr[:]...)
+	}
 	if s.pipe != nil {
-		if ok, err := s.pipe.process(ctx, cmd); !ok {
+		if ok, err := s.pipe.process(ctx, set, cmd); !ok {
 			return nil, err // c may still be sent: not freed
 		}
 	} else {
-		_ = s.client.Process(ctx, cmd)
+		s.send.process(ctx, set, cmd)
 	}
 	v, err := cmd.Result()
 	if err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {
-		v, err = script.script.Eval(ctx, s.client, []string{c.key}, c.argv[4:]...).Result()
+		keys, args := []string{c.key}, c.argv[4:]
+		if c.key2 != "" {
+			keys, args = append(keys, c.key2), c.argv[5:]
+		}
+		v, err = script.script.Eval(ctx, s.client, keys, args...).Result()
 	}
 	c.free()
 	return v, err
+}
+
+// A sender sends a call's script alone, or after its SET as one pipeline.
+// Its pipelines are pooled: a new one costs four allocations.
+type sender struct {
+	client redis.UniversalClient
+	pipes  sync.Pool // of *redis.Pipeline
+}
+
+func newSender(client redis.UniversalClient) *sender {
+	return &sender{client: client}
+}
+
+// process runs cmd, after set (as one pipeline) if set is not nil. Their
+// errors are in them.
+func (s *sender) process(ctx context.Context, set, cmd redis.Cmder) {
+	if set == nil {
+		_ = s.client.Process(ctx, cmd)
+		return
+	}
+	pipe, _ := s.pipes.Get().(*redis.Pipeline)
+	if pipe == nil {
+		var ok bool
+		if pipe, ok = s.client.Pipeline().(*redis.Pipeline); !ok {
+			_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+				return p.BatchProcess(ctx, set, cmd)
+			})
+			return
+		}
+	}
+	_ = pipe.BatchProcess(ctx, set, cmd)
+	_, _ = pipe.Exec(ctx) // empties pipe
+	s.pipes.Put(pipe)
 }

@@ -35,6 +35,19 @@
 // script reads both and writes the store's, so replicas writing either
 // share one Redis; the first release reads only hashes.
 //
+// A keyed write's answer of 4 KB or more reaches its record without
+// passing through Lua (see [Store.CompleteClaim]): it is first SET, after a
+// placeholder for the header, at a scratch key that shares the record's
+// hash tag,
+//
+//	key_prefix + "answer:{" + hex key + "}:" + hex op nonce
+//
+// which the completing script renames to the record's key in the same
+// pipeline (or deletes, whatever it answers). One whose script never ran
+// (the connection failed in between) expires after 30 s. No scratch key
+// matches a record's pattern (key_prefix + "{*"), so the listings never
+// see one.
+//
 // # Claims and store loss
 //
 // A claim carries the caller's claim id. CompleteClaim completes the record
@@ -51,7 +64,11 @@
 // Every transition (reserve, complete, release, renew, get and the admin
 // force-release and force-complete) is one Lua script, run with EVALSHA and
 // falling back to EVAL, so each is atomic and one round trip: a first write
-// costs two (reserve, complete) and a replay one. Redis's TIME, read inside
+// costs two (reserve, complete) and a replay one. CompleteClaim's round trip
+// is, for an answer of 4 KB or more, a pipeline of a SET (the answer at its
+// scratch key) and the script; when the script cannot move the answer
+// (live tombstones), a rare case, the answer goes in the classic script's
+// arguments, a second round trip. Redis's TIME, read inside
 // the script, is the only clock for leases and expiry. The record's own "ex"
 // field decides expiry inside the scripts (an expired record is treated as
 // absent); the key's PEXPIRE is only the garbage collector.

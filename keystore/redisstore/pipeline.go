@@ -35,6 +35,7 @@ import (
 // (MaxRetries -1, [NewClient]).
 type pipeliner struct {
 	client redis.UniversalClient
+	pair   *sender // with client
 	// wait bounds a queued call's wait: the client's timeout, so that a
 	// call behind a batch stuck on a hung Redis gives up when a call of
 	// its own would have.
@@ -62,6 +63,7 @@ const pipelineLanes = 4
 
 // pending is a queued call.
 type pending struct {
+	set  redis.Cmder // sent just before cmd, if not nil
 	cmd  *redis.Cmd
 	done chan struct{} // 1-buffered: the reply (or error) is in cmd
 	// gone is set by a caller that stopped waiting: the call is not sent
@@ -71,24 +73,26 @@ type pending struct {
 
 var pendingPool = sync.Pool{New: func() any { return &pending{done: make(chan struct{}, 1)} }}
 
-func newPipeliner(client redis.UniversalClient, wait *Timeout) *pipeliner {
-	return &pipeliner{client: client, wait: wait}
+func newPipeliner(send *sender, wait *Timeout) *pipeliner {
+	return &pipeliner{client: send.client, pair: send, wait: wait}
 }
 
-// process runs cmd, alone or in a pipeline. It reports false when the
-// caller stopped waiting (ctx ended, or no reply within p.wait) while cmd
-// may still be sent: cmd's arguments must then stay intact; err says why.
-func (p *pipeliner) process(ctx context.Context, cmd *redis.Cmd) (ok bool, err error) {
+// process runs cmd, after set if set is not nil (a call's answer,
+// [Store.do]), alone or in a pipeline: set and cmd always go together, set
+// first, in one pipeline. It reports false when the caller stopped waiting
+// (ctx ended, or no reply within p.wait) while cmd may still be sent:
+// cmd's (and set's) arguments must then stay intact; err says why.
+func (p *pipeliner) process(ctx context.Context, set redis.Cmder, cmd *redis.Cmd) (ok bool, err error) {
 	p.mu.Lock()
 	if p.busy < pipelineLanes {
 		p.busy++
 		p.mu.Unlock()
-		_ = p.client.Process(ctx, cmd)
+		p.pair.process(ctx, set, cmd)
 		p.next()
 		return true, nil
 	}
 	q := pendingPool.Get().(*pending)
-	q.cmd = cmd
+	q.set, q.cmd = set, cmd
 	p.queue = append(p.queue, q)
 	p.mu.Unlock()
 	wait := p.wait.Load()
@@ -96,7 +100,7 @@ func (p *pipeliner) process(ctx context.Context, cmd *redis.Cmd) (ok bool, err e
 	defer t.Stop()
 	select {
 	case <-q.done:
-		q.cmd = nil
+		q.set, q.cmd = nil, nil
 		q.gone.Store(false)
 		pendingPool.Put(q)
 		return true, nil
@@ -144,12 +148,18 @@ func (p *pipeliner) release() []*pending {
 }
 
 // send runs batch's calls as one pipeline (one alone as it is) and wakes
-// their callers. Calls whose callers stopped waiting are not sent.
+// their callers. Calls whose callers stopped waiting are not sent. A
+// call's SET (pending.set) goes just before it.
 func (p *pipeliner) send(batch []*pending) {
 	cmds := make([]redis.Cmder, 0, len(batch))
+	calls := 0
 	for _, q := range batch {
 		if !q.gone.Load() {
+			if q.set != nil {
+				cmds = append(cmds, q.set)
+			}
 			cmds = append(cmds, q.cmd)
+			calls++
 		}
 	}
 	// The calls' own contexts are their callers': a batch runs on its own,
@@ -165,8 +175,10 @@ func (p *pipeliner) send(batch []*pending) {
 			_ = pipe.Process(ctx, c)
 		}
 		_, _ = pipe.Exec(ctx) // each call's error is in its cmd
-		p.batches.Add(1)
-		p.pipelined.Add(uint64(len(cmds)))
+		if calls > 1 {
+			p.batches.Add(1)
+			p.pipelined.Add(uint64(calls))
+		}
 	}
 	for _, q := range batch {
 		q.done <- struct{}{}

@@ -142,15 +142,7 @@ func TestScriptFlushFallback(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Reserve = %v", err)
 		}
-		flush := func(ctx context.Context, c *redis.Client) error { return c.ScriptFlush(ctx).Err() }
-		if cc, ok := c.(*redis.ClusterClient); ok {
-			err = cc.ForEachMaster(ctx, flush)
-		} else {
-			err = c.ScriptFlush(ctx).Err()
-		}
-		if err != nil {
-			t.Fatalf("SCRIPT FLUSH = %v", err)
-		}
+		scriptFlush(t, c)
 		// The node that holds k (where the script runs).
 		var node redis.Cmdable = c
 		if cc, ok := c.(*redis.ClusterClient); ok {
@@ -171,6 +163,21 @@ func TestScriptFlushFallback(t *testing.T) {
 			t.Errorf("replay = %+v, %v; want status 201", r, err)
 		}
 	})
+}
+
+// scriptFlush empties the script cache of every master of c.
+func scriptFlush(t *testing.T, c redis.UniversalClient) {
+	t.Helper()
+	flush := func(ctx context.Context, c *redis.Client) error { return c.ScriptFlush(ctx).Err() }
+	var err error
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(t.Context(), flush)
+	} else {
+		err = c.ScriptFlush(t.Context()).Err()
+	}
+	if err != nil {
+		t.Fatalf("SCRIPT FLUSH = %v", err)
+	}
 }
 
 var keyName = regexp.MustCompile(`^\{[0-9a-f]{64}\}$`)

@@ -15,8 +15,20 @@ import (
 // e.g. after SCRIPT FLUSH or on a newly promoted master). Each script is
 // lua/prelude.lua (the reply codes, the clock, reading and writing a record
 // in either [RecordFormat]) followed by the script's own file, whose top
-// documents its ARGV and replies. Each script touches only KEYS[1], the
-// record, so it runs on that key's Cluster slot.
+// documents its ARGV and replies. Each script touches only its KEYS: the
+// record, KEYS[1], and for complete_claim_moved.lua the answer's scratch
+// key, KEYS[2], which shares the record's hash tag; so each runs on the
+// record's Cluster slot.
+//
+// An answer goes into a script's arguments only where it must: this
+// Redis's Lua (7.0) hashes every byte of every string it makes, so a 4.5 KB
+// answer cost complete_claim.lua ~40 µs of Redis CPU more than a 10-byte
+// one (twice: ARGV and save's concatenation), where a plain SET of it costs
+// ~2 µs. CompleteClaim therefore SETs an answer of 4 KB or more at a
+// scratch key and has complete_claim_moved.lua rename it into place (see
+// [Store.CompleteClaim]; BENCHMARKS.md, "Redis's Lua and big strings":
+// measured by the server's whole CPU, the saving is ~5 µs at 4.5 KB and
+// ~140 µs at 45 KB, against a command more).
 //
 // Every script takes the clock offset in milliseconds as ARGV[1] (always 0
 // outside this package's tests) and reads the time with TIME: Redis's clock
@@ -36,6 +48,9 @@ const (
 	codeOK       = 8  // OK: {8, ...}
 	codeRevoked  = 9  // REVOKED: the claim's id has a tombstone, nothing was claimed
 	codeUnknown  = 10 // UNKNOWN: {10, marked 0|1, info}, the record's outcome is unknown
+	// NEED_ANSWER: complete_claim_moved could not move the answer from its
+	// scratch key; nothing changed (see [Store.CompleteClaim]).
+	codeNeedAnswer = 11
 )
 
 var (
@@ -45,6 +60,8 @@ var (
 	reserveScript string
 	//go:embed lua/complete_claim.lua
 	completeClaimScript string
+	//go:embed lua/complete_claim_moved.lua
+	completeClaimMovedScript string
 	//go:embed lua/release_claim.lua
 	releaseClaimScript string
 	//go:embed lua/complete.lua
@@ -90,7 +107,7 @@ func (f RecordFormat) String() string {
 type scripts struct {
 	format                                                              RecordFormat
 	reserve, completeClaim, releaseClaim, complete, release, renew, get lua
-	markSent, markUnknown, resolve                                      lua
+	completeClaimMoved, markSent, markUnknown, resolve                  lua
 }
 
 func newScripts(f RecordFormat) *scripts {
@@ -104,18 +121,28 @@ func newScripts(f RecordFormat) *scripts {
 		return newLua(redis.NewScript(p + body))
 	}
 	return &scripts{
-		format:        f,
-		reserve:       l(reserveScript),
-		completeClaim: l(completeClaimScript),
-		releaseClaim:  l(releaseClaimScript),
-		complete:      l(completeScript),
-		release:       l(releaseScript),
-		renew:         l(renewScript),
-		get:           l(getScript),
-		markSent:      l(markSentScript),
-		markUnknown:   l(markUnknownScript),
-		resolve:       l(resolveScript),
+		format:             f,
+		reserve:            l(reserveScript),
+		completeClaim:      l(completeClaimScript),
+		completeClaimMoved: l(completeClaimMovedScript),
+		releaseClaim:       l(releaseClaimScript),
+		complete:           l(completeScript),
+		release:            l(releaseScript),
+		renew:              l(renewScript),
+		get:                l(getScript),
+		markSent:           l(markSentScript),
+		markUnknown:        l(markUnknownScript),
+		resolve:            l(resolveScript),
 	}
+}
+
+// headLen is the length of a compact record's header without tombstones
+// (prelude.lua's head): HEAD's fixed fields (magic, state, fingerprint
+// version, takeover flag, four doubles, the fingerprint, the tombstone
+// count and the three strings' 16-bit lengths) and the route, op and claim
+// id.
+func headLen(route, op, claimID int) int {
+	return 4 + 3 + 4*8 + 32 + 2 + 3*2 + route + op + claimID
 }
 
 var formatScripts = [...]*scripts{FormatCompact: newScripts(FormatCompact), FormatHash: newScripts(FormatHash)}

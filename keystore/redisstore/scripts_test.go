@@ -18,6 +18,6 @@ func TestLuaReplyCodes(t *testing.T) {
 	testutil.LuaReplyCodes(t, luaFiles, "lua/prelude.lua", map[string]int{
 		"CLAIM": codeClaim, "REPLAY": codeReplay, "IN_FLIGHT": codeInFlight, "MISMATCH": codeMismatch,
 		"NOT_FOUND": codeNotFound, "LOST": codeLost, "CORRUPT": codeCorrupt, "OK": codeOK,
-		"REVOKED": codeRevoked, "UNKNOWN": codeUnknown,
+		"REVOKED": codeRevoked, "UNKNOWN": codeUnknown, "NEED_ANSWER": codeNeedAnswer,
 	})
 }

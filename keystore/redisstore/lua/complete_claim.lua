@@ -1,6 +1,10 @@
 -- complete_claim.lua stores a claim's answer. ARGV = offset, claim id,
 -- token, answer, op, fingerprint, fingerprint version, route, claimed ms,
 -- expires ms, and optionally a notice's channel and key (notify).
+-- For an answer of 4 KB or more the compact format runs
+-- complete_claim_moved.lua instead, which finds the answer in a key of its
+-- own and never makes it a Lua string; this one serves the hash format,
+-- smaller answers, and that one's NEED_ANSWER.
 --
 -- Replies:
 --   {OK (8), 1}: completed (or already completed by this claim)

@@ -14,6 +14,7 @@ local CORRUPT = 7 -- the record cannot be read; the reason follows
 local OK = 8 -- done
 local REVOKED = 9 -- the claim's id has a tombstone: nothing was claimed
 local UNKNOWN = 10 -- the record's outcome is unknown
+local NEED_ANSWER = 11 -- complete_claim_moved cannot store the answer it was given; nothing changed
 
 -- A record is stored in one of two layouts (RecordFormat, scripts.go);
 -- every script reads both and writes the store's.
@@ -163,10 +164,10 @@ local function revoked(r, id)
   return e ~= nil and NOW < e
 end
 
--- save writes r in the store's layout, with its live tombstones, and
--- expires the key at r.ex or when the last tombstone ends, whichever is
--- later.
-local function save(r)
+-- live returns r's live tombstones' claim ids and the key's TTL in ms (a
+-- string): the key expires at r.ex or when the last tombstone ends,
+-- whichever is later.
+local function live(r)
   local last, ids = r.ex, {}
   for id, e in next, r.xs do
     if NOW < e then
@@ -174,17 +175,30 @@ local function save(r)
       if e > last then last = e end
     end
   end
-  local ttl = fmt(math.max(1, last - NOW))
+  return ids, fmt(math.max(1, last - NOW))
+end
+
+-- head is r's compact value without its answer: the header and the
+-- tombstones of ids (from live). With no tombstones its length depends only
+-- on #r.rt, #r.op and #r.ci (headLen in scripts.go computes the same).
+local function head(r, ids)
+  local v = struct.pack(HEAD, 'igr2', r.st, r.fv, r.tko, r.tk, r.cl, r.le, r.ex, r.fp,
+    #r.rt, r.rt, #r.op, r.op, #r.ci, r.ci, #ids)
+  if #ids > 0 then
+    local parts = {v}
+    for _, id in ipairs(ids) do parts[#parts + 1] = struct.pack('>c16d', id, r.xs[id]) end
+    v = table.concat(parts)
+  end
+  return v
+end
+
+-- save writes r in the store's layout, with its live tombstones, and
+-- expires the key as live says.
+local function save(r)
+  local ids, ttl = live(r)
   if r.st == 3 then r.ans = nil end
   if COMPACT then
-    local v = struct.pack(HEAD, 'igr2', r.st, r.fv, r.tko, r.tk, r.cl, r.le, r.ex, r.fp,
-      #r.rt, r.rt, #r.op, r.op, #r.ci, r.ci, #ids)
-    if #ids > 0 then
-      local parts = {v}
-      for _, id in ipairs(ids) do parts[#parts + 1] = struct.pack('>c16d', id, r.xs[id]) end
-      v = table.concat(parts)
-    end
-    redis.call('SET', K, v .. (r.ans or ''), 'PX', ttl)
+    redis.call('SET', K, head(r, ids) .. (r.ans or ''), 'PX', ttl)
     return
   end
   local f = {'v', '1', 'st', fmt(r.st), 'fp', r.fp, 'rt', r.rt, 'tk', fmt(r.tk), 'cl', fmt(r.cl),
