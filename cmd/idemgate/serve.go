@@ -44,7 +44,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// GOMEMLIMIT: 90 % of the container's memory limit when unset
 	// (DESIGN.md, Bounds); logged either way. Then no collection before
 	// the heap reaches 64 MiB (a quarter of that limit at most) when GOGC
-	// is unset: a fifth of a pass-through's collector CPU (issue 31).
+	// is unset: the collector took 9 % of a pass-through's CPU (issue 31).
 	limit, _ := memlimit.Set(log)
 	memlimit.KeepHeapFloor(log, memlimit.DefaultHeapFloor, limit)
 	app.SetRedisLogger(log)
