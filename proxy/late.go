@@ -39,6 +39,23 @@ type lateCall struct {
 	queue    []func() // cleanups handed over by the stages, in order
 	cancel   context.CancelCauseFunc
 	deadline time.Time // the end of the late wait
+	// expire cancels the call at its deadline, with the cause
+	// context.DeadlineExceeded. It is armed only when the timeout passed
+	// with the call still running (detached, or its answer streaming): the
+	// usual call, answered within its timeout, makes no second timer
+	// (issue 31).
+	expire *time.Timer
+	// wake gets a token (buffered, never blocking the sender) when the
+	// call's goroutine is over and when the timeout passed: the handler
+	// waits on it, then tells which from finished.
+	wake     chan struct{}
+	panicked any // the call's panic, for the handler to raise again
+	// lw, rp, out and ex are what the call's goroutine runs: one object
+	// with the call instead of several (issue 31).
+	lw  latchWriter
+	rp  http.Handler
+	out *http.Request
+	ex  *exchange
 	// key, token and lease are the claim's, for the shutdown (see
 	// [Proxy.Shutdown]).
 	key   keystore.Key
@@ -213,57 +230,87 @@ func (lcs *lateCalls) list() []*lateCall {
 func (p *Proxy) serveKept(rp http.Handler, w http.ResponseWriter, r *http.Request, ex *exchange, end time.Time, wait time.Duration) {
 	call, kw := &ex.call, ex.kw
 	lc := &lateCall{deadline: end.Add(wait), key: kw.sk, token: kw.claim.Token, lease: kw.lease,
-		route: ex.route.Name, requestID: ex.id, hold: ex.route.hold}
-	ctx, cancelDeadline := context.WithDeadline(context.WithoutCancel(r.Context()), lc.deadline)
-	ctx, lc.cancel = context.WithCancelCause(ctx)
+		route: ex.route.Name, requestID: ex.id, hold: ex.route.hold,
+		wake: make(chan struct{}, 1), rp: rp, ex: ex}
+	// No deadline of its own: the late wait's end cancels the call with
+	// the cause a deadline has (lc.expire), and only a call that outlives
+	// its timeout arms it.
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
+	lc.cancel = cancel
 	call.late = lc // from now on the record runs under lc's lock
 	ex.swallow = true
-	out := r.WithContext(p.traceWrites(ctx, call))
+	lc.out = r.WithContext(p.traceWrites(ctx, call))
 	if call.sent == notSent {
 		call.sent = maybeSent
 	}
-	lw := &latchWriter{lc: lc, w: w, h: make(http.Header)}
-	done := make(chan struct{})
-	var panicked any
-	go func() {
-		defer func() {
-			v := recover()
-			lc.cancel(nil)
-			cancelDeadline()
-			lc.mu.Lock()
-			lc.finished = true
-			detached := lc.detached
-			lc.mu.Unlock()
-			if !detached {
-				panicked = v
-				close(done)
-				return
-			}
-			if v != nil && v != http.ErrAbortHandler {
-				p.log.Error("panic in a kept upstream call", "panic", v, logRequestID, ex.id)
-			}
-			// The call is over: record what it carried, then give back what
-			// the request held.
-			kw.record()
-			p.late.done(lc)
-			p.metrics.lateHeld(-1)
-			lc.end()
-		}()
-		rp.ServeHTTP(lw, out)
-	}()
-	timer := time.NewTimer(time.Until(end))
-	defer timer.Stop()
-	select {
-	case <-done:
-	case <-timer.C:
+	lc.lw = latchWriter{lc: lc, w: w, h: make(http.Header)}
+	go p.runKept(lc)
+	timer := startWakeTimer(time.Until(end), lc)
+	<-lc.wake
+	lc.mu.Lock()
+	finished := lc.finished
+	lc.mu.Unlock()
+	if !finished {
+		// The timeout passed.
 		if p.detach(w, r, ex, lc) {
 			return
 		}
-		<-done
+		<-lc.wake
 	}
-	if panicked != nil {
-		panic(panicked)
+	timer.release()
+	if v := lc.panicked; v != nil {
+		panic(v)
 	}
+}
+
+// runKept is the goroutine of a kept call: it runs the upstream call and,
+// when the call was detached, records it and gives back what the request
+// held.
+func (p *Proxy) runKept(lc *lateCall) {
+	defer func() {
+		v := recover()
+		lc.cancel(nil)
+		lc.mu.Lock()
+		lc.finished = true
+		if lc.expire != nil {
+			lc.expire.Stop()
+		}
+		detached := lc.detached
+		if !detached {
+			lc.panicked = v
+		}
+		lc.mu.Unlock()
+		if !detached {
+			lc.wakeUp()
+			return
+		}
+		ex := lc.ex
+		if v != nil && v != http.ErrAbortHandler {
+			p.log.Error("panic in a kept upstream call", "panic", v, logRequestID, ex.id)
+		}
+		// The call is over: record what it carried, then give back what
+		// the request held.
+		ex.kw.record()
+		p.late.done(lc)
+		p.metrics.lateHeld(-1)
+		lc.end()
+	}()
+	lc.rp.ServeHTTP(&lc.lw, lc.out)
+}
+
+// wakeUp hands the handler waiting in serveKept a token, unless one waits
+// already.
+func (lc *lateCall) wakeUp() {
+	select {
+	case lc.wake <- struct{}{}:
+	default:
+	}
+}
+
+// outlive arms the end of the late wait for a call that runs past its
+// timeout. lc.mu is held and the call is not finished.
+func (lc *lateCall) outlive() {
+	lc.expire = time.AfterFunc(time.Until(lc.deadline), func() { lc.cancel(context.DeadlineExceeded) })
 }
 
 // detach answers the client of a kept call whose timeout passed with 504
@@ -274,7 +321,11 @@ func (p *Proxy) serveKept(rp http.Handler, w http.ResponseWriter, r *http.Reques
 func (p *Proxy) detach(w http.ResponseWriter, r *http.Request, ex *exchange, lc *lateCall) bool {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
-	if lc.finished || lc.started {
+	if lc.finished {
+		return false
+	}
+	if lc.started {
+		lc.outlive() // its answer streams on, within the late wait
 		return false
 	}
 	if !p.late.keep(lc, ex.snap.idem.LateAnswerMax) {
@@ -284,6 +335,7 @@ func (p *Proxy) detach(w http.ResponseWriter, r *http.Request, ex *exchange, lc 
 		return false
 	}
 	p.metrics.lateHeld(1)
+	lc.outlive()
 	lc.detached = true
 	ex.kw.kept = lc
 	writeProblem(w, r, problemUpstreamTimeout)

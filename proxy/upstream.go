@@ -73,6 +73,10 @@ type headerTimer struct {
 	t       *time.Timer
 	cancel  context.CancelCauseFunc // the call's; set before the timer is armed
 	stopped bool                    // a Stop returned true: the callback will not run
+	// lc, when set, is the kept call (late.go) whose handler the timer
+	// wakes at its timeout, instead of cancelling: the same pool serves
+	// both (issue 31).
+	lc *lateCall
 }
 
 var headerTimers sync.Pool // of *headerTimer, stopped before they fired
@@ -90,7 +94,26 @@ func startHeaderTimer(d time.Duration, cancel context.CancelCauseFunc) *headerTi
 	return ht
 }
 
-func (ht *headerTimer) fire() { ht.cancel(errHeaderTimeout) }
+// startWakeTimer wakes lc's handler after d (its timeout), unless stopped
+// first.
+func startWakeTimer(d time.Duration, lc *lateCall) *headerTimer {
+	if ht, ok := headerTimers.Get().(*headerTimer); ok {
+		ht.lc, ht.stopped = lc, false
+		ht.t.Reset(d)
+		return ht
+	}
+	ht := &headerTimer{lc: lc}
+	ht.t = time.AfterFunc(d, ht.fire)
+	return ht
+}
+
+func (ht *headerTimer) fire() {
+	if ht.lc != nil {
+		ht.lc.wakeUp()
+		return
+	}
+	ht.cancel(errHeaderTimeout)
+}
 
 // stop stops the timer: the response headers arrived.
 func (ht *headerTimer) stop() {
@@ -103,7 +126,7 @@ func (ht *headerTimer) stop() {
 func (ht *headerTimer) release() {
 	ht.stop()
 	if ht.stopped {
-		ht.cancel = nil
+		ht.cancel, ht.lc = nil, nil
 		headerTimers.Put(ht)
 	}
 }
