@@ -244,7 +244,7 @@ func (p *Proxy) serveKept(rp http.Handler, w http.ResponseWriter, r *http.Reques
 		call.sent = maybeSent
 	}
 	lc.lw = latchWriter{lc: lc, w: w, h: make(http.Header)}
-	go p.runKept(lc)
+	p.workers.start(lc)
 	timer := startWakeTimer(time.Until(end), lc)
 	<-lc.wake
 	lc.mu.Lock()
