@@ -245,7 +245,7 @@ func (p *Proxy) serveKept(rp http.Handler, w http.ResponseWriter, r *http.Reques
 	}
 	lc.lw = latchWriter{lc: lc, w: w, h: make(http.Header)}
 	p.workers.start(lc)
-	timer := startWakeTimer(time.Until(end), lc)
+	timer := p.startWakeTimer(time.Until(end), lc)
 	<-lc.wake
 	lc.mu.Lock()
 	finished := lc.finished

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,7 +29,9 @@ type Proxy struct {
 	waiters  waiters
 	late     lateCalls   // upstream calls kept past their timeout (late.go)
 	workers  keptWorkers // the goroutines kept calls run on (keptworkers.go)
-	probes   *prober     // reconcile probes (reconcile.go)
+	// wakeTimers pools the timers kept calls' handlers wait on (late.go).
+	wakeTimers sync.Pool
+	probes     *prober // reconcile probes (reconcile.go)
 }
 
 // absolute reports whether u can be an upstream: an absolute URL.

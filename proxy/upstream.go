@@ -74,9 +74,9 @@ type headerTimer struct {
 	cancel  context.CancelCauseFunc // the call's; set before the timer is armed
 	stopped bool                    // a Stop returned true: the callback will not run
 	// lc, when set, is the kept call (late.go) whose handler the timer
-	// wakes at its timeout, instead of cancelling: the same pool serves
-	// both (issue 31).
-	lc *lateCall
+	// wakes at its timeout, instead of cancelling (issue 31).
+	lc   *lateCall
+	pool *sync.Pool // the pool it goes back to
 }
 
 var headerTimers sync.Pool // of *headerTimer, stopped before they fired
@@ -89,20 +89,21 @@ func startHeaderTimer(d time.Duration, cancel context.CancelCauseFunc) *headerTi
 		ht.t.Reset(d) // orders the write of cancel before the callback (as AfterFunc does)
 		return ht
 	}
-	ht := &headerTimer{cancel: cancel}
+	ht := &headerTimer{cancel: cancel, pool: &headerTimers}
 	ht.t = time.AfterFunc(d, ht.fire)
 	return ht
 }
 
 // startWakeTimer wakes lc's handler after d (its timeout), unless stopped
-// first.
-func startWakeTimer(d time.Duration, lc *lateCall) *headerTimer {
-	if ht, ok := headerTimers.Get().(*headerTimer); ok {
+// first. Its pool is the proxy's: a timer serves only the clock it was
+// made on (a test's synctest bubble, where a proxy is made).
+func (p *Proxy) startWakeTimer(d time.Duration, lc *lateCall) *headerTimer {
+	if ht, ok := p.wakeTimers.Get().(*headerTimer); ok {
 		ht.lc, ht.stopped = lc, false
 		ht.t.Reset(d)
 		return ht
 	}
-	ht := &headerTimer{lc: lc}
+	ht := &headerTimer{lc: lc, pool: &p.wakeTimers}
 	ht.t = time.AfterFunc(d, ht.fire)
 	return ht
 }
@@ -127,7 +128,7 @@ func (ht *headerTimer) release() {
 	ht.stop()
 	if ht.stopped {
 		ht.cancel, ht.lc = nil, nil
-		headerTimers.Put(ht)
+		ht.pool.Put(ht)
 	}
 }
 
