@@ -257,7 +257,7 @@ func (p *Proxy) serveKept(rp http.Handler, w http.ResponseWriter, r *http.Reques
 		}
 		<-lc.wake
 	}
-	timer.release()
+	p.releaseWakeTimer(timer)
 	if v := lc.panicked; v != nil {
 		panic(v)
 	}
@@ -296,6 +296,41 @@ func (p *Proxy) runKept(lc *lateCall) {
 		lc.end()
 	}()
 	lc.rp.ServeHTTP(&lc.lw, lc.out)
+}
+
+// wakeTimer is what a kept call's handler waits on for the timeout: a
+// timer that wakes it (lateCall.wakeUp). The timers are pooled with their
+// callback, per proxy (a timer serves only the clock it was made on: a
+// test's synctest bubble, where a proxy is made), as the pass-throughs'
+// headerTimer is; one goes back to the pool only when it was stopped
+// before it fired, so its callback never runs for a later call (issue 31:
+// a timer, a channel and a select fewer per keyed write).
+type wakeTimer struct {
+	t  *time.Timer
+	lc *lateCall // set before the timer is armed
+}
+
+// startWakeTimer wakes lc's handler after d (its timeout), unless
+// released first.
+func (p *Proxy) startWakeTimer(d time.Duration, lc *lateCall) *wakeTimer {
+	if wt, ok := p.wakeTimers.Get().(*wakeTimer); ok {
+		wt.lc = lc
+		wt.t.Reset(d) // orders the write of lc before the callback
+		return wt
+	}
+	wt := &wakeTimer{lc: lc}
+	wt.t = time.AfterFunc(d, wt.fire)
+	return wt
+}
+
+func (wt *wakeTimer) fire() { wt.lc.wakeUp() }
+
+// releaseWakeTimer stops wt and pools it, unless it fired.
+func (p *Proxy) releaseWakeTimer(wt *wakeTimer) {
+	if wt.t.Stop() {
+		wt.lc = nil
+		p.wakeTimers.Put(wt)
+	}
 }
 
 // wakeUp hands the handler waiting in serveKept a token, unless one waits

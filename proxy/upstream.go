@@ -73,10 +73,6 @@ type headerTimer struct {
 	t       *time.Timer
 	cancel  context.CancelCauseFunc // the call's; set before the timer is armed
 	stopped bool                    // a Stop returned true: the callback will not run
-	// lc, when set, is the kept call (late.go) whose handler the timer
-	// wakes at its timeout, instead of cancelling (issue 31).
-	lc   *lateCall
-	pool *sync.Pool // the pool it goes back to
 }
 
 var headerTimers sync.Pool // of *headerTimer, stopped before they fired
@@ -89,32 +85,12 @@ func startHeaderTimer(d time.Duration, cancel context.CancelCauseFunc) *headerTi
 		ht.t.Reset(d) // orders the write of cancel before the callback (as AfterFunc does)
 		return ht
 	}
-	ht := &headerTimer{cancel: cancel, pool: &headerTimers}
+	ht := &headerTimer{cancel: cancel}
 	ht.t = time.AfterFunc(d, ht.fire)
 	return ht
 }
 
-// startWakeTimer wakes lc's handler after d (its timeout), unless stopped
-// first. Its pool is the proxy's: a timer serves only the clock it was
-// made on (a test's synctest bubble, where a proxy is made).
-func (p *Proxy) startWakeTimer(d time.Duration, lc *lateCall) *headerTimer {
-	if ht, ok := p.wakeTimers.Get().(*headerTimer); ok {
-		ht.lc, ht.stopped = lc, false
-		ht.t.Reset(d)
-		return ht
-	}
-	ht := &headerTimer{lc: lc, pool: &p.wakeTimers}
-	ht.t = time.AfterFunc(d, ht.fire)
-	return ht
-}
-
-func (ht *headerTimer) fire() {
-	if ht.lc != nil {
-		ht.lc.wakeUp()
-		return
-	}
-	ht.cancel(errHeaderTimeout)
-}
+func (ht *headerTimer) fire() { ht.cancel(errHeaderTimeout) }
 
 // stop stops the timer: the response headers arrived.
 func (ht *headerTimer) stop() {
@@ -127,8 +103,8 @@ func (ht *headerTimer) stop() {
 func (ht *headerTimer) release() {
 	ht.stop()
 	if ht.stopped {
-		ht.cancel, ht.lc = nil, nil
-		ht.pool.Put(ht)
+		ht.cancel = nil
+		headerTimers.Put(ht)
 	}
 }
 
