@@ -24,8 +24,9 @@ import (
 // ends.
 
 // lateCall is the upstream call of a keyed write with a late wait. The
-// call runs on its own goroutine, which writes to the client through a
-// [latchWriter] until the handler detaches it.
+// call runs on a goroutine of its own (a pooled worker: keptworkers.go),
+// which writes to the client through a [latchWriter] until the handler
+// detaches it.
 type lateCall struct {
 	// mu protects the fields below and orders the call's goroutine
 	// against the handler's detach: what decides the outcome (the record's
@@ -221,12 +222,15 @@ func (lcs *lateCalls) list() []*lateCall {
 }
 
 // serveKept runs a keyed write's upstream call with a late wait (see the
-// top of this file). The call runs on its own goroutine; the handler waits
-// for it until the route's timeout, counted from the request's arrival.
+// top of this file). The call runs on a goroutine of its own (a pooled
+// worker); the handler waits for it until the route's timeout, counted
+// from the request's arrival.
 // Then, unless the answer already started to go out (it streams on, within
 // the late wait) or the process keeps late_answer_max calls already (the
 // call is cancelled as before, and counted), the client gets 504 at once
-// and the handler returns, leaving the call to run on.
+// and the handler returns, leaving the call to run on. Either way the
+// call is cancelled at the end of its late wait (lateCall.expire), with
+// the cause context.DeadlineExceeded.
 func (p *Proxy) serveKept(rp http.Handler, w http.ResponseWriter, r *http.Request, ex *exchange, end time.Time, wait time.Duration) {
 	call, kw := &ex.call, ex.kw
 	lc := &lateCall{deadline: end.Add(wait), key: kw.sk, token: kw.claim.Token, lease: kw.lease,
