@@ -3,6 +3,7 @@ package proxy
 import (
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -105,4 +106,44 @@ func TestKeptWorkersBound(t *testing.T) {
 	if got := kws.idleCount(); got != 0 {
 		t.Fatalf("idle workers after a reap with no call since the last = %d; want 0", got)
 	}
+}
+
+// TestKeptWorkersReaper runs in a synctest bubble, on its fake clock: idle
+// workers stay while calls are handed to them (one every half interval),
+// and are retired within two intervals of the last; the bubble's end
+// checks that they exited.
+func TestKeptWorkersReaper(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		const workers, idleFor = 3, 100 * time.Millisecond
+		release := make(chan struct{})
+		kws := new(keptWorkers)
+		kws.init(func(lc *lateCall) {
+			if lc.route == "held" {
+				<-release
+			}
+		}, 8, idleFor)
+		for range workers {
+			kws.start(&lateCall{route: "held"})
+		}
+		synctest.Wait()
+		close(release)
+		synctest.Wait()
+		if got := kws.idleCount(); got != workers {
+			t.Fatalf("idle workers = %d; want %d", got, workers)
+		}
+		for range 10 {
+			time.Sleep(idleFor / 2)
+			kws.start(new(lateCall))
+			synctest.Wait()
+		}
+		if got, n := kws.idleCount(), kws.started.Load(); got != workers || n != workers {
+			t.Fatalf("while in use: idle workers = %d, started %d; want %d, %d", got, n, workers, workers)
+		}
+		time.Sleep(2*idleFor + time.Nanosecond)
+		synctest.Wait()
+		if got := kws.idleCount(); got != 0 {
+			t.Fatalf("two intervals after the last call: idle workers = %d; want 0", got)
+		}
+	})
 }
