@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -117,6 +118,14 @@ func newBenchProxy(b *testing.B, upstream *url.URL, tr http.RoundTripper, mods .
 func benchLogged(o *Options) {
 	o.Logger = slog.New(jsonlog.New(io.Discard, nil)).With("component", "proxy")
 	o.Metrics = NewMetrics(prometheus.NewRegistry(), "bench", "")
+}
+
+// benchKept gives a benchmarked idemgate cmd/idemgate's late answer wait
+// (5m) and late_answer_max (1000): every keyed write is a kept call
+// (late.go).
+func benchKept(o *Options) {
+	o.Idempotency.LateAnswerWait = 5 * time.Minute
+	o.Idempotency.LateAnswerMax = 1000
 }
 
 // benchPost sends one POST of benchReqBody and checks the answer: want
@@ -408,6 +417,9 @@ func BenchmarkHandler(b *testing.B) {
 		{"bare_post", func(*testing.B) http.Handler { return bare }, request{method: http.MethodPost, path: post.path, body: post.body}},
 		{"first_write", func(b *testing.B) http.Handler { return idem(b) }, post},
 		{"first_write_logged", func(b *testing.B) http.Handler { return idem(b, benchLogged) }, post},
+		// As cmd/idemgate runs a keyed write (issue 31): with a late
+		// answer wait (its default, 5m), through late.go's kept call.
+		{"first_write_kept", func(b *testing.B) http.Handler { return idem(b, benchKept) }, post},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			h := c.h(b)

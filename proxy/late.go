@@ -24,8 +24,9 @@ import (
 // ends.
 
 // lateCall is the upstream call of a keyed write with a late wait. The
-// call runs on its own goroutine, which writes to the client through a
-// [latchWriter] until the handler detaches it.
+// call runs on a goroutine of its own (a pooled worker: keptworkers.go),
+// which writes to the client through a [latchWriter] until the handler
+// detaches it.
 type lateCall struct {
 	// mu protects the fields below and orders the call's goroutine
 	// against the handler's detach: what decides the outcome (the record's
@@ -39,6 +40,23 @@ type lateCall struct {
 	queue    []func() // cleanups handed over by the stages, in order
 	cancel   context.CancelCauseFunc
 	deadline time.Time // the end of the late wait
+	// expire cancels the call at its deadline, with the cause
+	// context.DeadlineExceeded. It is armed only when the timeout passed
+	// with the call still running (detached, or its answer streaming): the
+	// usual call, answered within its timeout, makes no second timer
+	// (issue 31).
+	expire *time.Timer
+	// wake gets a token (buffered, never blocking the sender) when the
+	// call's goroutine is over and when the timeout passed: the handler
+	// waits on it, then tells which from finished.
+	wake     chan struct{}
+	panicked any // the call's panic, for the handler to raise again
+	// lw, rp, out and ex are what the call's goroutine runs: one object
+	// with the call instead of several (issue 31).
+	lw  latchWriter
+	rp  http.Handler
+	out *http.Request
+	ex  *exchange
 	// key, token and lease are the claim's, for the shutdown (see
 	// [Proxy.Shutdown]).
 	key   keystore.Key
@@ -204,66 +222,134 @@ func (lcs *lateCalls) list() []*lateCall {
 }
 
 // serveKept runs a keyed write's upstream call with a late wait (see the
-// top of this file). The call runs on its own goroutine; the handler waits
-// for it until the route's timeout, counted from the request's arrival.
+// top of this file). The call runs on a goroutine of its own (a pooled
+// worker); the handler waits for it until the route's timeout, counted
+// from the request's arrival.
 // Then, unless the answer already started to go out (it streams on, within
 // the late wait) or the process keeps late_answer_max calls already (the
 // call is cancelled as before, and counted), the client gets 504 at once
-// and the handler returns, leaving the call to run on.
+// and the handler returns, leaving the call to run on. Either way the
+// call is cancelled at the end of its late wait (lateCall.expire), with
+// the cause context.DeadlineExceeded.
 func (p *Proxy) serveKept(rp http.Handler, w http.ResponseWriter, r *http.Request, ex *exchange, end time.Time, wait time.Duration) {
 	call, kw := &ex.call, ex.kw
 	lc := &lateCall{deadline: end.Add(wait), key: kw.sk, token: kw.claim.Token, lease: kw.lease,
-		route: ex.route.Name, requestID: ex.id, hold: ex.route.hold}
-	ctx, cancelDeadline := context.WithDeadline(context.WithoutCancel(r.Context()), lc.deadline)
-	ctx, lc.cancel = context.WithCancelCause(ctx)
+		route: ex.route.Name, requestID: ex.id, hold: ex.route.hold,
+		wake: make(chan struct{}, 1), rp: rp, ex: ex}
+	// No deadline of its own: the late wait's end cancels the call with
+	// the cause a deadline has (lc.expire), and only a call that outlives
+	// its timeout arms it.
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
+	lc.cancel = cancel
 	call.late = lc // from now on the record runs under lc's lock
 	ex.swallow = true
-	out := r.WithContext(p.traceWrites(ctx, call))
+	lc.out = r.WithContext(p.traceWrites(ctx, call))
 	if call.sent == notSent {
 		call.sent = maybeSent
 	}
-	lw := &latchWriter{lc: lc, w: w, h: make(http.Header)}
-	done := make(chan struct{})
-	var panicked any
-	go func() {
-		defer func() {
-			v := recover()
-			lc.cancel(nil)
-			cancelDeadline()
-			lc.mu.Lock()
-			lc.finished = true
-			detached := lc.detached
-			lc.mu.Unlock()
-			if !detached {
-				panicked = v
-				close(done)
-				return
-			}
-			if v != nil && v != http.ErrAbortHandler {
-				p.log.Error("panic in a kept upstream call", "panic", v, logRequestID, ex.id)
-			}
-			// The call is over: record what it carried, then give back what
-			// the request held.
-			kw.record()
-			p.late.done(lc)
-			p.metrics.lateHeld(-1)
-			lc.end()
-		}()
-		rp.ServeHTTP(lw, out)
-	}()
-	timer := time.NewTimer(time.Until(end))
-	defer timer.Stop()
-	select {
-	case <-done:
-	case <-timer.C:
+	lc.lw = latchWriter{lc: lc, w: w, h: make(http.Header)}
+	p.workers.start(lc)
+	timer := p.startWakeTimer(time.Until(end), lc)
+	<-lc.wake
+	lc.mu.Lock()
+	finished := lc.finished
+	lc.mu.Unlock()
+	if !finished {
+		// The timeout passed.
 		if p.detach(w, r, ex, lc) {
 			return
 		}
-		<-done
+		<-lc.wake
 	}
-	if panicked != nil {
-		panic(panicked)
+	p.releaseWakeTimer(timer)
+	if v := lc.panicked; v != nil {
+		panic(v)
 	}
+}
+
+// runKept is the goroutine of a kept call: it runs the upstream call and,
+// when the call was detached, records it and gives back what the request
+// held.
+func (p *Proxy) runKept(lc *lateCall) {
+	defer func() {
+		v := recover()
+		lc.cancel(nil)
+		lc.mu.Lock()
+		lc.finished = true
+		if lc.expire != nil {
+			lc.expire.Stop()
+		}
+		detached := lc.detached
+		if !detached {
+			lc.panicked = v
+		}
+		lc.mu.Unlock()
+		if !detached {
+			lc.wakeUp()
+			return
+		}
+		ex := lc.ex
+		if v != nil && v != http.ErrAbortHandler {
+			p.log.Error("panic in a kept upstream call", "panic", v, logRequestID, ex.id)
+		}
+		// The call is over: record what it carried, then give back what
+		// the request held.
+		ex.kw.record()
+		p.late.done(lc)
+		p.metrics.lateHeld(-1)
+		lc.end()
+	}()
+	lc.rp.ServeHTTP(&lc.lw, lc.out)
+}
+
+// wakeTimer is what a kept call's handler waits on for the timeout: a
+// timer that wakes it (lateCall.wakeUp). The timers are pooled with their
+// callback, per proxy (a timer serves only the clock it was made on: a
+// test's synctest bubble, where a proxy is made), as the pass-throughs'
+// headerTimer is; one goes back to the pool only when it was stopped
+// before it fired, so its callback never runs for a later call (issue 31:
+// a timer, a channel and a select fewer per keyed write).
+type wakeTimer struct {
+	t  *time.Timer
+	lc *lateCall // set before the timer is armed
+}
+
+// startWakeTimer wakes lc's handler after d (its timeout), unless
+// released first.
+func (p *Proxy) startWakeTimer(d time.Duration, lc *lateCall) *wakeTimer {
+	if wt, ok := p.wakeTimers.Get().(*wakeTimer); ok {
+		wt.lc = lc
+		wt.t.Reset(d) // orders the write of lc before the callback
+		return wt
+	}
+	wt := &wakeTimer{lc: lc}
+	wt.t = time.AfterFunc(d, wt.fire)
+	return wt
+}
+
+func (wt *wakeTimer) fire() { wt.lc.wakeUp() }
+
+// releaseWakeTimer stops wt and pools it, unless it fired.
+func (p *Proxy) releaseWakeTimer(wt *wakeTimer) {
+	if wt.t.Stop() {
+		wt.lc = nil
+		p.wakeTimers.Put(wt)
+	}
+}
+
+// wakeUp hands the handler waiting in serveKept a token, unless one waits
+// already.
+func (lc *lateCall) wakeUp() {
+	select {
+	case lc.wake <- struct{}{}:
+	default:
+	}
+}
+
+// outlive arms the end of the late wait for a call that runs past its
+// timeout. lc.mu is held and the call is not finished.
+func (lc *lateCall) outlive() {
+	lc.expire = time.AfterFunc(time.Until(lc.deadline), func() { lc.cancel(context.DeadlineExceeded) })
 }
 
 // detach answers the client of a kept call whose timeout passed with 504
@@ -274,7 +360,11 @@ func (p *Proxy) serveKept(rp http.Handler, w http.ResponseWriter, r *http.Reques
 func (p *Proxy) detach(w http.ResponseWriter, r *http.Request, ex *exchange, lc *lateCall) bool {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
-	if lc.finished || lc.started {
+	if lc.finished {
+		return false
+	}
+	if lc.started {
+		lc.outlive() // its answer streams on, within the late wait
 		return false
 	}
 	if !p.late.keep(lc, ex.snap.idem.LateAnswerMax) {
@@ -284,6 +374,7 @@ func (p *Proxy) detach(w http.ResponseWriter, r *http.Request, ex *exchange, lc 
 		return false
 	}
 	p.metrics.lateHeld(1)
+	lc.outlive()
 	lc.detached = true
 	ex.kw.kept = lc
 	writeProblem(w, r, problemUpstreamTimeout)

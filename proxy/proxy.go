@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,8 +27,11 @@ type Proxy struct {
 	budget   *budget.Budget // max_buffered_bytes: keyed bodies held (body.go)
 	renewals renewer
 	waiters  waiters
-	late     lateCalls // upstream calls kept past their timeout (late.go)
-	probes   *prober   // reconcile probes (reconcile.go)
+	late     lateCalls   // upstream calls kept past their timeout (late.go)
+	workers  keptWorkers // the goroutines kept calls run on (keptworkers.go)
+	// wakeTimers pools the timers kept calls' handlers wait on (late.go).
+	wakeTimers sync.Pool
+	probes     *prober // reconcile probes (reconcile.go)
 }
 
 // absolute reports whether u can be an upstream: an absolute URL.
@@ -53,6 +57,9 @@ func New(d Deps) *Proxy {
 	}
 	p := &Proxy{deps: d, log: d.Logger, metrics: d.Metrics, budget: budget.New(0, 0), probes: newProber()}
 	p.renewals.init(d.Store, d.Logger, d.Now)
+	// At most 256 idle workers; they exit 100-200ms after the last call
+	// handed to one.
+	p.workers.init(p.runKept, 256, 100*time.Millisecond)
 	p.upstream = p.newUpstream()
 	// The order is DESIGN.md's and is authoritative; chain_test.go pins it.
 	p.handler = chain(http.HandlerFunc(p.serveSnapshot),
@@ -86,6 +93,7 @@ func (p *Proxy) Close() error { return p.Shutdown(context.Background()) }
 // are taken over after their lease). It returns nil either way.
 func (p *Proxy) Shutdown(ctx context.Context) error {
 	tasks, claims := p.renewals.close(ctx)
+	p.workers.retire()
 	p.probes.close()
 	if n := p.extendKept(); n > 0 {
 		p.log.Warn("shutdown deadline passed with upstream calls kept past their timeout; their leases were extended to the end of their late wait",
