@@ -11,7 +11,9 @@
 # same slow and fast phases, and the ratio of their CPU per request holds
 # within a few percent from round to round where sequential runs spread by
 # 0.6-1.3x. It tells whether a change made a request cheaper; the
-# throughput targets themselves are measured by bench/both.sh.
+# throughput targets themselves are measured by bench/both.sh. One binary
+# against itself read 0.976 (0.964-0.990) in the B slot: run a comparison
+# in both orders (A B, then B A) and take the two together.
 #
 # A and B are each one of:
 #   bare                 ../shared/bench-wrk's bare proxy
@@ -111,10 +113,19 @@ out=$(mktemp -d)
 ratios=()
 for r in $(seq $((warm + rounds))); do
 	a0=$(cpu "$pa") b0=$(cpu "$pb")
-	taskset -c 0 wrk -t1 -c32 -d"${duration}s" -s "$wrkscript" "http://127.0.0.1:$((base + 1))/orders" >"$out/a" 2>&1 &
-	wa=$!
-	taskset -c 0 wrk -t1 -c32 -d"${duration}s" -s "$wrkscript" "http://127.0.0.1:$((base + 2))/orders" >"$out/b" 2>&1 &
-	wb=$!
+	# Each round the other wrk starts first.
+	load() { taskset -c 0 wrk -t1 -c32 -d"${duration}s" -s "$wrkscript" "http://127.0.0.1:$1/orders" >"$2" 2>&1; }
+	if ((r % 2)); then
+		load $((base + 1)) "$out/a" &
+		wa=$!
+		load $((base + 2)) "$out/b" &
+		wb=$!
+	else
+		load $((base + 2)) "$out/b" &
+		wb=$!
+		load $((base + 1)) "$out/a" &
+		wa=$!
+	fi
 	wait "$wa" "$wb"
 	a1=$(cpu "$pa") b1=$(cpu "$pb")
 	na=$(grep -o '"requests":[0-9]*' "$out/a" | cut -d: -f2) nb=$(grep -o '"requests":[0-9]*' "$out/b" | cut -d: -f2)
