@@ -118,6 +118,12 @@ func (t *floorTuner) cycle() {
 		}
 		return 0
 	}
+	if v(1) == 0 {
+		// The metrics could not be read (a runtime without them): leave
+		// the collector as it is rather than set it from a live heap of 0.
+		runtime.AddCleanup(&sentinel{}, (*floorTuner).cycle, t)
+		return
+	}
 	live, counted := v(0), v(1)-v(2)
 	p := floorPercent(live, t.floor)
 	guard := t.limit

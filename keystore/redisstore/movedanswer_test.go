@@ -616,3 +616,36 @@ func TestSmallAnswersNotMoved(t *testing.T) {
 		t.Errorf("completeClaim of a %d-byte body = %v, moved %v, %v; want Completed, not moved", len(small.Body), how, moved, err)
 	}
 }
+
+// TestMovedAnswerNoPerm: an ACL user whose key pattern covers the records
+// but not the scratch keys gets NOPERM for a moved answer; the answer is
+// stored the classic way, then and for every answer after it, and
+// nothing is left behind.
+func TestMovedAnswerNoPerm(t *testing.T) {
+	t.Parallel()
+	own := redistest.StartOwn(t)
+	prefix := redistest.Prefix(t)
+	admin := own.Client()
+	if err := admin.Do(t.Context(), "ACL", "SETUSER", "narrow", "on", ">secret", "~"+prefix+"{*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewClient(ClientOptions{Addrs: []string{own.Addr}, Username: "narrow", Password: "secret", Timeout: testTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	s := newStore(t, c, prefix)
+	for i := range 3 {
+		k := storetest.NewTestKey(t)
+		claim := reserveClaim(t, s, k, keystore.NewClaimID())
+		how, moved, err := s.completeClaim(t.Context(), k, claim, bigAnswer, newOp(), s.lua(), true)
+		if err != nil || how != keystore.Completed || moved {
+			t.Fatalf("answer %d: completeClaim = %v, moved %v, %v; want Completed the classic way", i, how, moved, err)
+		}
+		if !s.moveRefused.Load() {
+			t.Fatalf("answer %d: the store still moves answers after NOPERM", i)
+		}
+		replayed(t, s, k, claim)
+	}
+	noScratchKeys(t, admin, prefix)
+}

@@ -65,6 +65,9 @@ type Store struct {
 	// movedMin is the smallest answer body CompleteClaim moves
 	// (movedMinBody; this package's tests set 0 to move every answer).
 	movedMin int
+	// moveRefused is set once Redis refused a moved answer to the ACL
+	// user (NOPERM): every answer then goes the classic way.
+	moveRefused atomic.Bool
 
 	// offset is added to Redis's TIME in every script, in milliseconds. Only
 	// this package's tests set it, to move the store's clock without
@@ -310,13 +313,22 @@ func (s *Store) CompleteClaim(ctx context.Context, k keystore.Key, c keystore.Cl
 // went by the scratch key.
 func (s *Store) completeClaim(ctx context.Context, k keystore.Key, c keystore.Claim, resp *keystore.Response, op [8]byte, l *scripts, move bool) (_ keystore.Completion, moved bool, _ error) {
 	script := l.completeClaim
-	if move && l.format == FormatCompact && len(resp.Body) >= s.movedMin {
+	if move && l.format == FormatCompact && len(resp.Body) >= s.movedMin && !s.moveRefused.Load() {
 		script = l.completeClaimMoved
 	} else {
 		move = false
 	}
 	a, n := s.completeClaimCall(ctx, k, c, resp, op, move)
 	code, rest, err := s.run(ctx, "complete claim", script, a)
+	if move && noPerm(err) {
+		// An ACL user whose key patterns cover the records but not the
+		// scratch keys (prefix + "answer:..."): NOPERM for the SET and the
+		// script. The answer goes the classic way, now and from now on:
+		// refusing it would leave the key to be taken over and the write
+		// to run again.
+		s.moveRefused.Store(true)
+		return s.completeClaim(ctx, k, c, resp, op, l, false)
+	}
 	if move && ((err == nil && code == codeNeedAnswer) || redis.IsTryAgainError(err)) {
 		// TRYAGAIN: the record's Cluster slot is migrating, the record
 		// is still here, and the SET of the scratch key, new, went to the
@@ -338,6 +350,13 @@ func (s *Store) completeClaim(ctx context.Context, k keystore.Key, c keystore.Cl
 		return how, move, nil
 	}
 	return 0, move, fmt.Errorf("redisstore: complete claim: unexpected reply %v", rest)
+}
+
+// noPerm reports whether err is Redis's refusal of a command or key to the
+// connection's ACL user.
+func noPerm(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "NOPERM")
 }
 
 // movedMinBody is the smallest answer body CompleteClaim moves by its
