@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/testutil"
 )
 
 var (
@@ -55,16 +57,9 @@ func idemgateBin(t *testing.T) string {
 	return binPath
 }
 
-// freeAddr returns a loopback address nobody listens on right now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+// freeAddr returns a loopback address nobody listens on right now, never
+// the same twice (testutil.DeadAddr).
+func freeAddr(t *testing.T) string { return testutil.DeadAddr(t) }
 
 // proc is a running idemgate binary.
 type proc struct {

@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -389,17 +388,9 @@ func idemgateBinary(t *testing.T, dir string) string {
 	return bin
 }
 
-// freeAddr returns a loopback address nobody listens on right now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
+// freeAddr returns a loopback address nobody listens on right now, never
+// the same twice (testutil.DeadAddr).
+func freeAddr(t *testing.T) string { return testutil.DeadAddr(t) }
 
 // TestRedisE2ECrashTakeover: an idemgate process is killed with SIGKILL
 // while its keyed request hangs at the upstream; a retry through a second

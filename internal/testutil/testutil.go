@@ -63,17 +63,29 @@ func (s *SyncBuffer) String() string {
 }
 
 // DeadAddr returns a loopback address that refuses connections: listened
-// on, then closed (caddy's retries_test.go does the same).
+// on, then closed (caddy's retries_test.go does the same). It never
+// returns an address twice in a process: the kernel may hand a port just
+// closed out again, and a test that asks for two (a listen and an
+// admin_listen) got the same one (a clean-clone CI run drew it).
 func DeadAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if _, dup := handedOut.LoadOrStore(addr, struct{}{}); !dup {
+			return addr
+		}
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	t.Fatal("DeadAddr: 100 ports in a row were handed out before")
+	return ""
 }
+
+// handedOut holds the addresses DeadAddr returned.
+var handedOut sync.Map
 
 // DiscardLogger is a go-redis logger that writes nothing, for tests whose
 // dead servers would flood go-redis's global logger:
