@@ -33,27 +33,12 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 rounds=${ROUNDS:-6} duration=${DURATION:-4} script=${SCRIPT:-get} warm=${WARM:-2}
 base=${BASE_PORT:-26300}
 
-# bench-wrk's parts, copied and built as bench/wrk.sh does.
-src=${BENCH_WRK_SRC:-}
-for d in "$repo/../shared/bench-wrk" "$repo/../../shared/bench-wrk"; do
-	[[ -z $src && -x $d/run.sh ]] && src=$(cd "$d" && pwd)
-done
-[[ -n $src ]] || { echo "no bench-wrk: set BENCH_WRK_SRC" >&2; exit 1; }
-work=${BENCH_WRK_DIR:-$repo/.tmp/bench-wrk}
+# bench-wrk's parts, copied (bench/benchwrk.sh) and built.
+. "$repo/bench/benchwrk.sh"
 mkdir -p "$work/.bin"
-cp -r "$src/." "$work/" && chmod -R u+w "$work"
 (cd "$work/upstream" && go build -o "$work/.bin/upstream" .)
 (cd "$work/bareproxy" && go build -o "$work/.bin/bareproxy" .)
 (cd "$repo" && go build -trimpath -o "$work/.bin/idemgate" ./cmd/idemgate)
-if ! command -v wrk >/dev/null; then
-	w=$repo/.tmp/wrkdeb
-	if [[ ! -x $w/root/usr/bin/wrk ]]; then
-		mkdir -p "$w/dl"
-		(cd "$w/dl" && apt-get download wrk libluajit2-5.1-2 libluajit2-5.1-common >&2)
-		for f in "$w"/dl/*.deb; do dpkg -x "$f" "$w/root"; done
-	fi
-	export PATH=$w/root/usr/bin:$PATH LD_LIBRARY_PATH=$w/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-fi
 wrkscript=$work/wrk/$script.lua
 [[ -f $wrkscript ]] || { echo "no wrk script $wrkscript" >&2; exit 2; }
 

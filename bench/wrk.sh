@@ -46,28 +46,10 @@ REDIS_PIN=${REDIS_PIN:-1}
 IDLE=${IDLE:-0}
 export BASE_PORT=${BASE_PORT:-26100}
 
-src=${BENCH_WRK_SRC:-}
-for d in "$repo/../shared/bench-wrk" "$repo/../../shared/bench-wrk"; do
-	[[ -z $src && -x $d/run.sh ]] && src=$(cd "$d" && pwd)
-done
-[[ -n $src ]] || { echo "no bench-wrk: set BENCH_WRK_SRC" >&2; exit 1; }
-work=${BENCH_WRK_DIR:-$repo/.tmp/bench-wrk}
-mkdir -p "$work"
-cp -r "$src/." "$work/" && chmod -R u+w "$work"
+. "$repo/bench/benchwrk.sh"
 bin=$work/.idemgate
 mkdir -p "$bin"
 (cd "$repo" && go build -trimpath -o "$bin/" ./cmd/idemgate ./bench/bareproxy)
-
-# wrk, unpacked from Debian's packages when missing (nothing installed).
-if ! command -v wrk >/dev/null; then
-	w=$repo/.tmp/wrkdeb
-	if [[ ! -x $w/root/usr/bin/wrk ]]; then
-		mkdir -p "$w/dl"
-		(cd "$w/dl" && apt-get download wrk libluajit2-5.1-2 libluajit2-5.1-common >&2)
-		for f in "$w"/dl/*.deb; do dpkg -x "$f" "$w/root"; done
-	fi
-	export PATH=$w/root/usr/bin:$PATH LD_LIBRARY_PATH=$w/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-fi
 if ! command -v redis-server >/dev/null; then
 	debs=${IDEMGATE_REDIS_DEBS:-$repo/.tmp/debs}
 	[[ -x $debs/root/usr/bin/redis-server ]] || { echo "no redis-server: run scripts/redis-test.sh start once (it unpacks one into $debs)" >&2; exit 1; }
