@@ -9,6 +9,8 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/idemgate/idemgate/internal/jsonlog"
 )
 
 // Access-log attribute keys.
@@ -101,8 +103,8 @@ func (p *Proxy) logExchange(r *http.Request, ex *exchange) {
 	if !h.Enabled(ctx, level) {
 		return // before the attributes are made
 	}
-	rec := slog.NewRecord(now, level, "request", 0)
-	rec.AddAttrs(
+	var arr [14]slog.Attr // on the stack
+	as := append(arr[:0],
 		slog.String(logHost, r.Host),
 		slog.String(logMethod, r.Method),
 		slog.String(logPath, r.URL.EscapedPath()),
@@ -116,12 +118,21 @@ func (p *Proxy) logExchange(r *http.Request, ex *exchange) {
 		slog.String(logRequestID, ex.id),
 	)
 	if ex.waited > 0 {
-		rec.AddAttrs(slog.Float64("waited_ms", float64(ex.waited.Microseconds())/1000))
+		as = append(as, slog.Float64("waited_ms", float64(ex.waited.Microseconds())/1000))
 	}
 	if ex.span != nil {
 		sc := ex.span.SpanContext()
-		rec.AddAttrs(slog.String(logTraceID, sc.TraceID().String()), slog.String(logSpanID, sc.SpanID().String()))
+		as = append(as, slog.String(logTraceID, sc.TraceID().String()), slog.String(logSpanID, sc.SpanID().String()))
 	}
+	if jh, ok := h.(*jsonlog.Handler); ok {
+		// The same line, without a Record, whose attributes past the
+		// fifth would take a slice of their own (issue 31).
+		// (A concrete call: through an interface, as would escape.)
+		_ = jh.HandleAttrs(ctx, now, level, "request", as...)
+		return
+	}
+	rec := slog.NewRecord(now, level, "request", 0)
+	rec.AddAttrs(as...)
 	_ = h.Handle(ctx, rec)
 }
 

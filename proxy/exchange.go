@@ -29,9 +29,8 @@ type exchange struct {
 	client     netip.Addr // client address (after trusted proxies)
 	clientText string     // client.String(), once asked (clientString)
 
-	ctx      exchangeCtx // the request's context from the outermost stage on (withExchange)
-	snap     *snapshot   // the policy this request runs on, from start to end (Proxy.Apply)
-	pastEdge bool        // the request passed the edge limit (for metrics)
+	ctx  exchangeCtx // the request's context from the outermost stage on (withExchange)
+	snap *snapshot   // the policy this request runs on, from start to end (Proxy.Apply)
 
 	route *route         // nil: no route matched
 	match pathtmpl.Match // the route's match: normalized path parameters
@@ -40,9 +39,8 @@ type exchange struct {
 	// writer's (problem.go), or how the request went on.
 	problem  string // the outcome of the problem written; "" for none
 	code     string // problem code, "" when the upstream answered
-	via      via    // how a request that is no keyed write went on
 	observed string // observe mode forwarded a keyed write unclaimed: enforce mode's outcome
-	aborted  bool   // the answer was cut (http.ErrAbortHandler)
+	// (via and aborted, below)
 
 	// The key check's findings (keycheck.go, graphql.go), for the claim.
 	key   string           // the key check passed this key
@@ -69,9 +67,19 @@ type exchange struct {
 	status      int   // status written to the client
 	written     int64 // body bytes written to the client
 	wroteHeader bool
-	clientGone  bool  // a write to the client failed
-	swallow     bool  // keep accepting writes after the client is gone
-	clientErr   error // the first failed write's error
+	clientGone  bool // a write to the client failed
+	swallow     bool // keep accepting writes after the client is gone
+	// One-byte fields beside those above, in what would be padding
+	// (TestExchangeSizeClass).
+	pastEdge  bool  // the request passed the edge limit (for metrics)
+	via       via   // how a request that is no keyed write went on (the outcome's)
+	aborted   bool  // the answer was cut (http.ErrAbortHandler; the outcome's)
+	clientErr error // the first failed write's error
+
+	// ids holds the request ID's header values, in the inbound request
+	// and in the answer (begin), so that they take no allocation of their
+	// own (issue 31). Each header's slice is capped at its own element.
+	ids [2]string
 }
 
 // via says how a request that is not a keyed write under a claim went on,
@@ -160,10 +168,10 @@ func (p *Proxy) begin(next http.Handler) http.Handler {
 		ex := &exchange{ResponseWriter: w, start: time.Now(), snap: p.cur.Load()}
 		h := ex.snap.requestID
 		ex.id = problem.RequestID(headerValue(r.Header, h))
-		// Header.Set for both, with one array for their values.
-		ids := &[2]string{ex.id, ex.id}
-		r.Header[h] = ids[0:1:1]
-		w.Header()[h] = ids[1:2:2]
+		// Header.Set for both, their values in the exchange.
+		ex.ids[0], ex.ids[1] = ex.id, ex.id
+		r.Header[h] = ex.ids[0:1:1]
+		w.Header()[h] = ex.ids[1:2:2]
 		ex.client = p.deps.ClientAddr(remoteAddr(r), r.Header["X-Forwarded-For"], ex.snap.src.TrustedProxies)
 		next.ServeHTTP(ex, withExchange(r, ex))
 	})

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/idemgate/idemgate/config"
+	"github.com/idemgate/idemgate/internal/jsonlog"
 	"github.com/idemgate/idemgate/internal/problem"
 	"github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore/memstore"
@@ -121,7 +122,9 @@ func newTestProxy(t *testing.T, up string, mod func(*Options, *memstore.Options)
 			ReplayHeader:    "Idempotent-Replayed",
 			ReleaseStatuses: []int{400, 401, 403, 404, 405, 408, 409, 413, 415, 422, 425, 429, 503},
 		},
-		Logger: slog.New(slog.NewJSONHandler(logs, nil)),
+		// cmd/idemgate's handler: the access log's HandleAttrs path
+		// (the other tests' slog handlers take the Record path).
+		Logger: slog.New(jsonlog.New(logs, nil)),
 	}
 	if mod != nil {
 		mod(&opts, &mopts)

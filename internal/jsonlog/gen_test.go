@@ -47,7 +47,9 @@ type program struct {
 
 // run writes p with h (New or the reference) and returns the bytes and
 // the number of Write calls.
-func (p program) run(t testing.TB, mk func(w *countWriter) slog.Handler) ([]byte, int, bool, slog.Handler) {
+// With viaAttrs the record goes through Handler.HandleAttrs instead of
+// Handle.
+func (p program) run(t testing.TB, viaAttrs bool, mk func(w *countWriter) slog.Handler) ([]byte, int, bool, slog.Handler) {
 	t.Helper()
 	w := &countWriter{}
 	h := mk(w)
@@ -60,21 +62,38 @@ func (p program) run(t testing.TB, mk func(w *countWriter) slog.Handler) ([]byte
 		}
 	}
 	enabled := h.Enabled(context.Background(), p.probe)
-	if err := h.Handle(context.Background(), p.rec.Clone()); err != nil {
+	if viaAttrs {
+		var as []slog.Attr
+		p.rec.Attrs(func(a slog.Attr) bool { as = append(as, a); return true })
+		if err := h.(*Handler).HandleAttrs(context.Background(), p.rec.Time, p.rec.Level, p.rec.Message, as...); err != nil {
+			t.Fatalf("HandleAttrs: %v", err)
+		}
+	} else if err := h.Handle(context.Background(), p.rec.Clone()); err != nil {
 		t.Fatalf("Handle: %v", err)
 	}
 	return w.buf.Bytes(), w.writes, enabled, h
 }
 
 // compare fails t unless New writes p's record as the reference does, with
-// one Write, and answers Enabled as it does. It reports whether slog's
-// handler was used (for the record, or for a WithAttrs).
+// one Write, through Handle and (a record without a program counter)
+// through HandleAttrs, and answers Enabled
+// as it does. It reports whether slog's handler was used (for the record,
+// or for a WithAttrs).
 func compare(t testing.TB, p program, desc func() string) (usedSlog bool) {
 	t.Helper()
-	want, _, wantOn, _ := p.run(t, func(w *countWriter) slog.Handler { return utcRef{slog.NewJSONHandler(w, p.opts)} })
-	got, writes, gotOn, h := p.run(t, func(w *countWriter) slog.Handler { return New(w, p.opts) })
+	want, _, wantOn, _ := p.run(t, false, func(w *countWriter) slog.Handler { return utcRef{slog.NewJSONHandler(w, p.opts)} })
+	got, writes, gotOn, h := p.run(t, false, func(w *countWriter) slog.Handler { return New(w, p.opts) })
 	if !bytes.Equal(got, want) {
 		t.Fatalf("%s\n got %q\nwant %q", desc(), got, want)
+	}
+	if p.rec.PC == 0 { // HandleAttrs has no program counter to give
+		gotAttrs, writesAttrs, _, _ := p.run(t, true, func(w *countWriter) slog.Handler { return New(w, p.opts) })
+		if !bytes.Equal(gotAttrs, want) {
+			t.Fatalf("%s: HandleAttrs\n got %q\nwant %q", desc(), gotAttrs, want)
+		}
+		if writesAttrs != 1 {
+			t.Errorf("%s: HandleAttrs: %d Write calls; want 1", desc(), writesAttrs)
+		}
 	}
 	if writes != 1 {
 		t.Errorf("%s: %d Write calls; want 1", desc(), writes)

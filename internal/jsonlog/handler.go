@@ -82,16 +82,54 @@ func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
 	if h.slowOnly {
 		return h.slow.get().Handle(ctx, r)
 	}
+	// The attributes in an array on the stack (most records have a few):
+	// iterating through a func value would move the record to the heap.
+	var arr [16]slog.Attr
+	as := arr[:0]
+	if r.NumAttrs() > len(arr) {
+		as = make([]slog.Attr, 0, r.NumAttrs())
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		as = append(as, a)
+		return true
+	})
 	bp := bufPool.Get().(*[]byte)
 	e := encoder{buf: (*bp)[:0]}
-	if !h.encode(&e, r) {
+	if !h.encode(&e, r.Time, r.Level, r.Message, as) {
 		h.put(bp, e.buf)
 		return h.slow.get().Handle(ctx, r)
 	}
+	return h.write(bp, e.buf)
+}
+
+// HandleAttrs writes the line Handle writes for a record made of t, level,
+// msg and as (slog.NewRecord(t, level, msg, 0) with AddAttrs(as...)),
+// without the Record: a record of more than five attributes keeps the rest
+// in a slice of its own, which a caller with its attributes at hand (the
+// access log, one line per request) need not make (issue 31).
+func (h *Handler) HandleAttrs(ctx context.Context, t time.Time, level slog.Level, msg string, as ...slog.Attr) error {
+	if !t.IsZero() {
+		t = t.UTC()
+	}
+	if !h.slowOnly {
+		bp := bufPool.Get().(*[]byte)
+		e := encoder{buf: (*bp)[:0]}
+		if h.encode(&e, t, level, msg, as) {
+			return h.write(bp, e.buf)
+		}
+		h.put(bp, e.buf)
+	}
+	r := slog.NewRecord(t, level, msg, 0)
+	r.AddAttrs(as...)
+	return h.slow.get().Handle(ctx, r)
+}
+
+// write writes one encoded line b (in *bp's buffer) and pools the buffer.
+func (h *Handler) write(bp *[]byte, b []byte) error {
 	h.out.mu.Lock()
-	_, err := h.out.w.Write(e.buf)
+	_, err := h.out.w.Write(b)
 	h.out.mu.Unlock()
-	h.put(bp, e.buf)
+	h.put(bp, b)
 	return err
 }
 
@@ -103,25 +141,27 @@ func (h *Handler) put(bp *[]byte, b []byte) {
 	bufPool.Put(bp)
 }
 
-// encode appends r's line to e.buf as slog's commonHandler.handle does
-// (without ReplaceAttr and AddSource), step for step, its separator state
-// included. It reports false, leaving e.buf to be discarded, when r holds
-// something only slog's handler writes.
-func (h *Handler) encode(e *encoder, r slog.Record) bool {
+// encode appends the line of a record (its time t, level, message msg and
+// attributes as) to e.buf as
+// slog's commonHandler.handle does (without ReplaceAttr and AddSource),
+// step for step, its separator state included. It reports false, leaving
+// e.buf to be discarded, when the record holds something only slog's
+// handler writes.
+func (h *Handler) encode(e *encoder, t time.Time, level slog.Level, msg string, as []slog.Attr) bool {
 	e.buf = append(e.buf, '{')
-	if !r.Time.IsZero() {
+	if !t.IsZero() {
 		e.key(slog.TimeKey)
 		e.buf = append(e.buf, '"')
 		var ok bool
-		if e.buf, ok = appendUTC(e.buf, r.Time); !ok {
+		if e.buf, ok = appendUTC(e.buf, t); !ok {
 			return false
 		}
 		e.buf = append(e.buf, '"')
 	}
 	e.key(slog.LevelKey)
-	e.string(r.Level.String())
+	e.string(level.String())
 	e.key(slog.MessageKey)
-	e.string(r.Message)
+	e.string(msg)
 	// slog's appendNonBuiltIns.
 	if len(h.pre) > 0 {
 		if e.sep {
@@ -131,17 +171,19 @@ func (h *Handler) encode(e *encoder, r slog.Record) bool {
 		e.sep = h.pre[len(h.pre)-1] != '{'
 	}
 	nOpen := h.nOpen
-	if r.NumAttrs() > 0 {
+	if len(as) > 0 {
 		pos := len(e.buf)
 		e.openGroups(h.groups[h.nOpen:])
 		nOpen = len(h.groups)
 		empty := true
-		r.Attrs(func(a slog.Attr) bool {
+		for _, a := range as {
 			if e.attr(a) {
 				empty = false
 			}
-			return !e.failed
-		})
+			if e.failed {
+				break
+			}
+		}
 		if e.failed {
 			return false
 		}
