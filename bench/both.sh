@@ -6,7 +6,9 @@
 # floor: post) and then bench/'s six lines, DURATION seconds each; then
 # bench/'s sequential runs (one connection), 5 rounds of 3 s. Results and
 # logs go to OUT; `bench/wrk.sh table OUT/wrk-*/*.jsonl OUT/bench.jsonl`
-# prints the medians and per-round ratios. Run it on a machine with nothing
+# prints the medians and per-round ratios, and `jq -rn -f bench/targets.jq
+# OUT/wrk-*/results.jsonl OUT/bench.jsonl` issue 31's targets (Redis ÷ floor
+# included); both print at the end. Run it on a machine with nothing
 # else to do (BENCHMARKS.md, "Both harnesses again"). Traffic stays on
 # 127.0.0.1; Redis is a standalone server of scripts/redis-test.sh.
 set -uo pipefail
@@ -38,3 +40,4 @@ echo "sequential $(date +%T) load $(cut -d' ' -f1 /proc/loadavg)" >>"$out/log"
 	-only "bare GET,idemgate pass-through GET,idemgate pass-through GET (Redis),bare POST,idemgate keyed first write (memory),idemgate keyed first write (Redis),floor keyed write (bare + 2 Redis round trips)" >"$out/seq.txt" 2>&1
 echo "done $(date +%T) load $(cut -d' ' -f1 /proc/loadavg)" >>"$out/log"
 bench/wrk.sh table "$out"/wrk-*/*.jsonl "$out/bench.jsonl"
+jq -rn -f bench/targets.jq "$out"/wrk-*/results.jsonl "$out/bench.jsonl"
