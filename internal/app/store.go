@@ -56,14 +56,24 @@ func (b *builtStore) purgeCache() {
 	}
 }
 
+// openCacheBytes is what the compressing store keeps of the answers it
+// opened last, when no replay cache sits above it (the memory store, or
+// Redis without store.redis.replay_cache): a replay of a compressed 4 KB
+// answer then decodes it once, not on every retry (issue 31).
+const openCacheBytes = 8 << 20
+
 // compression is what the compressing store runs with under cfg
 // (store.compression, reloaded live; the bound of what it opens is
 // idempotency.max_response_bytes).
 func compression(cfg *config.Config) compressed.Options {
-	return compressed.Options{
+	o := compressed.Options{
 		Compress:     cfg.Store.Compression == config.CompressionZstd,
 		MaxBodyBytes: cfg.Idempotency.MaxResponseBytes,
 	}
+	if cfg.Store.Backend != config.StoreRedis || !cfg.Store.Redis.ReplayCache.Enabled() {
+		o.OpenCacheBytes = openCacheBytes
+	}
+	return o
 }
 
 // recordFormat is the Redis store's record format in cfg

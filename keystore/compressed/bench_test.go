@@ -49,7 +49,7 @@ func BenchmarkCorpus(b *testing.B) {
 			b.ReportAllocs()
 			cpu := storetest.ProcessCPU()
 			for b.Loop() {
-				if _, err := open(stored, DefaultMaxBodyBytes); err != nil {
+				if _, err := open(stored, DefaultMaxBodyBytes, nil, 0); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -34,6 +34,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,6 +66,11 @@ type Options struct {
 	// MaxBodyBytes bounds a body the Store compresses and one it opens:
 	// idempotency.max_response_bytes. Zero means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// OpenCacheBytes bounds the bodies of the frames the Store opened
+	// last that it keeps, so that the replays of one answer decode it
+	// once (frames and bodies counted; the oldest go first). Zero keeps
+	// none: what a replay cache above the Store does already.
+	OpenCacheBytes int64
 }
 
 func (o Options) normalize() Options {
@@ -82,7 +88,8 @@ func (o Options) normalize() Options {
 // ([keystore.Wrapper]).
 type Store struct {
 	keystore.Wrapper
-	opts atomic.Pointer[Options]
+	opts  atomic.Pointer[Options]
+	cache frameCache // Options.OpenCacheBytes
 }
 
 var (
@@ -161,8 +168,10 @@ func compress(resp *keystore.Response, o Options) *keystore.Response {
 }
 
 // open returns the answer stored resp holds: resp itself unless its body
-// is compressed. maxBody bounds the opened body.
-func open(resp *keystore.Response, maxBody int64) (*keystore.Response, error) {
+// is compressed. maxBody bounds the opened body. With cache, a frame it
+// holds is not decoded again (after the same checks), and one decoded is
+// kept in it within cacheMax bytes.
+func open(resp *keystore.Response, maxBody int64, cache *frameCache, cacheMax int64) (*keystore.Response, error) {
 	if resp == nil || !resp.Compressed {
 		return resp, nil
 	}
@@ -179,6 +188,11 @@ func open(resp *keystore.Response, maxBody int64) (*keystore.Response, error) {
 		return nil, fmt.Errorf("%w: compressed body: the frame declares %d bytes, over the %d the store opens (idempotency.max_response_bytes)",
 			keystore.ErrMalformedResponse, h.FrameContentSize, maxBody)
 	}
+	if cache != nil {
+		if body, ok := cache.get(resp.Body); ok {
+			return &keystore.Response{Status: resp.Status, Header: resp.Header, Body: body, TooLarge: resp.TooLarge}, nil
+		}
+	}
 	c, _ := codec() // New checked it
 	// 16 bytes beyond the declared size let the decoder take its fast
 	// path (it may write that far past the end while it works); it still
@@ -190,12 +204,29 @@ func open(resp *keystore.Response, maxBody int64) (*keystore.Response, error) {
 	if uint64(len(body)) != h.FrameContentSize {
 		return nil, fmt.Errorf("%w: compressed body: %d bytes, the frame declares %d", keystore.ErrMalformedResponse, len(body), h.FrameContentSize)
 	}
+	if cache != nil {
+		cache.put(resp.Body, body, int(min(cacheMax, math.MaxInt32)))
+	}
 	return &keystore.Response{Status: resp.Status, Header: resp.Header, Body: body, TooLarge: resp.TooLarge}, nil
 }
 
+// open opens resp under the Store's options, through its cache.
+func (s *Store) open(resp *keystore.Response) (*keystore.Response, error) {
+	o := s.opts.Load()
+	if o.OpenCacheBytes <= 0 {
+		return open(resp, o.MaxBodyBytes, nil, 0)
+	}
+	return open(resp, o.MaxBodyBytes, &s.cache, o.OpenCacheBytes)
+}
+
+// OpenCacheStats returns what the Store's cache of opened frames holds
+// (Options.OpenCacheBytes): its entries, their bytes, and how many opens
+// it answered so far.
+func (s *Store) OpenCacheStats() (entries, bytes int, hits uint64) { return s.cache.stats() }
+
 // opened returns rec with its answer opened.
 func (s *Store) opened(rec keystore.Record) (keystore.Record, error) {
-	resp, err := open(rec.Response, s.opts.Load().MaxBodyBytes)
+	resp, err := s.open(rec.Response)
 	if err != nil {
 		return keystore.Record{}, err
 	}
@@ -210,7 +241,7 @@ func (s *Store) Reserve(ctx context.Context, k keystore.Key, opts keystore.Reser
 	if err != nil || res.Response == nil {
 		return res, err
 	}
-	if res.Response, err = open(res.Response, s.opts.Load().MaxBodyBytes); err != nil {
+	if res.Response, err = s.open(res.Response); err != nil {
 		return keystore.Reservation{}, err
 	}
 	return res, nil

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -500,3 +503,120 @@ func TestClaimAndAdmin(t *testing.T) {
 
 // storeOnly hides every method beyond keystore.Store.
 type storeOnly struct{ keystore.Store }
+
+// corpusStore returns a memory store, a Store over it with o holding every
+// corpus answer completed, the answers and their keys.
+func corpusStore(t *testing.T, o Options) (*memstore.Store, *Store, []answer, []keystore.Key) {
+	t.Helper()
+	answers := corpus(t)
+	m := memstore.New(memstore.Options{})
+	t.Cleanup(func() { m.Close() })
+	s := mustNew(t, m, o)
+	keys := make([]keystore.Key, len(answers))
+	for i, a := range answers {
+		keys[i] = keystore.NewKey(a.name)
+		complete(t, s, keys[i], jsonAnswer(a.body))
+	}
+	return m, s, answers, keys
+}
+
+// TestOpenCache: with OpenCacheBytes, the replays of one answer decode its
+// frame once, every answer gets its own body (never another frame's, even
+// of the same length), and the cache holds no more than its bound, the
+// oldest frames going first; without it nothing is kept.
+func TestOpenCache(t *testing.T) {
+	ctx := context.Background()
+	m, s, answers, keys := corpusStore(t, Options{Compress: true, OpenCacheBytes: 1 << 20})
+	for round := range 3 {
+		for i, a := range answers {
+			res, err := s.Reserve(ctx, keys[i], reserveOpts())
+			if err != nil || res.Response == nil || !bytes.Equal(res.Response.Body, a.body) || res.Response.Compressed {
+				t.Fatalf("round %d, %s: replay = %v; want its own body", round, a.name, err)
+			}
+		}
+	}
+	entries, size, hits := s.OpenCacheStats()
+	if entries != len(answers) || hits != uint64(2*len(answers)) {
+		t.Errorf("cache: %d entries, %d hits; want %d and %d", entries, hits, len(answers), 2*len(answers))
+	}
+	if size <= 0 || size > 1<<20 {
+		t.Errorf("cache holds %d bytes; want some, at most 1 MiB", size)
+	}
+
+	// Two frames of the same length and nearly the same bytes.
+	a := bytes.Repeat([]byte(`{"amount":1999,"currency":"eur"},`), 40)
+	b := bytes.Clone(a)
+	b[len(b)/2] = 'X'
+	fa, fb := frame(a), frame(b)
+	var c frameCache
+	for range 2 {
+		for _, tc := range []struct{ fr, want []byte }{{fa, a}, {fb, b}} {
+			got, err := open(&keystore.Response{Status: 200, Body: tc.fr, Compressed: true}, DefaultMaxBodyBytes, &c, 1<<20)
+			if err != nil || !bytes.Equal(got.Body, tc.want) {
+				t.Fatalf("open = %v; want the frame's own body", err)
+			}
+		}
+	}
+
+	// The bound: a 16 KiB cache keeps the newest answers only.
+	var small frameCache
+	const max = 16 << 10
+	for i := range 50 {
+		body := bytes.Repeat([]byte(fmt.Sprintf(`{"n":%d,"pad":"%s"},`, i, strings.Repeat("x", i))), 30)
+		if _, err := open(&keystore.Response{Status: 200, Body: frame(body), Compressed: true}, DefaultMaxBodyBytes, &small, max); err != nil {
+			t.Fatal(err)
+		}
+		if _, size, _ := small.stats(); size > max {
+			t.Fatalf("after %d frames the cache holds %d bytes; want at most %d", i+1, size, max)
+		}
+	}
+	last := bytes.Repeat([]byte(fmt.Sprintf(`{"n":%d,"pad":"%s"},`, 49, strings.Repeat("x", 49))), 30)
+	if _, ok := small.get(frame(last)); !ok {
+		t.Error("the newest frame is not kept")
+	}
+	first := bytes.Repeat([]byte(`{"n":0,"pad":""},`), 30)
+	if _, ok := small.get(frame(first)); ok {
+		t.Error("the oldest frame is still kept past the bound")
+	}
+
+	// Off: nothing kept.
+	off := mustNew(t, m, Options{Compress: true})
+	for range 2 {
+		if _, err := off.Reserve(ctx, keys[0], reserveOpts()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _, hits := off.OpenCacheStats(); n != 0 || hits != 0 {
+		t.Errorf("without OpenCacheBytes: %d entries, %d hits; want none", n, hits)
+	}
+}
+
+// TestOpenCacheConcurrent: many goroutines replaying a few answers at once,
+// through a cache smaller than them all (so that entries come and go), each
+// get their own answer's body, exactly.
+func TestOpenCacheConcurrent(t *testing.T) {
+	ctx := context.Background()
+	_, s, answers, keys := corpusStore(t, Options{Compress: true, OpenCacheBytes: 24 << 10})
+	var wg sync.WaitGroup
+	var bad atomic.Int64
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 200 {
+				i := (g + j) % len(answers)
+				res, err := s.Reserve(ctx, keys[i], reserveOpts())
+				if err != nil || res.Response == nil || !bytes.Equal(res.Response.Body, answers[i].body) {
+					bad.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := bad.Load(); n != 0 {
+		t.Fatalf("%d of %d replays got another body or an error", n, 16*200)
+	}
+	if _, size, hits := s.OpenCacheStats(); size > 24<<10 || hits == 0 {
+		t.Errorf("cache: %d bytes, %d hits; want at most 24 KiB and some hits", size, hits)
+	}
+}
