@@ -16,6 +16,12 @@ out=${1:?usage: bench/both.sh OUT}
 cd "$(dirname "$0")/.."
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+# Both harnesses append their result lines, and bench/targets.jq pairs the
+# rounds by their order: one run per OUT.
+if [[ -e $out/bench.jsonl ]] || compgen -G "$out/wrk-*" >/dev/null; then
+	echo "bench/both.sh: $out already holds a run; give a new OUT" >&2
+	exit 2
+fi
 rounds=${ROUNDS:-5} duration=${DURATION:-5}
 export IDEMGATE_REDIS_TEST_PORT=${IDEMGATE_REDIS_TEST_PORT:-31379}
 bin=bench/.bin

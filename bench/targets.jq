@@ -6,6 +6,8 @@
 #   pass-through, memory keyed write: idemgate over the bare proxy of the same run;
 #   Redis ÷ floor: bench-wrk, (idemgate-redis / its bare proxy) over (floor / its bare
 #   proxy), the two runs of round R; bench/, the two rates of the same driver round.
+# bench/'s lines carry no round: the nth line of a scenario is round n, so OUT must
+# hold one run (bench/both.sh refuses an OUT that holds one already).
 def med: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
 def f2: . * 100 | round / 100 | tostring;
 def stat: if length == 0 then "–" else "\(med | f2) (\(min | f2)–\(max | f2), \(length) rounds)" end;

@@ -125,6 +125,8 @@ func New(cfg *config.Config, o Options) (_ *App, err error) {
 	a.reg.MustRegister(&storeCollector{epoch: a.epoch, retrier: a.retrier})
 	if st.cache != nil {
 		a.reg.MustRegister(replayCacheStats(st.cache))
+	} else {
+		a.reg.MustRegister(openCacheStats(st.compressed)) // the cache of opened answers, in its place
 	}
 	registerStoreGauges(a.reg, st)
 	registerUnknownGauge(a.reg, ms)

@@ -109,6 +109,15 @@ func TestCompressionReplayAndReload(t *testing.T) {
 			t.Errorf("replay of %q: %s", key, diff)
 		}
 	}
+	// A retry of the compressed answer, replayed once above, is not
+	// decoded again: the memory store's cache of opened answers has it.
+	hits := oa.built.compressed.OpenCacheStats().Hits
+	if diff := sameAnswer(packed, doHTTP(t, c, "POST", oa.base+"/pay", `{"amount":4900}`, "Idempotency-Key", "after")); diff != "" {
+		t.Errorf("second replay of %q: %s", "after", diff)
+	}
+	if got := oa.built.compressed.OpenCacheStats().Hits; got != hits+1 {
+		t.Errorf("the second replay: %d opens from the cache; want %d", got, hits+1)
+	}
 	if n := up.hits.Load(); n != 2 {
 		t.Errorf("the upstream ran %d requests; want 2", n)
 	}

@@ -42,7 +42,8 @@ type program struct {
 	opts  *slog.HandlerOptions
 	steps []step
 	rec   slog.Record
-	probe slog.Level // a level to ask Enabled about
+	attrs []slog.Attr // rec's attributes as they were added (empty groups and all); nil: rec's own
+	probe slog.Level  // a level to ask Enabled about
 }
 
 // run writes p with h (New or the reference) and returns the bytes and
@@ -63,8 +64,10 @@ func (p program) run(t testing.TB, viaAttrs bool, mk func(w *countWriter) slog.H
 	}
 	enabled := h.Enabled(context.Background(), p.probe)
 	if viaAttrs {
-		var as []slog.Attr
-		p.rec.Attrs(func(a slog.Attr) bool { as = append(as, a); return true })
+		as := p.attrs
+		if as == nil {
+			p.rec.Attrs(func(a slog.Attr) bool { as = append(as, a); return true })
+		}
 		if err := h.(*Handler).HandleAttrs(context.Background(), p.rec.Time, p.rec.Level, p.rec.Message, as...); err != nil {
 			t.Fatalf("HandleAttrs: %v", err)
 		}
@@ -350,7 +353,8 @@ func (g *gen) program() program {
 	if g.n(4) == 0 {
 		p.rec = slog.NewRecord(time.Now(), p.rec.Level, p.rec.Message, 0) // with a monotonic reading
 	}
-	p.rec.AddAttrs(g.attrList(0, 12)...)
+	p.attrs = g.attrList(0, 12)
+	p.rec.AddAttrs(p.attrs...)
 	p.probe = g.level()
 	return p
 }

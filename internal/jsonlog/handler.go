@@ -108,20 +108,27 @@ func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
 // in a slice of its own, which a caller with its attributes at hand (the
 // access log, one line per request) need not make (issue 31).
 func (h *Handler) HandleAttrs(ctx context.Context, t time.Time, level slog.Level, msg string, as ...slog.Attr) error {
-	if !t.IsZero() {
-		t = t.UTC()
-	}
-	if !h.slowOnly {
+	if !h.slowOnly && !slices.ContainsFunc(as, isEmptyGroup) {
 		bp := bufPool.Get().(*[]byte)
 		e := encoder{buf: (*bp)[:0]}
+		if !t.IsZero() {
+			t = t.UTC()
+		}
 		if h.encode(&e, t, level, msg, as) {
 			return h.write(bp, e.buf)
 		}
 		h.put(bp, e.buf)
 	}
+	// What AddAttrs makes of as (it drops empty groups), as Handle writes it.
 	r := slog.NewRecord(t, level, msg, 0)
 	r.AddAttrs(as...)
-	return h.slow.get().Handle(ctx, r)
+	return h.Handle(ctx, r)
+}
+
+// isEmptyGroup reports whether a is a group without attributes, which
+// slog.Record.AddAttrs leaves out.
+func isEmptyGroup(a slog.Attr) bool {
+	return a.Value.Kind() == slog.KindGroup && len(a.Value.Group()) == 0
 }
 
 // write writes one encoded line b (in *bp's buffer) and pools the buffer.

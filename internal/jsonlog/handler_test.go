@@ -1,6 +1,7 @@
 package jsonlog
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -285,6 +286,32 @@ func TestPlain(t *testing.T) {
 					t.Fatalf("plain(%q) = %v; want %v", s, plain(s), slow(s))
 				}
 			}
+		}
+	}
+}
+
+// TestHandleAttrsEmptyGroups: HandleAttrs leaves out empty groups, as
+// slog.Record.AddAttrs does, under a pending WithGroup too (the group is
+// then not opened at all).
+func TestHandleAttrsEmptyGroups(t *testing.T) {
+	for _, as := range [][]slog.Attr{
+		{slog.Group("e")},
+		{slog.Group("e"), {}},
+		{slog.Group("e"), slog.Int("a", 1)},
+		{slog.Int("a", 1), slog.Group("e", slog.Group("f"))},
+	} {
+		var got, want bytes.Buffer
+		h := New(&got, nil).WithGroup("g").(*Handler)
+		if err := h.HandleAttrs(context.Background(), time.Time{}, slog.LevelInfo, "m", as...); err != nil {
+			t.Fatal(err)
+		}
+		r := slog.NewRecord(time.Time{}, slog.LevelInfo, "m", 0)
+		r.AddAttrs(as...)
+		if err := slog.NewJSONHandler(&want, nil).WithGroup("g").Handle(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() {
+			t.Errorf("HandleAttrs(%v)\n got %q\nwant %q", as, got.String(), want.String())
 		}
 	}
 }

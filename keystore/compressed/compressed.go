@@ -115,6 +115,7 @@ func New(inner keystore.Store, opts Options) (*Store, error) {
 func (s *Store) Set(opts Options) {
 	o := opts.normalize()
 	s.opts.Store(&o)
+	s.cache.trim(int(min(max(o.OpenCacheBytes, 0), math.MaxInt32))) // a lower bound frees at once
 }
 
 // Options returns the options the Store runs with.
@@ -219,10 +220,18 @@ func (s *Store) open(resp *keystore.Response) (*keystore.Response, error) {
 	return open(resp, o.MaxBodyBytes, &s.cache, o.OpenCacheBytes)
 }
 
-// OpenCacheStats returns what the Store's cache of opened frames holds
-// (Options.OpenCacheBytes): its entries, their bytes, and how many opens
-// it answered so far.
-func (s *Store) OpenCacheStats() (entries, bytes int, hits uint64) { return s.cache.stats() }
+// OpenCacheStats is what a Store's cache of opened answers holds
+// (Options.OpenCacheBytes), and how many opens it answered.
+type OpenCacheStats struct {
+	Entries, Bytes int
+	Hits           uint64
+}
+
+// OpenCacheStats returns the Store's [OpenCacheStats].
+func (s *Store) OpenCacheStats() OpenCacheStats {
+	n, b, h := s.cache.stats()
+	return OpenCacheStats{Entries: n, Bytes: b, Hits: h}
+}
 
 // opened returns rec with its answer opened.
 func (s *Store) opened(rec keystore.Record) (keystore.Record, error) {

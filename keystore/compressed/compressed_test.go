@@ -535,12 +535,22 @@ func TestOpenCache(t *testing.T) {
 			}
 		}
 	}
-	entries, size, hits := s.OpenCacheStats()
-	if entries != len(answers) || hits != uint64(2*len(answers)) {
-		t.Errorf("cache: %d entries, %d hits; want %d and %d", entries, hits, len(answers), 2*len(answers))
+	st := s.OpenCacheStats()
+	if st.Entries != len(answers) || st.Hits != uint64(2*len(answers)) {
+		t.Errorf("cache: %d entries, %d hits; want %d and %d", st.Entries, st.Hits, len(answers), 2*len(answers))
 	}
-	if size <= 0 || size > 1<<20 {
-		t.Errorf("cache holds %d bytes; want some, at most 1 MiB", size)
+	if st.Bytes <= 0 || st.Bytes > 1<<20 {
+		t.Errorf("cache holds %d bytes; want some, at most 1 MiB", st.Bytes)
+	}
+	// A reload that lowers the bound frees what is over it at once; one
+	// that turns the cache off frees it all.
+	s.Set(Options{Compress: true, OpenCacheBytes: int64(st.Bytes / 2)})
+	if got := s.OpenCacheStats(); got.Bytes > st.Bytes/2 || got.Entries >= st.Entries {
+		t.Errorf("after halving the bound: %d entries, %d bytes; want at most %d bytes", got.Entries, got.Bytes, st.Bytes/2)
+	}
+	s.Set(Options{Compress: true})
+	if got := s.OpenCacheStats(); got.Bytes != 0 || got.Entries != 0 {
+		t.Errorf("with the cache off: %d entries, %d bytes held; want none", got.Entries, got.Bytes)
 	}
 
 	// Two frames of the same length and nearly the same bytes.
@@ -586,8 +596,8 @@ func TestOpenCache(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n, _, hits := off.OpenCacheStats(); n != 0 || hits != 0 {
-		t.Errorf("without OpenCacheBytes: %d entries, %d hits; want none", n, hits)
+	if st := off.OpenCacheStats(); st.Entries != 0 || st.Hits != 0 {
+		t.Errorf("without OpenCacheBytes: %d entries, %d hits; want none", st.Entries, st.Hits)
 	}
 }
 
@@ -616,7 +626,7 @@ func TestOpenCacheConcurrent(t *testing.T) {
 	if n := bad.Load(); n != 0 {
 		t.Fatalf("%d of %d replays got another body or an error", n, 16*200)
 	}
-	if _, size, hits := s.OpenCacheStats(); size > 24<<10 || hits == 0 {
-		t.Errorf("cache: %d bytes, %d hits; want at most 24 KiB and some hits", size, hits)
+	if st := s.OpenCacheStats(); st.Bytes > 24<<10 || st.Hits == 0 {
+		t.Errorf("cache: %d bytes, %d hits; want at most 24 KiB and some hits", st.Bytes, st.Hits)
 	}
 }

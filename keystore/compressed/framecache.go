@@ -79,6 +79,14 @@ func (c *frameCache) shrink(max int) {
 	}
 }
 
+// trim drops the oldest entries until at most max bytes are held (all of
+// them for 0).
+func (c *frameCache) trim(max int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.shrink(max)
+}
+
 // stats returns the entries held, their bytes and the hits so far.
 func (c *frameCache) stats() (entries, bytes int, hits uint64) {
 	c.mu.Lock()
