@@ -34,7 +34,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -115,7 +114,7 @@ func New(inner keystore.Store, opts Options) (*Store, error) {
 func (s *Store) Set(opts Options) {
 	o := opts.normalize()
 	s.opts.Store(&o)
-	s.cache.trim(int(min(max(o.OpenCacheBytes, 0), math.MaxInt32))) // a lower bound frees at once
+	s.cache.trim(max(o.OpenCacheBytes, 0)) // a lower bound frees at once
 }
 
 // Options returns the options the Store runs with.
@@ -206,7 +205,7 @@ func open(resp *keystore.Response, maxBody int64, cache *frameCache, cacheMax in
 		return nil, fmt.Errorf("%w: compressed body: %d bytes, the frame declares %d", keystore.ErrMalformedResponse, len(body), h.FrameContentSize)
 	}
 	if cache != nil {
-		cache.put(resp.Body, body, int(min(cacheMax, math.MaxInt32)))
+		cache.put(resp.Body, body, cacheMax)
 	}
 	return &keystore.Response{Status: resp.Status, Header: resp.Header, Body: body, TooLarge: resp.TooLarge}, nil
 }
@@ -223,8 +222,9 @@ func (s *Store) open(resp *keystore.Response) (*keystore.Response, error) {
 // OpenCacheStats is what a Store's cache of opened answers holds
 // (Options.OpenCacheBytes), and how many opens it answered.
 type OpenCacheStats struct {
-	Entries, Bytes int
-	Hits           uint64
+	Entries int
+	Bytes   int64
+	Hits    uint64
 }
 
 // OpenCacheStats returns the Store's [OpenCacheStats].

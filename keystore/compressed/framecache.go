@@ -22,7 +22,7 @@ const entryOverhead = 96
 // concurrent use.
 type frameCache struct {
 	mu    sync.Mutex
-	size  int               // bytes held (see above)
+	size  int64             // bytes held (see above)
 	m     map[string][]byte // frame -> its body
 	order []string          // the keys of m, oldest first
 	hits  uint64
@@ -40,8 +40,8 @@ func (c *frameCache) get(frame []byte) ([]byte, bool) {
 }
 
 // put keeps body as frame's, within max bytes.
-func (c *frameCache) put(frame, body []byte, max int) {
-	cost := len(frame) + len(body) + entryOverhead
+func (c *frameCache) put(frame, body []byte, max int64) {
+	cost := int64(len(frame) + len(body) + entryOverhead)
 	if max <= 0 || cost > max/4 {
 		return
 	}
@@ -62,11 +62,11 @@ func (c *frameCache) put(frame, body []byte, max int) {
 
 // shrink drops the oldest entries until at most max bytes are held.
 // c.mu is held.
-func (c *frameCache) shrink(max int) {
+func (c *frameCache) shrink(max int64) {
 	n := 0
 	for c.size > max && n < len(c.order) {
 		k := c.order[n]
-		c.size -= len(k) + len(c.m[k]) + entryOverhead
+		c.size -= int64(len(k) + len(c.m[k]) + entryOverhead)
 		delete(c.m, k)
 		c.order[n] = "" // let the key go
 		n++
@@ -81,14 +81,14 @@ func (c *frameCache) shrink(max int) {
 
 // trim drops the oldest entries until at most max bytes are held (all of
 // them for 0).
-func (c *frameCache) trim(max int) {
+func (c *frameCache) trim(max int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.shrink(max)
 }
 
 // stats returns the entries held, their bytes and the hits so far.
-func (c *frameCache) stats() (entries, bytes int, hits uint64) {
+func (c *frameCache) stats() (entries int, bytes int64, hits uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.m), c.size, c.hits

@@ -320,7 +320,7 @@ func (s *Store) completeClaim(ctx context.Context, k keystore.Key, c keystore.Cl
 	}
 	a, n := s.completeClaimCall(ctx, k, c, resp, op, move)
 	code, rest, err := s.run(ctx, "complete claim", script, a)
-	if move && noPerm(err) {
+	if move && redis.HasErrorPrefix(err, "NOPERM") {
 		// An ACL user whose key patterns cover the records but not the
 		// scratch keys (prefix + "answer:..."): NOPERM for the SET and the
 		// script. The answer goes the classic way, now and from now on:
@@ -350,13 +350,6 @@ func (s *Store) completeClaim(ctx context.Context, k keystore.Key, c keystore.Cl
 		return how, move, nil
 	}
 	return 0, move, fmt.Errorf("redisstore: complete claim: unexpected reply %v", rest)
-}
-
-// noPerm reports whether err is Redis's refusal of a command or key to the
-// connection's ACL user.
-func noPerm(err error) bool {
-	var re redis.Error
-	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "NOPERM")
 }
 
 // movedMinBody is the smallest answer body CompleteClaim moves by its
