@@ -116,11 +116,11 @@ func (m *redisMonitor) commands() []string {
 // cache starts empty, as after a deploy: a pass-through, an unkeyed write
 // and a request on a route that is not idempotent touch no store; a keyed
 // first write is its claim and its completion, from the very first one
-// (the scripts are loaded at start: no EVALSHA refused with NOSCRIPT and
-// EVAL), with the completion notice of a waiting route published by the
-// completion's own script; a release likewise; a replay from the replay
-// cache costs nothing, and a duplicate of a running request one claim
-// attempt.
+// (the functions are loaded at start: no FCALL refused with "Function not
+// found", a FUNCTION LOAD and an EVALSHA), with the completion notice of a
+// waiting route published by the completion's own function; a release
+// likewise; a replay from the replay cache costs nothing, and a duplicate
+// of a running request one claim attempt.
 func TestRedisRoundTripsPerRequest(t *testing.T) {
 	own := redistest.StartOwn(t)
 	hold := make(chan struct{})
@@ -175,14 +175,14 @@ idempotency: {in_progress: wait, release_statuses: [503]}
 			t.Errorf("%s: status %d, Redis commands %q; want %d, %q", name, status, got, wantStatus, want)
 		}
 	}
-	check("keyed first write, the first request", send("POST", "/pay", "k1"), 201, "evalsha", "evalsha")
-	check("keyed first write", send("POST", "/pay", "k2"), 201, "evalsha", "evalsha")
-	check("replay, filling the replay cache", send("POST", "/pay", "k2"), 201, "evalsha")
+	check("keyed first write, the first request", send("POST", "/pay", "k1"), 201, "fcall", "fcall")
+	check("keyed first write", send("POST", "/pay", "k2"), 201, "fcall", "fcall")
+	check("replay, filling the replay cache", send("POST", "/pay", "k2"), 201, "fcall")
 	check("replay from the replay cache", send("POST", "/pay", "k2"), 201)
 	check("pass-through GET", send("GET", "/other/1", ""), 200)
 	check("GET on a route that is not idempotent", send("GET", "/items/1", ""), 200)
 	check("unkeyed POST", send("POST", "/pay", ""), 201)
-	check("keyed write released (503)", send("POST", "/pay", "released"), 503, "evalsha", "evalsha")
+	check("keyed write released (503)", send("POST", "/pay", "released"), 503, "fcall", "fcall")
 
 	original := make(chan int, 1)
 	go func() { original <- send("POST", "/hold", "h1") }()
@@ -191,10 +191,10 @@ idempotency: {in_progress: wait, release_statuses: [503]}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the original did not reach the upstream")
 	}
-	check("original's claim", 0, 0, "evalsha")
-	check("duplicate of a running request", send("POST", "/hold", "h1"), http.StatusConflict, "evalsha")
+	check("original's claim", 0, 0, "fcall")
+	check("duplicate of a running request", send("POST", "/hold", "h1"), http.StatusConflict, "fcall")
 	close(hold)
-	check("original's completion", <-original, 201, "evalsha")
+	check("original's completion", <-original, 201, "fcall")
 
 	// The notice folded into the scripts still reaches the other replicas:
 	// a subscriber of the channel gets one per completion.
@@ -206,7 +206,7 @@ idempotency: {in_progress: wait, release_statuses: [503]}
 		t.Fatal(err)
 	}
 	mon.commands() // the SUBSCRIBE
-	check("keyed first write, with a subscriber", send("POST", "/pay", "k3"), 201, "evalsha", "evalsha")
+	check("keyed first write, with a subscriber", send("POST", "/pay", "k3"), 201, "fcall", "fcall")
 	select {
 	case msg := <-ps.Channel():
 		if len(msg.Payload) != 64 {

@@ -234,8 +234,8 @@ func newReplyMute(t *testing.T, target string) *replyMute {
 
 // warmUp sends keyed writes, each with a key of its own, until one is
 // answered 201 (at most 10, each bounded by the client): the first store
-// calls of a process dial Redis and load the scripts (EVALSHA, then EVAL
-// on NOSCRIPT), which on a loaded machine can take longer than the short
+// calls of a process dial Redis and load the functions or scripts (FCALL,
+// then FUNCTION LOAD and EVALSHA), which on a loaded machine can take longer than the short
 // store timeouts these tests use. Exactly one of them reaches the upstream.
 func warmUp(t *testing.T, c *http.Client, base string) {
 	t.Helper()
@@ -276,8 +276,8 @@ func TestStoreLossLostCompletionReplyE2E(t *testing.T) {
 	up := testutil.NewHeldUpstream(t, testutil.HeldOptions{})
 	oa := storeLossApp(t, up.URL, mute.addr, "300ms")
 	c := e2eClient(t)
-	// A first write loads the scripts: a script's first run (EVALSHA, then
-	// EVAL on NOSCRIPT) would otherwise be lost whole while muted.
+	// A first write loads the functions: a first run (FCALL, then FUNCTION
+	// LOAD and EVALSHA) would otherwise be lost whole while muted.
 	up.Open()
 	warmUp(t, c, oa.base)
 	if _, ok := up.Next(10 * time.Second); !ok {

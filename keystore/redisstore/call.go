@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -58,17 +59,19 @@ const maxPooledScratch = 64 << 10
 
 var callPool = sync.Pool{New: func() any { return new(call) }}
 
-// lua is a script with its EVALSHA digest boxed once.
+// lua is a script with its EVALSHA digest and its function's name (in
+// lib) boxed once.
 type lua struct {
 	script *redis.Script
 	sha    any
+	fn     any
+	lib    *library
 }
-
-func newLua(script *redis.Script) lua { return lua{script: script, sha: script.Hash()} }
 
 // Boxed command names: constants box without allocating, but say so once.
 var (
 	argEvalSha any = "evalsha"
+	argFCall   any = "fcall"
 	argOneKey  any = "1"
 	argTwoKeys any = "2"
 	argSet     any = "set"
@@ -227,7 +230,12 @@ func (c *call) moved(prefix string, op [8]byte, head int, resp *keystore.Respons
 // two consecutive calls of the pipeliner's next one. The script's EVAL
 // after a NOSCRIPT goes alone, the SET having been done.
 func (s *Store) do(ctx context.Context, script lua, c *call) (any, error) {
-	c.argv[1] = script.sha
+	fn := !s.noFunctions.Load()
+	if fn {
+		c.argv[0], c.argv[1] = argFCall, script.fn
+	} else {
+		c.argv[0], c.argv[1] = argEvalSha, script.sha
+	}
 	cmd := redis.NewCmd(ctx, c.argv...)
 	cmd.SetFirstKeyPos(3)
 	var set redis.Cmder
@@ -242,15 +250,78 @@ func (s *Store) do(ctx context.Context, script lua, c *call) (any, error) {
 		s.send.process(ctx, set, cmd)
 	}
 	v, err := cmd.Result()
-	if err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {
+	if err != nil {
 		keys, args := []string{c.key}, c.argv[4:]
 		if c.key2 != "" {
 			keys, args = append(keys, c.key2), c.argv[5:]
 		}
-		v, err = script.script.Eval(ctx, s.client, keys, args...).Result()
+		switch {
+		case fn && s.functionRefused(ctx, err, script.lib, c.key):
+			// Refused before it ran: the script runs instead.
+			v, err = script.script.Run(ctx, s.client, keys, args...).Result()
+		case !fn && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")):
+			v, err = script.script.Eval(ctx, s.client, keys, args...).Result()
+		}
 	}
 	c.free()
 	return v, err
+}
+
+// functionRefused tells whether err, an FCALL's, means that Redis refused
+// the function before running it (see [refusalOf]), so that the call may
+// run as a script (EVALSHA) instead, and acts on the cause: it loads the
+// library again where it was missing, and turns the store to EVALSHA for
+// good where Redis refuses functions.
+func (s *Store) functionRefused(ctx context.Context, err error, lib *library, key string) bool {
+	switch refusalOf(err) {
+	case refusedMissing:
+		_ = s.loadLibrary(ctx, lib, key)
+	case refusedForGood:
+		s.noFunctions.Store(true)
+	case refusedOOM:
+	default:
+		return false
+	}
+	return true
+}
+
+// A refusal is why Redis refused an FCALL before running the function.
+type refusal int
+
+const (
+	notRefused refusal = iota // it ran, or the error is not one of these
+	// refusedMissing: "Function not found", the library is missing from
+	// the node (a FUNCTION FLUSH, a fresh or restarted Redis without
+	// persistence, a new Cluster node).
+	refusedMissing
+	// refusedForGood: FCALL unknown or unsupported (a Redis before 7.0, a
+	// command renamed away, a proxy in front of Redis), or refused to the
+	// ACL user (NOPERM naming fcall).
+	refusedForGood
+	// refusedOOM: Redis refuses a function that may write whole while it
+	// is over maxmemory, where a script runs until its first write. As a
+	// script, the call's reads (a replay, an answer in progress) still
+	// work, and a write fails as it always did.
+	refusedOOM
+)
+
+// refusalOf classifies an FCALL's error. Every refusal it names comes
+// before the function runs (Redis checks the function, the ACL and the
+// memory before it calls the function), so a call run again as a script
+// never ran twice; a script runs twice safely anyway (its op nonce).
+func refusalOf(err error) refusal {
+	switch {
+	case err == nil:
+		return notRefused
+	case redis.HasErrorPrefix(err, "Function not found"):
+		return refusedMissing
+	case redis.HasErrorPrefix(err, "unknown command"), redis.HasErrorPrefix(err, "unsupported command"),
+		redis.HasErrorPrefix(err, "NOPERM") && strings.Contains(strings.ToLower(err.Error()), "'fcall'"):
+		return refusedForGood
+	case redis.HasErrorPrefix(err, "OOM"):
+		return refusedOOM
+	}
+	return notRefused
 }
 
 // A sender sends a call's script alone, or after its SET as one pipeline.

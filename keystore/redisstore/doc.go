@@ -62,8 +62,11 @@
 // # Transitions and clock
 //
 // Every transition (reserve, complete, release, renew, get and the admin
-// force-release and force-complete) is one Lua script, run with EVALSHA and
-// falling back to EVAL, so each is atomic and one round trip: a first write
+// force-release and force-complete) is one Lua script, run as a function of
+// the store's library (FCALL, Redis 7; loaded at start and again on any
+// node that lacks it), or with EVALSHA, falling back to EVAL, where Redis
+// refuses functions ([Store.Functions]), so each is atomic and one round
+// trip: a first write
 // costs two (reserve, complete) and a replay one. CompleteClaim's round trip
 // is, for an answer of 4 KB or more, a pipeline of a SET (the answer at its
 // scratch key) and the script; when the script cannot move the answer

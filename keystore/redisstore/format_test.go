@@ -207,59 +207,92 @@ func TestCompactRecordDamage(t *testing.T) {
 }
 
 // BenchmarkRecordFormats measures what a keyed first write costs Redis in
-// each format: the CPU Redis reports for its two scripts (INFO
-// commandstats, EVALSHA), and the memory of the completed record and of a
-// claim in flight (MEMORY USAGE), with a 400-byte answer body. Run it
-// alone: it resets Redis's command statistics.
+// each format, its scripts run as functions (FCALL) and with EVALSHA: the
+// CPU Redis reports for its two calls (INFO commandstats, FCALL and
+// EVALSHA), the server's whole CPU per write (INFO cpu, its network
+// included), and the memory of the completed record and of a claim in
+// flight (MEMORY USAGE), with a 400-byte answer body. Run it alone: it
+// resets Redis's command statistics.
 //
 //	go test ./keystore/redisstore -run '^$' -bench RecordFormats
 func BenchmarkRecordFormats(b *testing.B) {
 	c := newClient(b, redistest.Standalone)
 	ctx := b.Context()
 	resp := &keystore.Response{Status: 201, Header: map[string][]string{"Content-Type": {"application/json"}}, Body: []byte(strings.Repeat("b", 400))}
-	evalsha := func() float64 {
+	info := func(section string, field func(line string) float64) float64 {
 		b.Helper()
-		info, err := c.Info(ctx, "commandstats").Result()
+		text, err := c.Info(ctx, section).Result()
 		if err != nil {
 			b.Fatal(err)
 		}
-		for line := range strings.Lines(info) {
-			if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:"); ok {
-				for field := range strings.SplitSeq(strings.TrimSpace(rest), ",") {
-					if v, ok := strings.CutPrefix(field, "usec="); ok {
-						n, _ := strconv.ParseFloat(v, 64)
-						return n
-					}
+		var sum float64
+		for line := range strings.Lines(text) {
+			sum += field(strings.TrimSpace(line))
+		}
+		return sum
+	}
+	// calls is the µs Redis counted in FCALL and EVALSHA.
+	calls := func() float64 {
+		return info("commandstats", func(line string) float64 {
+			if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_fcall:") {
+				return 0
+			}
+			for field := range strings.SplitSeq(line[strings.IndexByte(line, ':')+1:], ",") {
+				if v, ok := strings.CutPrefix(field, "usec="); ok {
+					n, _ := strconv.ParseFloat(v, 64)
+					return n
 				}
 			}
-		}
-		return 0
+			return 0
+		})
+	}
+	// cpu is the server's CPU time in µs (user and system, main thread).
+	cpu := func() float64 {
+		return info("cpu", func(line string) float64 {
+			name, v, _ := strings.Cut(line, ":")
+			if name != "used_cpu_user_main_thread" && name != "used_cpu_sys_main_thread" {
+				return 0
+			}
+			n, _ := strconv.ParseFloat(v, 64)
+			return n * 1e6
+		})
 	}
 	for _, f := range formats {
-		b.Run(f.String(), func(b *testing.B) {
-			s := newStoreOpts(b, c, Options{KeyPrefix: redistest.Prefix(b), RecordFormat: f, DirectCalls: true})
-			var k keystore.Key
-			if err := c.ConfigResetStat(ctx).Err(); err != nil {
-				b.Fatal(err)
+		for _, eval := range []bool{false, true} {
+			name := f.String() + "/functions"
+			if eval {
+				name = f.String() + "/scripts"
 			}
-			for b.Loop() {
+			b.Run(name, func(b *testing.B) {
+				s := newStoreOpts(b, c, Options{KeyPrefix: redistest.Prefix(b), RecordFormat: f, DirectCalls: true, EvalScripts: eval})
+				if err := s.LoadScripts(ctx); err != nil || s.Functions() == eval {
+					b.Fatalf("LoadScripts = %v, Functions = %v", err, s.Functions())
+				}
+				var k keystore.Key
+				if err := c.ConfigResetStat(ctx).Err(); err != nil {
+					b.Fatal(err)
+				}
+				cpu0 := cpu()
+				for b.Loop() {
+					k = storetest.NewTestKey(b)
+					res, err := s.Reserve(ctx, k, claimOpts("a", keystore.NewClaimID()))
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := s.CompleteClaim(ctx, k, res.Claim, resp); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(calls()/float64(b.N), "redis-µs/write")
+				b.ReportMetric((cpu()-cpu0)/float64(b.N), "server-µs/write")
+				b.ReportMetric(float64(c.MemoryUsage(ctx, s.key(k), 0).Val()), "redis-B/record")
+				// A claim in flight, outside the timed loop.
 				k = storetest.NewTestKey(b)
-				res, err := s.Reserve(ctx, k, claimOpts("a", keystore.NewClaimID()))
-				if err != nil {
+				if _, err := s.Reserve(ctx, k, claimOpts("a", keystore.NewClaimID())); err != nil {
 					b.Fatal(err)
 				}
-				if _, err := s.CompleteClaim(ctx, k, res.Claim, resp); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(evalsha()/float64(b.N), "redis-µs/write")
-			b.ReportMetric(float64(c.MemoryUsage(ctx, s.key(k), 0).Val()), "redis-B/record")
-			// A claim in flight, outside the timed loop.
-			k = storetest.NewTestKey(b)
-			if _, err := s.Reserve(ctx, k, claimOpts("a", keystore.NewClaimID())); err != nil {
-				b.Fatal(err)
-			}
-			b.ReportMetric(float64(c.MemoryUsage(ctx, s.key(k), 0).Val()), "redis-B/claim")
-		})
+				b.ReportMetric(float64(c.MemoryUsage(ctx, s.key(k), 0).Val()), "redis-B/claim")
+			})
+		}
 	}
 }

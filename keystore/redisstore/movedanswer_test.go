@@ -551,8 +551,13 @@ func (h *sendHook) take() [][]string {
 // the pipeliner and without; a fallback is a second, the classic script.
 func TestMovedAnswerOneRoundTrip(t *testing.T) {
 	t.Parallel()
-	for _, direct := range []bool{false, true} {
-		t.Run(fmt.Sprintf("DirectCalls=%v", direct), func(t *testing.T) {
+	for _, tc := range []struct{ direct, eval bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		direct := tc.direct
+		script := "fcall"
+		if tc.eval {
+			script = "evalsha"
+		}
+		t.Run(fmt.Sprintf("DirectCalls=%v/EvalScripts=%v", direct, tc.eval), func(t *testing.T) {
 			t.Parallel()
 			c, err := NewClient(clientOptions(t, redistest.Standalone))
 			if err != nil {
@@ -561,7 +566,7 @@ func TestMovedAnswerOneRoundTrip(t *testing.T) {
 			t.Cleanup(func() { c.Close() })
 			h := &sendHook{}
 			c.AddHook(h)
-			s := newStoreOpts(t, c, Options{KeyPrefix: redistest.Prefix(t), DirectCalls: direct})
+			s := newStoreOpts(t, c, Options{KeyPrefix: redistest.Prefix(t), DirectCalls: direct, EvalScripts: tc.eval})
 			if err := s.LoadScripts(t.Context()); err != nil {
 				t.Fatal(err)
 			}
@@ -571,7 +576,7 @@ func TestMovedAnswerOneRoundTrip(t *testing.T) {
 			if _, err := s.CompleteClaim(t.Context(), k, claim, bigAnswer); err != nil {
 				t.Fatal(err)
 			}
-			if got, want := h.take(), [][]string{{"set", "evalsha"}}; fmt.Sprint(got) != fmt.Sprint(want) {
+			if got, want := h.take(), [][]string{{"set", script}}; fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Errorf("CompleteClaim sent %q; want %q", got, want)
 			}
 			k = storetest.NewTestKey(t)
@@ -581,7 +586,7 @@ func TestMovedAnswerOneRoundTrip(t *testing.T) {
 			if _, err := s.CompleteClaim(t.Context(), k, claim, bigAnswer); err != nil {
 				t.Fatal(err)
 			}
-			if got, want := h.take(), [][]string{{"set", "evalsha"}, {"evalsha"}}; fmt.Sprint(got) != fmt.Sprint(want) {
+			if got, want := h.take(), [][]string{{"set", script}, {script}}; fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Errorf("CompleteClaim falling back sent %q; want %q", got, want)
 			}
 		})

@@ -130,12 +130,12 @@ func TestRaceAcrossClients(t *testing.T) {
 }
 
 // After SCRIPT FLUSH (as on a newly promoted master), EVALSHA fails with
-// NOSCRIPT and the store falls back to EVAL.
+// NOSCRIPT and a store that runs scripts falls back to EVAL.
 func TestScriptFlushFallback(t *testing.T) {
 	t.Parallel()
 	redistest.Each(t, func(t *testing.T, topo redistest.Topology) {
 		c := newClient(t, topo)
-		s := newStore(t, c, redistest.Prefix(t))
+		s := newStoreOpts(t, c, Options{KeyPrefix: redistest.Prefix(t), EvalScripts: true})
 		ctx := t.Context()
 		k := storetest.NewTestKey(t)
 		res, err := s.Reserve(ctx, k, reserveOpts("a"))
@@ -168,16 +168,7 @@ func TestScriptFlushFallback(t *testing.T) {
 // scriptFlush empties the script cache of every master of c.
 func scriptFlush(t *testing.T, c redis.UniversalClient) {
 	t.Helper()
-	flush := func(ctx context.Context, c *redis.Client) error { return c.ScriptFlush(ctx).Err() }
-	var err error
-	if cc, ok := c.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(t.Context(), flush)
-	} else {
-		err = c.ScriptFlush(t.Context()).Err()
-	}
-	if err != nil {
-		t.Fatalf("SCRIPT FLUSH = %v", err)
-	}
+	each(t, c, func(ctx context.Context, c *redis.Client) error { return c.ScriptFlush(ctx).Err() })
 }
 
 var keyName = regexp.MustCompile(`^\{[0-9a-f]{64}\}$`)

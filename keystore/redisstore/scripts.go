@@ -1,7 +1,11 @@
 package redisstore
 
 import (
+	"crypto/sha1"
 	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -10,15 +14,19 @@ import (
 	"github.com/idemgate/idemgate/keystore"
 )
 
-// Every state transition is one of the Lua scripts in lua/, run with
-// EVALSHA (falling back to EVAL when the server's script cache lacks it,
-// e.g. after SCRIPT FLUSH or on a newly promoted master). Each script is
+// Every state transition is one of the Lua scripts in lua/. Each script is
 // lua/prelude.lua (the reply codes, the clock, reading and writing a record
 // in either [RecordFormat]) followed by the script's own file, whose top
 // documents its ARGV and replies. Each script touches only its KEYS: the
 // record, KEYS[1], and for complete_claim_moved.lua the answer's scratch
 // key, KEYS[2], which shares the record's hash tag; so each runs on the
 // record's Cluster slot.
+//
+// A script runs as a function of the store's [library] (FCALL, Redis 7), or
+// with EVALSHA (falling back to EVAL when the server's script cache lacks
+// it, e.g. after SCRIPT FLUSH or on a newly promoted master) where Redis
+// refuses functions: see [Store.functionRefused]. Both run the same code
+// on the same arguments.
 //
 // An answer goes into a script's arguments only where it must: this
 // Redis's Lua (7.0) hashes every byte of every string it makes, so a 4.5 KB
@@ -103,11 +111,24 @@ func (f RecordFormat) String() string {
 }
 
 // scripts are the scripts of one record format, with their digests boxed
-// once (call.go).
+// once (call.go), and the same scripts as the functions of one library.
 type scripts struct {
 	format                                                              RecordFormat
 	reserve, completeClaim, releaseClaim, complete, release, renew, get lua
 	completeClaimMoved, markSent, markUnknown, resolve                  lua
+	lib                                                                 *library
+}
+
+// A library is the scripts of one record format as Redis Functions
+// (Redis 7): FUNCTION LOAD runs the prelude once, where every EVAL runs it
+// again (its thirteen closures and tables: about a sixth of a script's
+// time in Redis, BENCHMARKS.md). Its name and its functions' names carry
+// a digest of its code, so that two releases of idemgate sharing a Redis
+// (a rolling upgrade) never replace each other's functions: each loads
+// its own library beside the other's.
+type library struct {
+	name string // idemgate_ and the digest's first 16 hex digits
+	code string // FUNCTION LOAD's argument
 }
 
 func newScripts(f RecordFormat) *scripts {
@@ -116,24 +137,52 @@ func newScripts(f RecordFormat) *scripts {
 		compact = "true"
 	}
 	p := strings.Replace(prelude, "{{compact}}", compact, 1)
-	l := func(body string) lua {
-		body = strings.ReplaceAll(body, "{{lapsed}}", strconv.Itoa(int(keystore.CauseLapsed)))
-		return newLua(redis.NewScript(p + body))
+	type src struct {
+		dst  *lua
+		name string
+		body string
+		// readOnly registers the function with the no-writes flag: Redis
+		// refuses a function that may write whole when it is over
+		// maxmemory, and get.lua, which only reads, must still run then.
+		readOnly bool
 	}
-	return &scripts{
-		format:             f,
-		reserve:            l(reserveScript),
-		completeClaim:      l(completeClaimScript),
-		completeClaimMoved: l(completeClaimMovedScript),
-		releaseClaim:       l(releaseClaimScript),
-		complete:           l(completeScript),
-		release:            l(releaseScript),
-		renew:              l(renewScript),
-		get:                l(getScript),
-		markSent:           l(markSentScript),
-		markUnknown:        l(markUnknownScript),
-		resolve:            l(resolveScript),
+	sc := &scripts{format: f}
+	srcs := []src{
+		{&sc.reserve, "reserve", reserveScript, false},
+		{&sc.completeClaim, "complete_claim", completeClaimScript, false},
+		{&sc.completeClaimMoved, "complete_claim_moved", completeClaimMovedScript, false},
+		{&sc.releaseClaim, "release_claim", releaseClaimScript, false},
+		{&sc.complete, "complete", completeScript, false},
+		{&sc.release, "release", releaseScript, false},
+		{&sc.renew, "renew", renewScript, false},
+		{&sc.get, "get", getScript, true},
+		{&sc.markSent, "mark_sent", markSentScript, false},
+		{&sc.markUnknown, "mark_unknown", markUnknownScript, false},
+		{&sc.resolve, "resolve", resolveScript, false},
 	}
+	digest := sha1.New()
+	io.WriteString(digest, p)
+	for i := range srcs {
+		s := &srcs[i]
+		s.body = strings.ReplaceAll(s.body, "{{lapsed}}", strconv.Itoa(int(keystore.CauseLapsed)))
+		fmt.Fprintf(digest, "\x00%s\x00%t\x00%s", s.name, s.readOnly, s.body)
+	}
+	name := "idemgate_" + hex.EncodeToString(digest.Sum(nil))[:16]
+	var code strings.Builder
+	code.WriteString("#!lua name=" + name + "\n" + p + "\n")
+	sc.lib = &library{name: name}
+	for _, s := range srcs {
+		fn := name + "_" + s.name
+		flags := "{}"
+		if s.readOnly {
+			flags = "{'no-writes'}"
+		}
+		fmt.Fprintf(&code, "redis.register_function{function_name = '%s', flags = %s, callback = function(KEYS, ARGV)\nbegin(KEYS, ARGV)\n%s\nend}\n", fn, flags, s.body)
+		script := redis.NewScript(p + "begin(KEYS, ARGV)\n" + s.body)
+		*s.dst = lua{script: script, sha: script.Hash(), fn: fn, lib: sc.lib}
+	}
+	sc.lib.code = code.String()
+	return sc
 }
 
 // headLen is the length of a compact record's header without tombstones

@@ -45,12 +45,21 @@ local NEED_ANSWER = 11 -- complete_claim_moved cannot store the answer it was gi
 -- Milliseconds (~1.8e12) and microsecond tokens (~1.8e15) fit with room to
 -- spare until the year 2255. In the hash layout they are written with
 -- %.0f, never tostring (which switches to exponent notation).
-if redis.replicate_commands then pcall(redis.replicate_commands) end
-local K = KEYS[1]
-local OFF = tonumber(ARGV[1])
-local T = redis.call('TIME')
-local NOW = tonumber(T[1]) * 1000 + math.floor(tonumber(T[2]) / 1000) + OFF
-local NOWUS = tonumber(T[1]) * 1000000 + tonumber(T[2]) + OFF * 1000
+--
+-- The call's record key (K), arguments (A), clock offset and clock are set
+-- by begin at the start of every call: scripts.go puts `begin(KEYS, ARGV)`
+-- between the prelude and a script's own code, and each function of the
+-- library (Redis Functions) starts with it. Everything else here is made
+-- once per EVAL, or once per FUNCTION LOAD.
+local K, A, NOW, NOWUS
+local function begin(keys, argv)
+  if redis.replicate_commands then pcall(redis.replicate_commands) end
+  K, A = keys[1], argv
+  local off = tonumber(argv[1])
+  local t = redis.call('TIME')
+  NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + off
+  NOWUS = tonumber(t[1]) * 1000000 + tonumber(t[2]) + off * 1000
+end
 local COMPACT = {{compact}}
 local HEAD = '>c4BBBddddc32Hc0Hc0Hc0H'
 
@@ -63,7 +72,7 @@ local function fmt(n) return string.format('%.0f', n) end
 -- channel in ARGV[i], the record's key in hex in ARGV[i+1]
 -- (keystore.FoldedNotice).
 local function notify(i)
-  if ARGV[i] then redis.call('PUBLISH', ARGV[i], ARGV[i + 1]) end
+  if A[i] then redis.call('PUBLISH', A[i], A[i + 1]) end
 end
 
 -- A record r: st (1 in flight, 2 completed, 3 released), fp, rt, tk (the
