@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -22,7 +23,9 @@ const unknownRecordsEvery = time.Minute
 
 // unknownCollector counts the store's unknown records at a scrape, reusing
 // the last count for unknownRecordsEvery; a listing that fails leaves the
-// series out of that scrape.
+// series out of that scrape. A listing that skipped damaged values
+// (keystore.DamagedError) counts the unknown records it could read: one
+// unreadable value must not silence the alert on the others.
 type unknownCollector struct {
 	s   keystore.UnknownStore
 	now func() time.Time
@@ -42,7 +45,7 @@ func (c *unknownCollector) Collect(ch chan<- prometheus.Metric) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		recs, err := c.s.Unknown(ctx, 0)
 		cancel()
-		if err != nil {
+		if _, damaged := errors.AsType[*keystore.DamagedError](err); err != nil && !damaged {
 			c.valid = false
 			return
 		}

@@ -16,6 +16,12 @@ import (
 // (store.redis.key_prefix's default).
 const DefaultPrefix = "idemgate:"
 
+// TLSTag follows the prefix in every key of the TLS storage (redisstorage):
+// one hash tag for all of them. It is the one layout besides the store's
+// records that starts with the prefix and a brace, so the store's listings,
+// which scan prefix + "{*", leave its keys alone.
+const TLSTag = "{certmagic}:"
+
 // Check is what the constructor of every Redis package (redisstore,
 // redislimiter, redislock, redisstorage) checks first: that it has a
 // client, and that *prefix follows [CheckPrefix]; it sets an empty *prefix

@@ -67,7 +67,8 @@ type ClientOptions struct {
 //     2 × Timeout unless the caller's context has a tighter deadline. The
 //     store's scripts are safe to run twice.
 //   - RESP2 and no CLIENT SETINFO or maintenance notifications: nothing is
-//     sent on connect beyond AUTH and SELECT, for the widest server support.
+//     sent on connect beyond HELLO 2 (with AUTH; AUTH alone where HELLO is
+//     unknown) and SELECT, for the widest server support.
 func NewClient(opts ClientOptions) (redis.UniversalClient, error) {
 	if len(opts.Addrs) == 0 {
 		return nil, errors.New("redisstore: no Redis address")

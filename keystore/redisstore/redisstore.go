@@ -722,6 +722,7 @@ func (s *Store) scanNode(ctx context.Context, c *redis.Client, bare string, keep
 	}
 	now := t.UnixMilli() + s.offset.Load()
 	match := globEscape(s.prefix) + "{*"
+	tls := s.prefix + rediskey.TLSTag // the TLS storage's keys: not records
 	var out []keystore.Record
 	var cursor uint64
 	for {
@@ -729,6 +730,7 @@ func (s *Store) scanNode(ctx context.Context, c *redis.Client, bare string, keep
 		if err != nil {
 			return out, err
 		}
+		keys = slices.DeleteFunc(keys, func(k string) bool { return strings.HasPrefix(k, tls) })
 		if len(keys) > 0 {
 			cmds := make([]*redis.Cmd, len(keys))
 			run := func() error {

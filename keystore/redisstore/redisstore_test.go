@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgate/idemgate/internal/rediskey"
 	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/storetest"
@@ -327,6 +328,13 @@ func TestCorruptValue(t *testing.T) {
 			t.Fatal(err)
 		}
 		names = append(names, notAKey)
+		// The TLS storage's keys share the prefix and a brace
+		// (rediskey.TLSTag): neither records nor damaged.
+		for _, k := range []string{"index", "v:0123", "lock:4567"} {
+			if err := c.Set(ctx, prefix+rediskey.TLSTag+k, "x", time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
 		recs, err := s.InFlight(ctx, 0, 10)
 		var damaged *keystore.DamagedError
 		if !errors.As(err, &damaged) || !errors.Is(err, ErrCorrupt) || damaged.Count != len(names) {

@@ -129,7 +129,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Storage, error) {
 	}
 	return &Storage{
 		rdb:    rdb,
-		prefix: opts.KeyPrefix + "{certmagic}:",
+		prefix: opts.KeyPrefix + rediskey.TLSTag,
 		ttl:    opts.LockTTL,
 		poll:   opts.LockPoll,
 		log:    opts.Logger,
