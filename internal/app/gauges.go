@@ -30,6 +30,14 @@ func registerStoreGauges(reg prometheus.Registerer, st builtStore) {
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "idemgate_store_pipelined_calls_total",
 				Help: "Store calls sent to Redis in those pipelines; the calls sent alone are in neither family."},
 				func() float64 { return float64(r.PipelineStats().Calls) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemgate_store_redis_functions",
+				Help: "1 while the store's scripts run as Redis Functions (FCALL), 0 once Redis refused them (a Redis before 7.0, an ACL user without fcall or function|load) and they run with EVALSHA."},
+				func() float64 {
+					if r.Functions() {
+						return 1
+					}
+					return 0
+				}),
 		)
 	}
 }

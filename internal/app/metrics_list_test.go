@@ -124,6 +124,7 @@ var conditional = map[string]string{
 	"idemgate_redis_pool_idle_conns":                    "store.backend redis",
 	"idemgate_store_pipelines_total":                    "store.backend redis",
 	"idemgate_store_pipelined_calls_total":              "store.backend redis",
+	"idemgate_store_redis_functions":                    "store.backend redis",
 	"idemgate_replay_cache_hits_total":                  "store.backend redis",
 	"idemgate_replay_cache_misses_total":                "store.backend redis",
 	"idemgate_replay_cache_purges_total":                "store.backend redis",
