@@ -34,13 +34,23 @@ func (s *Store) PublishInvalidation(ctx context.Context, k keystore.Key) error {
 // made or remade (go-redis reconnects by itself; what was published
 // meanwhile is lost), until ctx is done (replaycache.Invalidator). It
 // returns nil when ctx is done, or an error if the first subscription
-// fails.
+// fails: Redis refused it (the channel not granted to the ACL user) or did
+// not confirm it within the client's read timeout. (go-redis would retry a
+// refused subscription forever, in silence.)
 func (s *Store) SubscribeInvalidations(ctx context.Context, drop func(keystore.Key), resync func()) error {
 	ps := s.client.Subscribe(ctx)
 	defer ps.Close()
 	if err := ps.Subscribe(ctx, s.channel()); err != nil {
 		return fmt.Errorf("redisstore: subscribe to invalidations: %w", err)
 	}
+	// The first reply is the subscription's confirmation, or its refusal.
+	switch m, err := ps.ReceiveTimeout(ctx, readTimeout(s.client)); {
+	case err != nil:
+		return fmt.Errorf("redisstore: subscribe to invalidations: %w", err)
+	case !isSubscribed(m):
+		return fmt.Errorf("redisstore: subscribe to invalidations: unexpected reply %T", m)
+	}
+	resync()
 	ch := ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
 	for {
 		select {
@@ -52,7 +62,7 @@ func (s *Store) SubscribeInvalidations(ctx context.Context, drop func(keystore.K
 			}
 			switch m := m.(type) {
 			case *redis.Subscription:
-				if m.Kind == "subscribe" {
+				if isSubscribed(m) { // remade after a reconnection
 					resync()
 				}
 			case *redis.Message:
@@ -67,4 +77,10 @@ func (s *Store) SubscribeInvalidations(ctx context.Context, drop func(keystore.K
 			}
 		}
 	}
+}
+
+// isSubscribed reports whether m confirms a SUBSCRIBE.
+func isSubscribed(m any) bool {
+	sub, ok := m.(*redis.Subscription)
+	return ok && sub.Kind == "subscribe"
 }

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore"
@@ -161,4 +163,42 @@ func BenchmarkReplayCache(b *testing.B) {
 	c := newClient(b, topo)
 	prefix := redistest.Prefix(b)
 	storetest.Bench(b, func(b *testing.B) keystore.Store { return newCached(b, newStore(b, c, prefix)) })
+}
+
+// An ACL user without the invalidation channel: the subscription is
+// refused at once (go-redis alone would retry it forever, in silence), and
+// a replay cache over such a store caches nothing, since it would not hear
+// another replica's repair.
+func TestReplayCacheChannelRefused(t *testing.T) {
+	t.Parallel()
+	own := redistest.StartOwn(t)
+	admin := ownClient(t, own.Addr, "")
+	if err := admin.Do(t.Context(), "acl", "setuser", "idem", "on", ">pw", "~*", "resetchannels", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	s := newStore(t, ownClient(t, own.Addr, "idem"), redistest.Prefix(t))
+	ctx := t.Context()
+	resynced := false
+	err := s.SubscribeInvalidations(ctx, func(keystore.Key) {}, func() { resynced = true })
+	if !redis.HasErrorPrefix(err, "NOPERM") || resynced {
+		t.Fatalf("SubscribeInvalidations = %v (resync called: %v); want NOPERM at once", err, resynced)
+	}
+	c := replaycache.New(s, replaycache.Options{Invalidator: s})
+	t.Cleanup(func() { c.Close() })
+	k := storetest.NewTestKey(t)
+	res, err := c.Reserve(ctx, k, reserveOpts("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CompleteClaim(ctx, k, res.Claim, &keystore.Response{Status: 201, Body: []byte("first")}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if got := replayBody(t, c, k); got != "first" {
+			t.Fatalf("replay = %q", got)
+		}
+	}
+	if st := c.Stats(); st.Entries != 0 || st.Hits != 0 {
+		t.Errorf("cache over a refused channel: %+v; want nothing cached", st)
+	}
 }

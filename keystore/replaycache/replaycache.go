@@ -15,7 +15,10 @@
 // [Store.Invalidate] drop the key here and publish it through the
 // [Invalidator] to every replica's cache (the Redis store's Pub/Sub channel
 // under its key prefix). When the subscription (re)connects, messages may
-// have been missed, and the whole cache is dropped.
+// have been missed, and the whole cache is dropped. A cache with an
+// Invalidator caches nothing until its subscription is made, nor while it
+// cannot be made (Redis down at start, or the channel refused to the ACL
+// user): it would not hear another replica's repair.
 //
 // After a store loss (Redis flushed or failed over without the record), a
 // cache still serves the answers it holds, until their records would have
@@ -91,6 +94,10 @@ type Store struct {
 	misses atomic.Uint64
 	resets atomic.Uint64
 	closed atomic.Bool
+	// heard is set while the cache hears invalidations: always without an
+	// Invalidator, else from the subscription's first resync until
+	// SubscribeInvalidations fails. add caches nothing while it is clear.
+	heard atomic.Bool
 
 	shards [numShards]shard
 
@@ -147,17 +154,25 @@ func New(inner keystore.Store, opts Options) *Store {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	if s.inv == nil {
+		s.heard.Store(true)
 		close(s.done)
 		return s
+	}
+	subscribed := func() {
+		s.heard.Store(true)
+		s.Purge() // messages may have been missed; after heard, so that what was cached before is gone
 	}
 	go func() {
 		defer close(s.done)
 		for ctx.Err() == nil {
-			err := s.inv.SubscribeInvalidations(ctx, s.drop, s.Purge)
+			err := s.inv.SubscribeInvalidations(ctx, s.drop, subscribed)
 			if err == nil || ctx.Err() != nil {
 				return
 			}
-			s.Purge() // nothing is heard meanwhile: cache nothing stale
+			// Nothing is heard meanwhile: cache nothing, and drop what
+			// may go stale.
+			s.heard.Store(false)
+			s.Purge()
 			select {
 			case <-ctx.Done():
 			case <-time.After(time.Second):
@@ -213,7 +228,7 @@ func (s *Store) add(k keystore.Key, gen uint64, it *item) {
 	sh := s.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if s.gen.Load() != gen {
+	if s.gen.Load() != gen || !s.heard.Load() {
 		return
 	}
 	if old := sh.m[k]; old != nil {

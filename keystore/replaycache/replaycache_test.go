@@ -286,3 +286,61 @@ func TestConcurrentHitsAndDrops(t *testing.T) {
 		t.Errorf("Stats = %+v; want at most 64 entries and %d lookups (200 claims and the replays)", st, 200+16*2000-16*40)
 	}
 }
+
+// gated is an Invalidator whose subscription the test makes (ok) or fails
+// (fail): until then SubscribeInvalidations waits.
+type gated struct {
+	ok, fail chan struct{}
+}
+
+func (g *gated) PublishInvalidation(context.Context, keystore.Key) error { return nil }
+
+func (g *gated) SubscribeInvalidations(ctx context.Context, drop func(keystore.Key), resync func()) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-g.fail:
+		return errors.New("NOPERM this user has no permissions to access the channel")
+	case <-g.ok:
+	}
+	resync()
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-g.fail:
+		return errors.New("subscription lost")
+	}
+}
+
+// A cache that cannot hear invalidations caches nothing: before its first
+// subscription, and after a failed one (until the next), so that another
+// replica's repair never leaves it serving a stale answer.
+func TestCachesOnlyWhileSubscribed(t *testing.T) {
+	t.Parallel()
+	g := &gated{ok: make(chan struct{}), fail: make(chan struct{})}
+	c, inner, _ := newCache(t, Options{Invalidator: g}, 0)
+	k := keystore.NewKey("k")
+	complete(t, c, k, "one")
+	replay(t, c, k)
+	replay(t, c, k)
+	if got := c.Stats().Entries; got != 0 {
+		t.Fatalf("entries before the subscription = %d; want 0", got)
+	}
+	before := inner.reserves.Load()
+	g.ok <- struct{}{}
+	testutil.Eventually(t, 5*time.Second, "the subscription", func() bool { return c.Stats().Purges > 0 })
+	replay(t, c, k)
+	replay(t, c, k)
+	if got, n := c.Stats().Entries, inner.reserves.Load()-before; got != 1 || n != 1 {
+		t.Fatalf("subscribed: entries %d, store reserves %d; want 1, 1 (the second replay from the cache)", got, n)
+	}
+	purges := c.Stats().Purges
+	g.fail <- struct{}{} // the subscription fails; the next attempt waits
+	testutil.Eventually(t, 5*time.Second, "the purge after the failure", func() bool { return c.Stats().Purges > purges })
+	before = inner.reserves.Load()
+	replay(t, c, k)
+	replay(t, c, k)
+	if got, n := c.Stats().Entries, inner.reserves.Load()-before; got != 0 || n != 2 {
+		t.Errorf("after a failed subscription: entries %d, store reserves %d; want 0, 2", got, n)
+	}
+}
