@@ -135,3 +135,40 @@ func TestFoldedNotice(t *testing.T) {
 		}
 	})
 }
+
+// A notices channel refused to the ACL user: the completion and the
+// release that fold a notice are stored and succeed (the waiters poll);
+// before, the refused PUBLISH failed the call after its write, and the
+// proxy retried a completion that had been stored.
+func TestFoldedNoticeChannelRefused(t *testing.T) {
+	t.Parallel()
+	own := redistest.StartOwn(t)
+	admin := ownClient(t, own.Addr, "")
+	if err := admin.Do(t.Context(), "acl", "setuser", "idem", "on", ">pw", "~*", "resetchannels", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, eval := range []bool{false, true} {
+		s := newStoreOpts(t, ownClient(t, own.Addr, "idem"), Options{KeyPrefix: redistest.Prefix(t), EvalScripts: eval})
+		ctx := t.Context()
+		k := storetest.NewTestKey(t)
+		r, err := s.Reserve(ctx, k, reserveOpts("a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn := &keystore.FoldedNotice{Channel: s.prefix + "notices"}
+		if _, err := s.CompleteClaim(keystore.WithFoldedNotice(ctx, fn), k, r.Claim, &keystore.Response{Status: 201}); err != nil {
+			t.Fatalf("EvalScripts=%v: CompleteClaim with a refused channel = %v; want nil", eval, err)
+		}
+		if rec, err := s.Get(ctx, k); err != nil || rec.State != keystore.StateCompleted {
+			t.Errorf("EvalScripts=%v: record %+v, %v; want completed", eval, rec, err)
+		}
+		k2 := storetest.NewTestKey(t)
+		r2, err := s.Reserve(ctx, k2, reserveOpts("a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Release(keystore.WithFoldedNotice(ctx, &keystore.FoldedNotice{Channel: s.prefix + "notices"}), k2, r2.Token); err != nil {
+			t.Errorf("EvalScripts=%v: Release with a refused channel = %v; want nil", eval, err)
+		}
+	}
+}

@@ -70,9 +70,12 @@ end
 local function fmt(n) return string.format('%.0f', n) end
 -- notify publishes a completion notice when the call brought one: the
 -- channel in ARGV[i], the record's key in hex in ARGV[i+1]
--- (keystore.FoldedNotice).
+-- (keystore.FoldedNotice). It comes after the call's write, which stands
+-- whatever the publication does: a PUBLISH Redis refuses (the channel not
+-- granted to the ACL user) must not fail the call that stored an answer,
+-- so it is a pcall, and the waiters fall back to their poll.
 local function notify(i)
-  if A[i] then redis.call('PUBLISH', A[i], A[i + 1]) end
+  if A[i] then redis.pcall('PUBLISH', A[i], A[i + 1]) end
 end
 
 -- A record r: st (1 in flight, 2 completed, 3 released), fp, rt, tk (the
