@@ -228,7 +228,11 @@ func (c *call) moved(prefix string, op [8]byte, head int, resp *keystore.Respons
 // A call that carries its answer in a SET (call.moved) sends the SET and
 // the script together, in this order, as one unit: one pipeline alone, or
 // two consecutive calls of the pipeliner's next one. The script's EVAL
-// after a NOSCRIPT goes alone, the SET having been done.
+// after a NOSCRIPT goes alone, the SET having been done, and so does the
+// script that runs a call whose function Redis refused (functionRefused):
+// such a call takes a round trip or two more (three when the library must
+// be loaded first), each bounded by the client's timeouts and all by
+// ctx's deadline.
 func (s *Store) do(ctx context.Context, script lua, c *call) (any, error) {
 	fn := !s.noFunctions.Load()
 	if fn {
@@ -256,7 +260,7 @@ func (s *Store) do(ctx context.Context, script lua, c *call) (any, error) {
 			keys, args = append(keys, c.key2), c.argv[5:]
 		}
 		switch {
-		case fn && s.functionRefused(ctx, err, script.lib, c.key):
+		case fn && s.functionRefused(ctx, err, script.lib):
 			// Refused before it ran: the script runs instead.
 			v, err = script.script.Run(ctx, s.client, keys, args...).Result()
 		case !fn && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")):
@@ -272,54 +276,66 @@ func (s *Store) do(ctx context.Context, script lua, c *call) (any, error) {
 // run as a script (EVALSHA) instead, and acts on the cause: it loads the
 // library again where it was missing, and turns the store to EVALSHA for
 // good where Redis refuses functions.
-func (s *Store) functionRefused(ctx context.Context, err error, lib *library, key string) bool {
+func (s *Store) functionRefused(ctx context.Context, err error, lib *library) bool {
 	switch refusalOf(err) {
 	case refusedMissing:
-		_ = s.loadLibrary(ctx, lib, key)
+		_ = s.loadLibrary(ctx, lib)
 	case refusedForGood:
 		s.noFunctions.Store(true)
-	case refusedOOM:
+	case refusedWrites:
 	default:
 		return false
 	}
 	return true
 }
 
-// A refusal is why Redis refused an FCALL before running the function.
+// A refusal is why Redis refused an FCALL (or a FUNCTION LOAD) before
+// running anything.
 type refusal int
 
 const (
 	notRefused refusal = iota // it ran, or the error is not one of these
 	// refusedMissing: "Function not found", the library is missing from
-	// the node (a FUNCTION FLUSH, a fresh or restarted Redis without
-	// persistence, a new Cluster node).
+	// the node (a FUNCTION FLUSH or DELETE, a fresh or restarted Redis
+	// without persistence, a new Cluster node, a slot migrating to one).
 	refusedMissing
-	// refusedForGood: FCALL unknown or unsupported (a Redis before 7.0, a
-	// command renamed away, a proxy in front of Redis), or refused to the
-	// ACL user (NOPERM naming fcall).
+	// refusedForGood: FCALL or FUNCTION unknown or unsupported (a Redis
+	// before 7.0, a command renamed away, a proxy in front of Redis), or
+	// refused to the ACL user (NOPERM naming fcall or function).
 	refusedForGood
-	// refusedOOM: Redis refuses a function that may write whole while it
-	// is over maxmemory, where a script runs until its first write. As a
+	// refusedWrites: Redis refuses a function that may write whole, where
+	// a script runs until its first write, while it is over maxmemory
+	// (OOM), has too few replicas (NOREPLICAS, min-replicas-to-write),
+	// cannot persist (MISCONF) or is a read-only replica (READONLY). As a
 	// script, the call's reads (a replay, an answer in progress) still
 	// work, and a write fails as it always did.
-	refusedOOM
+	refusedWrites
 )
 
-// refusalOf classifies an FCALL's error. Every refusal it names comes
-// before the function runs (Redis checks the function, the ACL and the
-// memory before it calls the function), so a call run again as a script
-// never ran twice; a script runs twice safely anyway (its op nonce).
+// refusalOf classifies an FCALL's error (and FUNCTION LOAD's: only
+// refusedForGood applies there). Every refusal it names comes before the
+// function runs: Redis checks the function, the ACL, and for a function
+// that may write the memory, the replicas, the disk and the role, before it
+// calls the function; inside a function the same conditions cannot arise
+// (they were checked, and nothing else runs meanwhile), and an ACL or
+// unknown-command failure there reads "ERR The user executing the script
+// can't ..." or "Unknown Redis command called from script". So a call run
+// again as a script never ran twice; a script runs twice safely anyway
+// (its op nonce).
 func refusalOf(err error) refusal {
 	switch {
 	case err == nil:
 		return notRefused
 	case redis.HasErrorPrefix(err, "Function not found"):
 		return refusedMissing
-	case redis.HasErrorPrefix(err, "unknown command"), redis.HasErrorPrefix(err, "unsupported command"),
-		redis.HasErrorPrefix(err, "NOPERM") && strings.Contains(strings.ToLower(err.Error()), "'fcall'"):
+	case redis.HasErrorPrefix(err, "unknown command"), redis.HasErrorPrefix(err, "unknown subcommand"),
+		redis.HasErrorPrefix(err, "unsupported command"),
+		redis.HasErrorPrefix(err, "NOPERM") && (strings.Contains(strings.ToLower(err.Error()), "'fcall'") ||
+			strings.Contains(strings.ToLower(err.Error()), "'function")):
 		return refusedForGood
-	case redis.HasErrorPrefix(err, "OOM"):
-		return refusedOOM
+	case redis.HasErrorPrefix(err, "OOM"), redis.HasErrorPrefix(err, "NOREPLICAS"),
+		redis.HasErrorPrefix(err, "MISCONF"), redis.HasErrorPrefix(err, "READONLY"):
+		return refusedWrites
 	}
 	return notRefused
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,14 +38,22 @@ func TestRefusalOf(t *testing.T) {
 		{redisErr("ERR unsupported command 'fcall'"), refusedForGood},                                            // Envoy's Redis proxy
 		{redisErr("NOPERM this user has no permissions to run the 'fcall' command"), refusedForGood},             // Redis 7.0
 		{redisErr("NOPERM User idem has no permissions to run the 'fcall' command"), refusedForGood},             // Redis 7.2
-		{redisErr("OOM command not allowed when used memory > 'maxmemory'."), refusedOOM},
+		{redisErr("ERR unknown subcommand 'load'. Try FUNCTION HELP."), refusedForGood},                          // FUNCTION LOAD, a Redis without it
+		{redisErr("NOPERM this user has no permissions to run the 'function|load' command"), refusedForGood},     // FUNCTION LOAD refused
+		{redisErr("OOM command not allowed when used memory > 'maxmemory'."), refusedWrites},
+		{redisErr("NOREPLICAS Not enough good replicas to write."), refusedWrites},
+		{redisErr("MISCONF Errors writing to the AOF file: No space left on device"), refusedWrites},
+		{redisErr("READONLY Can not run script with write flag on readonly replica"), refusedWrites},
+		// Failures inside a function (after the checks), as Redis words them.
+		{redisErr("ERR The user executing the script can't run this command or subcommand script: idemgate_x_reserve, on @user_function:12."), notRefused},
+		{redisErr("ERR Unknown Redis command called from script script: idemgate_x_reserve"), notRefused},
 		// Refused for its keys: a script is refused the same way, and an
 		// answer moved by its scratch key goes the classic way (CompleteClaim).
 		{redisErr("NOPERM this user has no permissions to access one of the keys used as arguments"), notRefused},
 		{redisErr("ERR user_function:12: Script attempted to access nonexistent global variable 'x'"), notRefused},
 		{redisErr("BUSY Redis is busy running a script."), notRefused},
 		{redisErr("LOADING Redis is loading the dataset in memory"), notRefused},
-		{redisErr("READONLY You can't write against a read only replica."), notRefused},
+		{redisErr("READONLY You can't write against a read only replica."), refusedWrites},
 		{errors.New("ERR Function not found"), notRefused}, // not from Redis: a client's error
 		{context.DeadlineExceeded, notRefused},
 		{errNoReply, notRefused},
@@ -255,63 +264,138 @@ func TestFunctionsRefusedByACL(t *testing.T) {
 	}
 }
 
-// Over maxmemory, Redis refuses a function that may write before it runs,
-// where a script runs until its first write: a replay still works, and a
-// new claim fails closed, as with scripts; functions stay on, and run
-// again once Redis has room.
-func TestFunctionsOverMaxmemory(t *testing.T) {
+// Over maxmemory, or short of replicas (min-replicas-to-write), Redis
+// refuses a function that may write before it runs, where a script runs
+// until its first write: a replay still works, and a new claim fails
+// closed, as with scripts; functions stay on, and run again once Redis
+// writes again.
+func TestFunctionsRefusedWrites(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, param, refuse, allow, err string
+	}{
+		{"maxmemory", "maxmemory", "1", "0", "OOM"},
+		{"min-replicas-to-write", "min-replicas-to-write", "1", "0", "NOREPLICAS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			own := redistest.StartOwn(t)
+			c := ownClient(t, own.Addr, "")
+			h := &sendHook{}
+			c.AddHook(h)
+			s := newStore(t, c, redistest.Prefix(t))
+			ctx := t.Context()
+			if err := s.LoadScripts(ctx); err != nil {
+				t.Fatal(err)
+			}
+			done := storetest.NewTestKey(t)
+			res, err := s.Reserve(ctx, done, reserveOpts("a"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Complete(ctx, done, res.Token, &keystore.Response{Status: 201, Body: []byte("kept")}); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.ConfigSet(ctx, tc.param, tc.refuse).Err(); err != nil {
+				t.Fatal(err)
+			}
+			h.take()
+			if r, err := s.Reserve(ctx, done, reserveOpts("a")); err != nil || r.Response == nil || string(r.Response.Body) != "kept" {
+				t.Errorf("replay = %+v, %v; want the answer", r, err)
+			}
+			if got, want := h.take(), [][]string{{"fcall"}, {"evalsha"}}; fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("replay sent %q; want %q", got, want)
+			}
+			if rec, err := s.Get(ctx, done); err != nil || rec.Response == nil {
+				t.Errorf("Get = %+v, %v", rec, err)
+			}
+			if got, want := h.take(), [][]string{{"fcall"}}; fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("Get sent %q; want %q (get is read-only: no refusal)", got, want)
+			}
+			fresh := storetest.NewTestKey(t)
+			if _, err := s.Reserve(ctx, fresh, reserveOpts("a")); !redis.HasErrorPrefix(err, tc.err) {
+				t.Errorf("a new claim = %v; want %s", err, tc.err)
+			}
+			if !s.Functions() {
+				t.Fatal("Functions = false after a refused write")
+			}
+			if err := c.ConfigSet(ctx, tc.param, tc.allow).Err(); err != nil {
+				t.Fatal(err)
+			}
+			h.take()
+			if r, err := s.Reserve(ctx, fresh, reserveOpts("a")); err != nil || r.Response != nil {
+				t.Errorf("claim once allowed = %+v, %v", r, err)
+			}
+			if got, want := h.take(), [][]string{{"fcall"}}; fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("claim once allowed sent %q; want %q", got, want)
+			}
+		})
+	}
+}
+
+// A node that lost its library while many calls run compiles it once:
+// every call refused with "Function not found" meanwhile waits for the
+// same load (or finds it there), and none fails.
+func TestFunctionFlushLoadsOnce(t *testing.T) {
 	t.Parallel()
 	own := redistest.StartOwn(t)
 	c := ownClient(t, own.Addr, "")
-	h := &sendHook{}
-	c.AddHook(h)
-	s := newStore(t, c, redistest.Prefix(t))
+	s := newStoreOpts(t, c, Options{KeyPrefix: redistest.Prefix(t), DirectCalls: true})
 	ctx := t.Context()
 	if err := s.LoadScripts(ctx); err != nil {
 		t.Fatal(err)
 	}
-	done := storetest.NewTestKey(t)
-	res, err := s.Reserve(ctx, done, reserveOpts("a"))
+	if err := c.FunctionFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	const n = 64
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := s.Reserve(ctx, storetest.NewTestKey(t), reserveOpts("a"))
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("Reserve after FUNCTION FLUSH = %v", err)
+		}
+	}
+	calls, failed := commandStat(t, c, "function|load")
+	if calls-failed != 1 {
+		t.Errorf("FUNCTION LOAD compiled the library %d times (%d calls, %d refused as already loaded); want once", calls-failed, calls, failed)
+	}
+	if !s.Functions() {
+		t.Error("Functions = false")
+	}
+}
+
+// commandStat returns INFO commandstats' calls and failed_calls of cmd.
+func commandStat(t *testing.T, c *redis.Client, cmd string) (calls, failed int) {
+	t.Helper()
+	info, err := c.Info(t.Context(), "commandstats").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Complete(ctx, done, res.Token, &keystore.Response{Status: 201, Body: []byte("kept")}); err != nil {
-		t.Fatal(err)
+	for line := range strings.Lines(info) {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":")
+		if !ok {
+			continue
+		}
+		for field := range strings.SplitSeq(rest, ",") {
+			k, v, _ := strings.Cut(field, "=")
+			switch k {
+			case "calls":
+				calls, _ = strconv.Atoi(v)
+			case "failed_calls":
+				failed, _ = strconv.Atoi(v)
+			}
+		}
 	}
-	if err := c.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.ConfigSet(context.Background(), "maxmemory", "0") })
-	h.take()
-	if r, err := s.Reserve(ctx, done, reserveOpts("a")); err != nil || r.Response == nil || string(r.Response.Body) != "kept" {
-		t.Errorf("replay over maxmemory = %+v, %v; want the answer", r, err)
-	}
-	if got, want := h.take(), [][]string{{"fcall"}, {"evalsha"}}; fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("replay over maxmemory sent %q; want %q", got, want)
-	}
-	if rec, err := s.Get(ctx, done); err != nil || rec.Response == nil {
-		t.Errorf("Get over maxmemory = %+v, %v", rec, err)
-	}
-	if got, want := h.take(), [][]string{{"fcall"}}; fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("Get over maxmemory sent %q; want %q (get is read-only: no refusal)", got, want)
-	}
-	fresh := storetest.NewTestKey(t)
-	if _, err := s.Reserve(ctx, fresh, reserveOpts("a")); !redis.HasErrorPrefix(err, "OOM") {
-		t.Errorf("a new claim over maxmemory = %v; want OOM", err)
-	}
-	if !s.Functions() {
-		t.Fatal("Functions = false after OOM")
-	}
-	if err := c.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
-		t.Fatal(err)
-	}
-	h.take()
-	if r, err := s.Reserve(ctx, fresh, reserveOpts("a")); err != nil || r.Response != nil {
-		t.Errorf("claim with room = %+v, %v", r, err)
-	}
-	if got, want := h.take(), [][]string{{"fcall"}}; fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("claim with room sent %q; want %q", got, want)
-	}
+	return calls, failed
 }
 
 // The conformance suite with scripts (Options.EvalScripts), as a Redis

@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/idemgate/idemgate/internal/rediskey"
 	"github.com/idemgate/idemgate/keystore"
@@ -77,9 +78,10 @@ type Store struct {
 	// (Options.EvalScripts, or Redis refused the functions: see
 	// functionRefused). It is never cleared.
 	noFunctions atomic.Bool
-	// loading serializes FUNCTION LOADs: a node that lost its library
-	// answers "Function not found" to every call in flight at once.
-	loading sync.Mutex
+	// loads makes one FUNCTION LOAD for every call refused with "Function
+	// not found" meanwhile: a node that lost its library answers so to
+	// every call in flight at once.
+	loads singleflight.Group
 
 	// offset is added to Redis's TIME in every script, in milliseconds. Only
 	// this package's tests set it, to move the store's clock without
@@ -816,59 +818,75 @@ func globEscape(s string) string {
 // and a load (issue 31: the first keyed write took four round trips
 // instead of two). Where Redis refuses functions (see [Store.Functions])
 // the store goes on with the scripts, and that is no error. A failure
-// only leaves the first calls to load them; it stops at the first.
+// only leaves the first calls to load them.
 func (s *Store) LoadScripts(ctx context.Context) error {
 	l := s.lua()
+	var errs []error
 	if !s.noFunctions.Load() {
-		if err := s.loadLibrary(ctx, l.lib, ""); err != nil && !s.noFunctions.Load() {
-			return err
+		if err := s.loadLibrary(ctx, l.lib); err != nil && !s.noFunctions.Load() {
+			errs = append(errs, err)
 		}
 	}
 	for _, sc := range []lua{l.reserve, l.completeClaim, l.completeClaimMoved, l.releaseClaim, l.complete, l.release, l.renew, l.get} {
 		if err := sc.script.Load(ctx, s.client).Err(); err != nil {
-			return fmt.Errorf("redisstore: load scripts: %w", err)
+			errs = append(errs, fmt.Errorf("redisstore: load scripts: %w", err))
+			break
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Functions reports whether the store's calls run as Redis Functions
 // (FCALL). It turns false, for good, when Redis refuses them: FCALL or
 // FUNCTION LOAD unknown (a Redis before 7.0, a command renamed away) or
 // refused to the ACL user; the calls then run with EVALSHA, the same code
-// at about a sixth more of Redis's time per call.
+// at about a third more of Redis's time per keyed write (BENCHMARKS.md,
+// stop 22).
 func (s *Store) Functions() bool { return !s.noFunctions.Load() }
 
-// loadLibrary loads lib (FUNCTION LOAD REPLACE: the same code again is
-// harmless) on the master that serves key in a Cluster, or on every master
-// when key is "", and on the server of any other client. Where Redis
-// refuses FUNCTION LOAD (unknown, or NOPERM) the store turns to EVALSHA.
-func (s *Store) loadLibrary(ctx context.Context, lib *library, key string) error {
-	s.loading.Lock()
-	defer s.loading.Unlock()
-	var err error
-	switch c := s.client.(type) {
-	case *redis.ClusterClient:
-		if key == "" {
-			err = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-				return m.FunctionLoadReplace(ctx, lib.code).Err()
-			})
-			break
+// loadLibrary loads lib on every master of a Cluster (a node that a slot
+// migrates to must have it too: a call redirected there with ASK runs
+// there), every shard of a Ring, or the server of any other client, once for all the calls
+// that ask while it runs (loads, keyed by the library's name). It sends
+// FUNCTION LOAD without REPLACE: a library's name is the digest of its
+// code, so a library of that name is this one, and Redis refuses it before
+// compiling it (~65 µs, where a compile takes ~1.6 ms of Redis's time).
+// Where Redis refuses FUNCTION LOAD for good (see [refusalOf]) the store
+// turns to EVALSHA. The caller waits at most until ctx is done; the load
+// goes on for the others, each command bounded by the client's timeouts.
+func (s *Store) loadLibrary(ctx context.Context, lib *library) error {
+	ch := s.loads.DoChan(lib.name, func() (any, error) {
+		ctx := context.WithoutCancel(ctx)
+		load := func(ctx context.Context, c redis.Cmdable) error {
+			err := c.FunctionLoad(ctx, lib.code).Err()
+			if redis.HasErrorPrefix(err, "Library '") && strings.HasSuffix(err.Error(), "already exists") {
+				return nil
+			}
+			return err
 		}
-		var m *redis.Client
-		if m, err = c.MasterForKey(ctx, key); err == nil {
-			err = m.FunctionLoadReplace(ctx, lib.code).Err()
+		var err error
+		switch c := s.client.(type) {
+		case *redis.ClusterClient:
+			err = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return load(ctx, m) })
+		case *redis.Ring:
+			err = c.ForEachShard(ctx, func(ctx context.Context, m *redis.Client) error { return load(ctx, m) })
+		default:
+			err = load(ctx, s.client)
 		}
-	default:
-		err = s.client.FunctionLoadReplace(ctx, lib.code).Err()
+		if refusalOf(err) == refusedForGood {
+			s.noFunctions.Store(true)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: load functions: %w", err)
+		}
+		return nil, nil
+	})
+	select {
+	case r := <-ch:
+		return r.Err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	if err != nil && (redis.HasErrorPrefix(err, "unknown") || redis.HasErrorPrefix(err, "NOPERM")) {
-		s.noFunctions.Store(true)
-	}
-	if err != nil {
-		return fmt.Errorf("redisstore: load functions: %w", err)
-	}
-	return nil
 }
 
 // Ping checks that Redis answers, for health reports. It does not check

@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 
@@ -121,7 +120,7 @@ type scripts struct {
 
 // A library is the scripts of one record format as Redis Functions
 // (Redis 7): FUNCTION LOAD runs the prelude once, where every EVAL runs it
-// again (its thirteen closures and tables: about a sixth of a script's
+// again (its thirteen closures and tables: about a quarter of a keyed write's
 // time in Redis, BENCHMARKS.md). Its name and its functions' names carry
 // a digest of its code, so that two releases of idemgate sharing a Redis
 // (a rolling upgrade) never replace each other's functions: each loads
@@ -160,28 +159,29 @@ func newScripts(f RecordFormat) *scripts {
 		{&sc.markUnknown, "mark_unknown", markUnknownScript, false},
 		{&sc.resolve, "resolve", resolveScript, false},
 	}
-	digest := sha1.New()
-	io.WriteString(digest, p)
+	// The library is made with a placeholder for its name, which is then
+	// the digest of all of it (the prelude, every script, and how each is
+	// registered): two releases share a name only if they load the same
+	// code.
+	const placeholder = "{{library}}"
+	var code strings.Builder
+	code.WriteString("#!lua name=" + placeholder + "\n" + p + "\n")
 	for i := range srcs {
 		s := &srcs[i]
 		s.body = strings.ReplaceAll(s.body, "{{lapsed}}", strconv.Itoa(int(keystore.CauseLapsed)))
-		fmt.Fprintf(digest, "\x00%s\x00%t\x00%s", s.name, s.readOnly, s.body)
-	}
-	name := "idemgate_" + hex.EncodeToString(digest.Sum(nil))[:16]
-	var code strings.Builder
-	code.WriteString("#!lua name=" + name + "\n" + p + "\n")
-	sc.lib = &library{name: name}
-	for _, s := range srcs {
-		fn := name + "_" + s.name
 		flags := "{}"
 		if s.readOnly {
 			flags = "{'no-writes'}"
 		}
-		fmt.Fprintf(&code, "redis.register_function{function_name = '%s', flags = %s, callback = function(KEYS, ARGV)\nbegin(KEYS, ARGV)\n%s\nend}\n", fn, flags, s.body)
-		script := redis.NewScript(p + "begin(KEYS, ARGV)\n" + s.body)
-		*s.dst = lua{script: script, sha: script.Hash(), fn: fn, lib: sc.lib}
+		fmt.Fprintf(&code, "redis.register_function{function_name = '%s_%s', flags = %s, callback = function(KEYS, ARGV)\nbegin(KEYS, ARGV)\n%s\nend}\n", placeholder, s.name, flags, s.body)
 	}
-	sc.lib.code = code.String()
+	digest := sha1.Sum([]byte(code.String()))
+	name := "idemgate_" + hex.EncodeToString(digest[:])[:16]
+	sc.lib = &library{name: name, code: strings.ReplaceAll(code.String(), placeholder, name)}
+	for _, s := range srcs {
+		script := redis.NewScript(p + "begin(KEYS, ARGV)\n" + s.body)
+		*s.dst = lua{script: script, sha: script.Hash(), fn: name + "_" + s.name, lib: sc.lib}
+	}
 	return sc
 }
 
