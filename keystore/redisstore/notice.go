@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"sync"
 
@@ -70,11 +71,25 @@ func (n *Notices) subscribe() {
 	if n.sub != nil || n.closed {
 		return
 	}
-	n.sub = n.client.Subscribe(context.Background(), n.channel)
+	sub := n.client.Subscribe(context.Background(), n.channel)
+	n.sub = sub
 	n.done = make(chan struct{})
-	ch := n.sub.Channel() // go-redis reconnects and resubscribes on its own
 	go func() {
 		defer close(n.done)
+		// The first reply confirms the subscription or refuses it (the
+		// channel not granted to the ACL user): go-redis would go on
+		// retrying a refusal in silence, and every waiter would wait for
+		// its poll. Say so once; the subscription is still kept, for a
+		// Redis that answers late or an ACL fixed later.
+		m, err := sub.ReceiveTimeout(context.Background(), readTimeout(n.client))
+		if err != nil || !isSubscribed(m) {
+			if errors.Is(err, redis.ErrClosed) {
+				return
+			}
+			n.log.Warn("completion notices: the subscription was refused or not confirmed; waiters on in_progress: wait routes fall back to their poll",
+				"channel", n.channel, "error", err)
+		}
+		ch := sub.Channel() // go-redis reconnects and resubscribes on its own
 		for msg := range ch {
 			b, err := hex.DecodeString(msg.Payload)
 			var k keystore.Key

@@ -3,10 +3,13 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/idemgate/idemgate/internal/redistest"
+	"github.com/idemgate/idemgate/internal/testutil"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/storetest"
 )
@@ -170,5 +173,37 @@ func TestFoldedNoticeChannelRefused(t *testing.T) {
 		if err := s.Release(keystore.WithFoldedNotice(ctx, &keystore.FoldedNotice{Channel: s.prefix + "notices"}), k2, r2.Token); err != nil {
 			t.Errorf("EvalScripts=%v: Release with a refused channel = %v; want nil", eval, err)
 		}
+	}
+}
+
+// A notices channel refused to the ACL user: the subscription's refusal is
+// logged once (go-redis alone retries it in silence), and watching goes on.
+func TestNoticesSubscriptionRefusedLogged(t *testing.T) {
+	t.Parallel()
+	own := redistest.StartOwn(t)
+	admin := ownClient(t, own.Addr, "")
+	if err := admin.Do(t.Context(), "acl", "setuser", "idem", "on", ">pw", "~*", "resetchannels", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var logs testutil.SyncBuffer
+	n := NewNotices(ownClient(t, own.Addr, "idem"), redistest.Prefix(t), slog.New(slog.NewTextHandler(&logs, nil)))
+	t.Cleanup(func() { n.Close() })
+	_, stop := n.Watch(keystore.NewKey("t", "k"))
+	defer stop()
+	testutil.Eventually(t, 10*time.Second, "the refusal's warning", func() bool {
+		return strings.Contains(logs.String(), "completion notices: the subscription was refused") && strings.Contains(logs.String(), "NOPERM")
+	})
+	// A subscription Redis confirms logs nothing.
+	var quiet testutil.SyncBuffer
+	ok := NewNotices(admin, redistest.Prefix(t), slog.New(slog.NewTextHandler(&quiet, nil)))
+	t.Cleanup(func() { ok.Close() })
+	_, stop2 := ok.Watch(keystore.NewKey("t", "k"))
+	defer stop2()
+	testutil.Eventually(t, 10*time.Second, "the subscription", func() bool {
+		v, err := admin.PubSubNumSub(t.Context(), ok.Channel()).Result()
+		return err == nil && v[ok.Channel()] == 1
+	})
+	if quiet.String() != "" {
+		t.Errorf("a confirmed subscription logged %q", quiet.String())
 	}
 }
