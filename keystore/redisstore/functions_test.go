@@ -208,6 +208,27 @@ func ownClient(t *testing.T, addr, user string) *redis.Client {
 	return rc
 }
 
+// aclUser makes the ACL user "idem" (password "pw") on own's server with
+// rules after "on >pw", and returns a client of the default user (admin)
+// and one of idem.
+func aclUser(t *testing.T, own *redistest.Own, rules ...string) (admin, user *redis.Client) {
+	t.Helper()
+	admin = ownClient(t, own.Addr, "")
+	args := append([]any{"acl", "setuser", "idem", "on", ">pw"}, anySlice(rules)...)
+	if err := admin.Do(t.Context(), args...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return admin, ownClient(t, own.Addr, "idem")
+}
+
+func anySlice(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
 // An ACL user without FCALL, or without FUNCTION LOAD while the library is
 // missing, gets every call served with EVALSHA: the first call is refused
 // once, and the store never asks again. Every write of the conformance
@@ -226,12 +247,7 @@ func TestFunctionsRefusedByACL(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			own := redistest.StartOwn(t)
-			admin := ownClient(t, own.Addr, "")
-			if err := admin.Do(t.Context(), "acl", "setuser", "idem", "on", ">pw", "~*", "&*", "+@all", tc.deny).Err(); err != nil {
-				t.Fatal(err)
-			}
-			c := ownClient(t, own.Addr, "idem")
+			_, c := aclUser(t, redistest.StartOwn(t), "~*", "&*", "+@all", tc.deny)
 			h := &sendHook{}
 			c.AddHook(h)
 			s := newStoreOpts(t, c, Options{KeyPrefix: redistest.Prefix(t)})

@@ -145,13 +145,9 @@ func TestFoldedNotice(t *testing.T) {
 // proxy retried a completion that had been stored.
 func TestFoldedNoticeChannelRefused(t *testing.T) {
 	t.Parallel()
-	own := redistest.StartOwn(t)
-	admin := ownClient(t, own.Addr, "")
-	if err := admin.Do(t.Context(), "acl", "setuser", "idem", "on", ">pw", "~*", "resetchannels", "+@all").Err(); err != nil {
-		t.Fatal(err)
-	}
+	_, user := aclUser(t, redistest.StartOwn(t), "~*", "resetchannels", "+@all")
 	for _, eval := range []bool{false, true} {
-		s := newStoreOpts(t, ownClient(t, own.Addr, "idem"), Options{KeyPrefix: redistest.Prefix(t), EvalScripts: eval})
+		s := newStoreOpts(t, user, Options{KeyPrefix: redistest.Prefix(t), EvalScripts: eval})
 		ctx := t.Context()
 		k := storetest.NewTestKey(t)
 		r, err := s.Reserve(ctx, k, reserveOpts("a"))
@@ -180,13 +176,9 @@ func TestFoldedNoticeChannelRefused(t *testing.T) {
 // logged once (go-redis alone retries it in silence), and watching goes on.
 func TestNoticesSubscriptionRefusedLogged(t *testing.T) {
 	t.Parallel()
-	own := redistest.StartOwn(t)
-	admin := ownClient(t, own.Addr, "")
-	if err := admin.Do(t.Context(), "acl", "setuser", "idem", "on", ">pw", "~*", "resetchannels", "+@all").Err(); err != nil {
-		t.Fatal(err)
-	}
+	admin, user := aclUser(t, redistest.StartOwn(t), "~*", "resetchannels", "+@all")
 	var logs testutil.SyncBuffer
-	n := NewNotices(ownClient(t, own.Addr, "idem"), redistest.Prefix(t), slog.New(slog.NewTextHandler(&logs, nil)))
+	n := NewNotices(user, redistest.Prefix(t), slog.New(slog.NewTextHandler(&logs, nil)))
 	t.Cleanup(func() { n.Close() })
 	_, stop := n.Watch(keystore.NewKey("t", "k"))
 	defer stop()

@@ -171,12 +171,8 @@ func BenchmarkReplayCache(b *testing.B) {
 // another replica's repair.
 func TestReplayCacheChannelRefused(t *testing.T) {
 	t.Parallel()
-	own := redistest.StartOwn(t)
-	admin := ownClient(t, own.Addr, "")
-	if err := admin.Do(t.Context(), "acl", "setuser", "idem", "on", ">pw", "~*", "resetchannels", "+@all").Err(); err != nil {
-		t.Fatal(err)
-	}
-	s := newStore(t, ownClient(t, own.Addr, "idem"), redistest.Prefix(t))
+	_, user := aclUser(t, redistest.StartOwn(t), "~*", "resetchannels", "+@all")
+	s := newStore(t, user, redistest.Prefix(t))
 	ctx := t.Context()
 	resynced := false
 	err := s.SubscribeInvalidations(ctx, func(keystore.Key) {}, func() { resynced = true })
