@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strconv"
@@ -583,4 +584,45 @@ func BenchmarkTurnRedis(b *testing.B) {
 			}
 		})
 	})
+}
+
+// A release channel refused to the ACL user: a release is still made and
+// reported as made (no warning), and the next Lock gets the session at
+// once. Before, the refused PUBLISH failed the release script after its
+// DEL, and logged "session lock release failed".
+func TestReleaseChannelRefused(t *testing.T) {
+	t.Parallel()
+	own := redistest.StartOwn(t)
+	admin, err := redisstore.NewClient(redisstore.ClientOptions{Addrs: []string{own.Addr}, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	if err := admin.Do(t.Context(), "acl", "setuser", "idem", "on", ">pw", "~*", "resetchannels", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := redisstore.NewClient(redisstore.ClientOptions{Addrs: []string{own.Addr}, Username: "idem", Password: "pw", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	var logs testutil.SyncBuffer
+	l, err := New(c, Options{KeyPrefix: testPrefix(t), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	k := session.NewKey("refused")
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		held, err := l.Lock(ctx, k, nil)
+		cancel()
+		if err != nil {
+			t.Fatalf("Lock %d after a release = %v; want the session at once", i, err)
+		}
+		held.Unlock()
+	}
+	if s := logs.String(); strings.Contains(s, "release failed") {
+		t.Errorf("a release made was logged as failed: %s", s)
+	}
 }

@@ -6,12 +6,12 @@
 local r = NOT_HELD
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[2], ARGV[3])
+  redis.pcall('PUBLISH', ARGV[2], ARGV[3])
   r = HELD
 end
 if redis.call('GET', KEYS[2]) == ARGV[1] then
   redis.call('DEL', KEYS[2])
-  redis.call('PUBLISH', ARGV[2], ARGV[3])
+  redis.pcall('PUBLISH', ARGV[2], ARGV[3])
   r = HELD
 end
 return r
