@@ -330,14 +330,20 @@ func refusalOf(err error) refusal {
 		return refusedMissing
 	case redis.HasErrorPrefix(err, "unknown command"), redis.HasErrorPrefix(err, "unknown subcommand"),
 		redis.HasErrorPrefix(err, "unsupported command"),
-		redis.HasErrorPrefix(err, "NOPERM") && (strings.Contains(strings.ToLower(err.Error()), "'fcall'") ||
-			strings.Contains(strings.ToLower(err.Error()), "'function")):
+		redis.HasErrorPrefix(err, "NOPERM") && refusesFunctions(err.Error()):
 		return refusedForGood
 	case redis.HasErrorPrefix(err, "OOM"), redis.HasErrorPrefix(err, "NOREPLICAS"),
 		redis.HasErrorPrefix(err, "MISCONF"), redis.HasErrorPrefix(err, "READONLY"):
 		return refusedWrites
 	}
 	return notRefused
+}
+
+// refusesFunctions reports whether a NOPERM message names FCALL or a
+// FUNCTION subcommand (not a key or a channel).
+func refusesFunctions(msg string) bool {
+	msg = strings.ToLower(msg)
+	return strings.Contains(msg, "'fcall'") || strings.Contains(msg, "'function")
 }
 
 // A sender sends a call's script alone, or after its SET as one pipeline.

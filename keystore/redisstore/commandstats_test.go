@@ -21,8 +21,8 @@ import (
 // JSON answer (keystore/compressed's corpus; and of ten of it, 45 KB)
 // costs Redis, from INFO
 // commandstats: redis-µs/op is the usec of the calls' own commands
-// (EVALSHA, EVAL, and the SET of the answer's scratch key when it is
-// moved) per CompleteClaim; the commands a script calls are inside its
+// (FCALL, or EVALSHA and EVAL where functions are refused, and the SET of
+// the answer's scratch key when it is moved) per CompleteClaim; the commands a script calls are inside its
 // time (and counted apart too: set-µs/op is the script's own SET in the
 // classic way). server-user-µs/op and server-sys-µs/op are the server's
 // whole CPU (INFO cpu) per CompleteClaim, its network reads and writes
@@ -99,12 +99,12 @@ func BenchmarkCompleteClaimRedisCPU(b *testing.B) {
 				b.Fatal(err)
 			}
 			us := commandUsec(b, stats)
-			own := us["evalsha"] + us["eval"]
+			own := us["fcall"] + us["evalsha"] + us["eval"]
 			if bc.move {
 				own += us["set"]
 			}
 			b.ReportMetric(own/float64(b.N), "redis-µs/op")
-			for _, name := range []string{"evalsha", "set"} {
+			for _, name := range []string{"fcall", "evalsha", "set"} {
 				b.ReportMetric(us[name]/float64(b.N), name+"-µs/op")
 			}
 			if testing.Verbose() {
@@ -116,10 +116,12 @@ func BenchmarkCompleteClaimRedisCPU(b *testing.B) {
 	}
 }
 
-// commandUsec parses INFO commandstats into each command's total µs,
-// leaving out the INFO and CONFIG calls of the benchmark itself.
-func commandUsec(b *testing.B, stats string) map[string]float64 {
-	out := map[string]float64{}
+// commandStats parses INFO commandstats into each command's fields
+// (calls, usec, failed_calls, ...; subcommands as "function|load"),
+// leaving out the INFO and CONFIG calls of the benchmark or test itself.
+func commandStats(tb testing.TB, stats string) map[string]map[string]float64 {
+	tb.Helper()
+	out := map[string]map[string]float64{}
 	for _, line := range strings.Split(stats, "\n") {
 		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
 		if !ok || !strings.HasPrefix(name, "cmdstat_") {
@@ -129,22 +131,35 @@ func commandUsec(b *testing.B, stats string) map[string]float64 {
 		if name == "info" || strings.HasPrefix(name, "config") {
 			continue
 		}
+		fields := map[string]float64{}
 		for _, kv := range strings.Split(rest, ",") {
-			if v, ok := strings.CutPrefix(kv, "usec="); ok {
-				f, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					b.Fatalf("commandstats %q: %v", line, err)
-				}
-				out[name] = f
+			k, v, _ := strings.Cut(kv, "=")
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				tb.Fatalf("commandstats %q: %v", line, err)
 			}
+			fields[k] = f
 		}
+		out[name] = fields
+	}
+	return out
+}
+
+// commandUsec is each command's total µs in INFO commandstats (see
+// commandStats).
+func commandUsec(tb testing.TB, stats string) map[string]float64 {
+	tb.Helper()
+	out := map[string]float64{}
+	for name, fields := range commandStats(tb, stats) {
+		out[name] = fields["usec"]
 	}
 	return out
 }
 
 // serverCPU is the redis-server's CPU time so far (INFO cpu, main thread
 // and the rest), user and system, in µs.
-func serverCPU(b *testing.B, c redis.UniversalClient) (user, sys float64) {
+func serverCPU(b testing.TB, c redis.UniversalClient) (user, sys float64) {
+	b.Helper()
 	info, err := c.Info(context.Background(), "cpu").Result()
 	if err != nil {
 		b.Fatal(err)

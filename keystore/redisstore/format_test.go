@@ -3,7 +3,6 @@ package redisstore
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -219,43 +218,20 @@ func BenchmarkRecordFormats(b *testing.B) {
 	c := newClient(b, redistest.Standalone)
 	ctx := b.Context()
 	resp := &keystore.Response{Status: 201, Header: map[string][]string{"Content-Type": {"application/json"}}, Body: []byte(strings.Repeat("b", 400))}
-	info := func(section string, field func(line string) float64) float64 {
+	// calls is the µs Redis counted in FCALL and EVALSHA.
+	calls := func() float64 {
 		b.Helper()
-		text, err := c.Info(ctx, section).Result()
+		stats, err := c.Info(ctx, "commandstats").Result()
 		if err != nil {
 			b.Fatal(err)
 		}
-		var sum float64
-		for line := range strings.Lines(text) {
-			sum += field(strings.TrimSpace(line))
-		}
-		return sum
+		us := commandUsec(b, stats)
+		return us["fcall"] + us["evalsha"]
 	}
-	// calls is the µs Redis counted in FCALL and EVALSHA.
-	calls := func() float64 {
-		return info("commandstats", func(line string) float64 {
-			if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_fcall:") {
-				return 0
-			}
-			for field := range strings.SplitSeq(line[strings.IndexByte(line, ':')+1:], ",") {
-				if v, ok := strings.CutPrefix(field, "usec="); ok {
-					n, _ := strconv.ParseFloat(v, 64)
-					return n
-				}
-			}
-			return 0
-		})
-	}
-	// cpu is the server's CPU time in µs (user and system, main thread).
+	// cpu is the server's CPU time in µs, user and system (serverCPU).
 	cpu := func() float64 {
-		return info("cpu", func(line string) float64 {
-			name, v, _ := strings.Cut(line, ":")
-			if name != "used_cpu_user_main_thread" && name != "used_cpu_sys_main_thread" {
-				return 0
-			}
-			n, _ := strconv.ParseFloat(v, 64)
-			return n * 1e6
-		})
+		user, sys := serverCPU(b, c)
+		return user + sys
 	}
 	for _, f := range formats {
 		for _, eval := range []bool{false, true} {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -189,10 +188,14 @@ func each(t *testing.T, c redis.UniversalClient, f func(context.Context, *redis.
 }
 
 // ownClient is a client of own's server as user ("" for the default user,
-// whose password is none).
+// who has no password; any other's is "pw").
 func ownClient(t *testing.T, addr, user string) *redis.Client {
 	t.Helper()
-	c, err := NewClient(ClientOptions{Addrs: []string{addr}, Username: user, Password: "pw", Timeout: testTimeout})
+	o := ClientOptions{Addrs: []string{addr}, Username: user, Timeout: testTimeout}
+	if user != "" {
+		o.Password = "pw"
+	}
+	c, err := NewClient(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,10 +203,6 @@ func ownClient(t *testing.T, addr, user string) *redis.Client {
 	rc, ok := c.(*redis.Client)
 	if !ok {
 		t.Fatalf("client %T", c)
-	}
-	if user == "" {
-		// The default user has no password: NewClient's AUTH would fail.
-		rc.Options().Password = ""
 	}
 	return rc
 }
@@ -380,38 +379,18 @@ func TestFunctionFlushLoadsOnce(t *testing.T) {
 			t.Errorf("Reserve after FUNCTION FLUSH = %v", err)
 		}
 	}
-	calls, failed := commandStat(t, c, "function|load")
+	stats, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := commandStats(t, stats)["function|load"]
+	calls, failed := load["calls"], load["failed_calls"]
 	if calls-failed != 1 {
-		t.Errorf("FUNCTION LOAD compiled the library %d times (%d calls, %d refused as already loaded); want once", calls-failed, calls, failed)
+		t.Errorf("FUNCTION LOAD compiled the library %v times (%v calls, %v refused as already loaded); want once", calls-failed, calls, failed)
 	}
 	if !s.Functions() {
 		t.Error("Functions = false")
 	}
-}
-
-// commandStat returns INFO commandstats' calls and failed_calls of cmd.
-func commandStat(t *testing.T, c *redis.Client, cmd string) (calls, failed int) {
-	t.Helper()
-	info, err := c.Info(t.Context(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.Lines(info) {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":")
-		if !ok {
-			continue
-		}
-		for field := range strings.SplitSeq(rest, ",") {
-			k, v, _ := strings.Cut(field, "=")
-			switch k {
-			case "calls":
-				calls, _ = strconv.Atoi(v)
-			case "failed_calls":
-				failed, _ = strconv.Atoi(v)
-			}
-		}
-	}
-	return calls, failed
 }
 
 // The conformance suite with scripts (Options.EvalScripts), as a Redis

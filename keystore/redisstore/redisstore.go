@@ -840,7 +840,7 @@ func (s *Store) LoadScripts(ctx context.Context) error {
 // (FCALL). It turns false, for good, when Redis refuses them: FCALL or
 // FUNCTION LOAD unknown (a Redis before 7.0, a command renamed away) or
 // refused to the ACL user; the calls then run with EVALSHA, the same code
-// at about a third more of Redis's time per keyed write (BENCHMARKS.md,
+// at about a fifth more of Redis's time per keyed write (BENCHMARKS.md,
 // stop 22).
 func (s *Store) Functions() bool { return !s.noFunctions.Load() }
 

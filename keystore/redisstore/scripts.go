@@ -120,7 +120,7 @@ type scripts struct {
 
 // A library is the scripts of one record format as Redis Functions
 // (Redis 7): FUNCTION LOAD runs the prelude once, where every EVAL runs it
-// again (its thirteen closures and tables: about a quarter of a keyed write's
+// again (its thirteen closures and tables: about a sixth of a keyed write's
 // time in Redis, BENCHMARKS.md). Its name and its functions' names carry
 // a digest of its code, so that two releases of idemgate sharing a Redis
 // (a rolling upgrade) never replace each other's functions: each loads
