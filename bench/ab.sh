@@ -17,9 +17,13 @@
 #
 # A and B are each one of:
 #   bare                 ../shared/bench-wrk's bare proxy
+#   design               bench/bareproxy -design: the bare proxy plus the work
+#                        DESIGN.md asks of every request, written plainly
 #   idemgate             this checkout's idemgate, memory store, bench-wrk's config
 #   idemgate:VAR=value   the same with an environment variable (e.g. GOGC=100)
 #   bin:PATH             another idemgate binary (e.g. built from another commit)
+#   route:KEY=VALUE      this checkout's idemgate with a route setting added
+#                        (e.g. route:late_answer_wait=0s)
 #
 #   ROUNDS=6 DURATION=4 SCRIPT=get|post_unique (bench-wrk's wrk scripts) WARM=2
 #   (rounds first run and not counted: a fresh process is slow for a while)
@@ -29,7 +33,7 @@
 # it starts is stopped by PID when it exits.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-[[ $# == 2 ]] || { sed -n '2,28p' "$0" >&2; exit 2; }
+[[ $# == 2 ]] || { sed -n '2,32p' "$0" >&2; exit 2; }
 rounds=${ROUNDS:-6} duration=${DURATION:-4} script=${SCRIPT:-get} warm=${WARM:-2}
 base=${BASE_PORT:-26300}
 
@@ -57,16 +61,23 @@ pids+=($!)
 
 # start TARGET PORT: starts it on core 1 and sets started to its PID.
 start() {
-	local t=$1 port=$2 cfg bin=$work/.bin/idemgate env=()
+	local t=$1 port=$2 cfg bin=$work/.bin/idemgate env=() extra=""
 	case $t in
 	bare)
 		taskset -c 1 "$work/.bin/bareproxy" -addr "127.0.0.1:$port" -upstream "http://$up" >/dev/null 2>&1 &
 		started=$!
 		return
 		;;
+	design)
+		(cd "$repo" && go build -trimpath -o "$work/.bin/design" ./bench/bareproxy)
+		taskset -c 1 "$work/.bin/design" -design -listen "127.0.0.1:$port" -upstream "http://$up" >"$work/ab-$port.log" 2>&1 &
+		started=$!
+		return
+		;;
 	idemgate) ;;
 	idemgate:*=*) env=("${t#idemgate:}") ;;
 	bin:*) bin=${t#bin:} ;;
+	route:*=*) extra=${t#route:} extra=", ${extra%%=*}: ${extra#*=}" ;;
 	*) echo "unknown target $t" >&2; exit 2 ;;
 	esac
 	cfg=$(mktemp --suffix=.yaml)
@@ -78,7 +89,7 @@ upstream: { url: "http://$up" }
 edge_limit: { rate: 0 }
 store: { backend: memory }
 routes:
-  - { name: orders, method: POST, path: /orders, idempotent: true }
+  - { name: orders, method: POST, path: /orders, idempotent: true$extra }
 Y
 	env "${env[@]}" taskset -c 1 "$bin" --config "$cfg" >"$work/ab-$port.log" 2>&1 &
 	started=$!

@@ -10,6 +10,9 @@
 #   STORE=floor bench/wrk.sh      the floor of a Redis keyed write in the idemgate slot:
 #                                 bench/bareproxy -redis (the bare proxy + 2 Redis round trips)
 #   STORE=storefloor ...          the same through idemgate's store (bareproxy -redis -store)
+#   STORE=design bench/wrk.sh     the design floor in the idemgate slot: bench/bareproxy
+#                                 -design (the bare proxy plus the work DESIGN.md asks of
+#                                 every request, written plainly; access log to the file)
 #
 # Knobs, each one of the differences between the two harnesses (BENCHMARKS.md):
 #   IDENTITY=1   bench-wrk's idemgate.sh as is (require_identity: true, every request
@@ -102,7 +105,8 @@ case $STORE in
 memory | redis) cmd="$launcher $bin/idemgate {port} {upstream} $redis $STORE" ;;
 floor) cmd="$bin/bareproxy -listen 127.0.0.1:{port} -upstream {upstream} -redis $redis" label=floor ;;
 storefloor) cmd="$bin/bareproxy -listen 127.0.0.1:{port} -upstream {upstream} -redis $redis -store" label=storefloor ;;
-*) echo "STORE: memory, redis, floor or storefloor" >&2; exit 2 ;;
+design) cmd="$bin/bareproxy -design -listen 127.0.0.1:{port} -upstream {upstream}" label=design ;;
+*) echo "STORE: memory, redis, floor, storefloor or design" >&2; exit 2 ;;
 esac
 [[ $IDENTITY == 0 ]] && label+=-noidentity
 [[ $REDIS_PIN == 0 && $STORE != memory ]] && label+=-redisunpinned

@@ -12,6 +12,9 @@
 // (keystore/redisstore: Reserve before the upstream, CompleteClaim after,
 // the fenced scripts and their record), and still nothing else of
 // idemgate: what the store costs, apart from the rest of the proxy.
+//
+// With -design it is the design floor (design.go): the bare proxy plus the
+// work DESIGN.md asks of every request, written plainly (issue 31).
 package main
 
 import (
@@ -23,12 +26,15 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"sync"
 	"time"
 
+	"github.com/idemgate/idemgate/internal/memlimit"
 	"github.com/idemgate/idemgate/keystore"
 	"github.com/idemgate/idemgate/keystore/redisstore"
 	"github.com/idemgate/idemgate/proxy"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -37,6 +43,7 @@ func main() {
 	upstream := flag.String("upstream", "http://127.0.0.1:18081", "upstream URL")
 	redisAddr := flag.String("redis", "", "Redis address: make a keyed request's two Redis calls (the floor of a Redis-backed keyed write)")
 	useStore := flag.Bool("store", false, "with -redis: make the two calls through idemgate's Redis store (Reserve, CompleteClaim)")
+	designWork := flag.Bool("design", false, "the design floor: add the work DESIGN.md asks of every request, written plainly (design.go); access log to stdout")
 	flag.Parse()
 	u, err := url.Parse(*upstream)
 	if err != nil {
@@ -54,6 +61,17 @@ func main() {
 	}
 	var h http.Handler = rp
 	switch {
+	case *designWork:
+		// With idemgate's garbage-collector setting, which any such
+		// proxy could have too.
+		memlimit.KeepHeapFloor(nil, memlimit.DefaultHeapFloor, 0)
+		d := designFloor(rp, u, os.Stdout, prometheus.DefaultRegisterer)
+		go func() {
+			for range time.Tick(100 * time.Millisecond) {
+				d.flushLog()
+			}
+		}()
+		h = d
 	case *redisAddr != "" && *useStore:
 		client, err := redisstore.NewClient(redisstore.ClientOptions{Addrs: []string{*redisAddr}})
 		if err != nil {

@@ -92,7 +92,11 @@ var (
 // setPorts), so that two runs on one machine need not share them.
 var (
 	upAddr, bareAddr, nginxAddr, memAddr, redisAddr, floorAddr string
-	fullAddr                                                   string // the memory store filled with -prefill records
+	// designAddr is the design floor: the bare proxy plus the work
+	// DESIGN.md asks of every request, written plainly (bench/bareproxy
+	// -design).
+	designAddr string
+	fullAddr   string // the memory store filled with -prefill records
 	// storeFloorAddr is the floor making its two calls through idemgate's
 	// Redis store (bench/bareproxy -redis -store).
 	storeFloorAddr                  string
@@ -104,6 +108,7 @@ func setPorts() {
 	at := func(off int) string { return fmt.Sprintf("127.0.0.1:%d", *ports+off) }
 	upAddr, bareAddr, nginxAddr, memAddr, redisAddr, floorAddr, fullAddr, storeFloorAddr = at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7)
 	memAdmin, redisAdmin, fullAdmin = at(13), at(14), at(16)
+	designAddr = at(8)
 }
 
 const body = `{"items":[{"sku":"tea","qty":2},{"sku":"coffee","qty":1}],"note":"benchmark"}`
@@ -147,7 +152,7 @@ func drive() int {
 	start := func(name string, args ...string) {
 		cmd := server(name, args...)
 		cmd.Stderr = os.Stderr
-		if strings.HasSuffix(name, "idemgate") {
+		if strings.HasSuffix(name, "idemgate") || slices.Contains(args, "-design") {
 			f, err := os.Create(filepath.Join(dir, fmt.Sprintf("idemgate-%d.log", len(procs))))
 			if err != nil {
 				log.Fatal(err)
@@ -163,6 +168,8 @@ func drive() int {
 	}
 	start(filepath.Join(*bin, "upstream"), "-listen", upAddr)
 	start(filepath.Join(*bin, "bareproxy"), "-listen", bareAddr, "-upstream", "http://"+upAddr)
+	start(filepath.Join(*bin, "bareproxy"), "-listen", designAddr, "-upstream", "http://"+upAddr, "-design")
+	designProc := procs[len(procs)-1]
 	haveNginx := *nginxBin != ""
 	if haveNginx {
 		conf := filepath.Join(dir, "nginx.conf")
@@ -194,11 +201,11 @@ func drive() int {
 		start(filepath.Join(*bin, "bareproxy"), "-listen", storeFloorAddr, "-upstream", "http://"+upAddr, "-redis", *redis, "-store")
 		serving[storeFloorAddr] = procs[len(procs)-1]
 	}
-	serving[upAddr], serving[bareAddr], serving[memAddr] = procs[0], procs[1], memProc
+	serving[upAddr], serving[bareAddr], serving[memAddr], serving[designAddr] = procs[0], procs[1], memProc, designProc
 	if redisProc != nil {
 		serving[redisAddr] = redisProc
 	}
-	for _, a := range []string{upAddr, bareAddr, memAddr} {
+	for _, a := range []string{upAddr, bareAddr, memAddr, designAddr} {
 		waitListening(a)
 	}
 	if haveNginx {
@@ -219,11 +226,13 @@ func drive() int {
 		{name: "bare GET", url: "http://" + bareAddr + get, method: "GET", execs: "any", base: "GET"},
 		{name: "nginx GET", url: "http://" + nginxAddr + get, method: "GET", execs: "any", base: "GET"},
 		{name: "idemgate pass-through GET", url: "http://" + memAddr + "/other" + get, method: "GET", execs: "any", base: "GET"},
+		{name: "design floor GET", url: "http://" + designAddr + "/other" + get, method: "GET", execs: "any", base: "GET"},
 		{name: "direct POST", url: "http://" + upAddr + "/ucp/v1/carts", method: "POST", body: body, expect: 201, execs: "all", base: "POST"},
 		{name: "bare POST", url: "http://" + bareAddr + "/ucp/v1/carts", method: "POST", body: body, expect: 201, execs: "all", base: "POST"},
 		{name: "nginx POST", url: "http://" + nginxAddr + "/ucp/v1/carts", method: "POST", body: body, expect: 201, execs: "all", base: "POST"},
 		{name: "idemgate unkeyed POST", url: "http://" + memAddr + "/ucp/v1/carts", method: "POST", body: body, expect: 201, execs: "all", base: "POST"},
 		{name: "idemgate keyed first write (memory)", url: "http://" + memAddr + "/ucp/v1/carts", method: "POST", body: body, key: "unique", expect: 201, execs: "all", base: "POST"},
+		{name: "design floor keyed write", url: "http://" + designAddr + "/ucp/v1/carts", method: "POST", body: body, key: "unique", expect: 201, execs: "all", base: "POST"},
 		{name: "idemgate replay (memory)", url: "http://" + memAddr + "/ucp/v1/carts", method: "POST", body: body, key: "fixed", expect: 201, execs: "none", replays: true, base: "POST"},
 		{name: "idemgate session route, keyed (memory, 256 sessions)", url: "http://" + memAddr + "/ucp/v1/sessions/{id}", method: "PUT", body: body, key: "unique", expect: 201, execs: "all", base: "POST", ids: 256},
 	}
