@@ -180,14 +180,29 @@ func New(client redis.UniversalClient, opts Options) (*Locker, error) {
 	// Subscribe sends SUBSCRIBE now; when that fails, the channel's
 	// receive loop reconnects and resubscribes.
 	l.ps = client.Subscribe(ctx, l.channel)
-	msgs := l.ps.Channel(redis.WithChannelHealthCheckInterval(time.Second))
 	l.goOwned(func() {
+		// The first reply confirms the subscription or refuses it (the
+		// channel not granted to the ACL user): go-redis would go on
+		// retrying a refusal in silence, and every waiter for a turn
+		// would wait for its poll. Say so once; the subscription is
+		// kept, for a Redis that answers late or an ACL fixed later.
+		m, err := l.ps.ReceiveTimeout(ctx, subscribeTimeout)
+		sub, ok := m.(*redis.Subscription)
+		if (err != nil || !ok || sub.Kind != "subscribe") && ctx.Err() == nil && !errors.Is(err, redis.ErrClosed) {
+			l.log.Warn("session turns: the release subscription was refused or not confirmed; waiters fall back to their poll",
+				"channel", l.channel, "error", err)
+		}
+		msgs := l.ps.Channel(redis.WithChannelHealthCheckInterval(time.Second))
 		for m := range msgs { // closed by ps.Close
 			l.wake(m.Payload)
 		}
 	})
 	return l, nil
 }
+
+// subscribeTimeout bounds the wait for the release subscription's first
+// reply, after which a missing confirmation is logged.
+const subscribeTimeout = 5 * time.Second
 
 // Close stops the subscription and the renewals, and waits for them. Locks
 // still held are not released: they end with their lease. Close is

@@ -592,20 +592,7 @@ func BenchmarkTurnRedis(b *testing.B) {
 // DEL, and logged "session lock release failed".
 func TestReleaseChannelRefused(t *testing.T) {
 	t.Parallel()
-	own := redistest.StartOwn(t)
-	admin, err := redisstore.NewClient(redisstore.ClientOptions{Addrs: []string{own.Addr}, Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Close() })
-	if err := admin.Do(t.Context(), "acl", "setuser", "idem", "on", ">pw", "~*", "resetchannels", "+@all").Err(); err != nil {
-		t.Fatal(err)
-	}
-	c, err := redisstore.NewClient(redisstore.ClientOptions{Addrs: []string{own.Addr}, Username: "idem", Password: "pw", Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	_, c := channelsRefused(t)
 	var logs testutil.SyncBuffer
 	l, err := New(c, Options{KeyPrefix: testPrefix(t), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
@@ -624,5 +611,68 @@ func TestReleaseChannelRefused(t *testing.T) {
 	}
 	if s := logs.String(); strings.Contains(s, "release failed") {
 		t.Errorf("a release made was logged as failed: %s", s)
+	}
+}
+
+// channelsRefused starts a Redis of the test's own and returns a client of
+// its default user and one of a user refused every pub/sub channel.
+func channelsRefused(t *testing.T) (admin, refused redis.UniversalClient) {
+	t.Helper()
+	own := redistest.StartOwn(t)
+	admin, err := redisstore.NewClient(redisstore.ClientOptions{Addrs: []string{own.Addr}, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	if err := admin.Do(t.Context(), "acl", "setuser", "idem", "on", ">pw", "~*", "resetchannels", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	refused, err = redisstore.NewClient(redisstore.ClientOptions{Addrs: []string{own.Addr}, Username: "idem", Password: "pw", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { refused.Close() })
+	return admin, refused
+}
+
+// A release subscription Redis refuses is logged once (turns then wait
+// for their poll); one it confirms logs nothing.
+func TestReleaseSubscriptionRefusedLogged(t *testing.T) {
+	t.Parallel()
+	admin, refused := channelsRefused(t)
+	var logs testutil.SyncBuffer
+	l, err := New(refused, Options{KeyPrefix: testPrefix(t), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	testutil.Eventually(t, 10*time.Second, "the refusal's warning", func() bool {
+		s := logs.String()
+		return strings.Contains(s, "the release subscription was refused") && strings.Contains(s, "NOPERM")
+	})
+	if n := strings.Count(logs.String(), "release subscription"); n != 1 {
+		t.Errorf("the refusal was logged %d times; want once:\n%s", n, logs.String())
+	}
+
+	var quiet testutil.SyncBuffer
+	ok, err := New(admin, Options{KeyPrefix: testPrefix(t), Logger: slog.New(slog.NewTextHandler(&quiet, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ok.Close() })
+	testutil.Eventually(t, 10*time.Second, "the subscription", func() bool {
+		v, err := admin.PubSubNumSub(t.Context(), ok.channel).Result()
+		return err == nil && v[ok.channel] == 1
+	})
+	// A turn released on the confirmed channel wakes its waiter by
+	// message, and nothing was logged.
+	k := session.NewKey("confirmed")
+	held, err := ok.Lock(t.Context(), k, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held.Unlock()
+	if s := quiet.String(); s != "" {
+		t.Errorf("a confirmed subscription logged %q", s)
 	}
 }
