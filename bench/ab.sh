@@ -33,7 +33,7 @@
 # it starts is stopped by PID when it exits.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-[[ $# == 2 ]] || { sed -n '2,32p' "$0" >&2; exit 2; }
+[[ $# == 2 ]] || { sed -n '2,33p' "$0" >&2; exit 2; }
 rounds=${ROUNDS:-6} duration=${DURATION:-4} script=${SCRIPT:-get} warm=${WARM:-2}
 base=${BASE_PORT:-26300}
 

@@ -19,8 +19,8 @@
 #                sends Authorization: Bearer bench-client); 0: require_identity: false
 #   REDIS_PIN=1  bench-wrk's Redis, pinned to the proxy's core; 0: a Redis of ours,
 #                unpinned, as bench/ runs it
-#   IDLE=0       1: bench/'s other servers (a bare proxy, two floors, an idemgate on each
-#                store) idle on the proxy's core during the run, as in bench/
+#   IDLE=0       1: bench/'s other servers (a bare proxy, two floors, the design floor, an
+#                idemgate on each store) idle on the proxy's core during the run, as in bench/
 #   ROUNDS=5 DURATION=5 WARMUP=1 SCENARIOS="get post" OUT=<dir> (default under the copy)
 #   BASE_PORT=26100 (bench-wrk uses +0..+14; ours +30..+49)
 #
@@ -98,6 +98,7 @@ if [[ $IDLE == 1 ]]; then
 	idle "$bin/bareproxy" -listen 127.0.0.1:$((p + 2)) -upstream http://127.0.0.1:$((p + 9)) -redis "$ourredis" -store
 	idle bash "$launcher" "$bin/idemgate" $((p + 3)) http://127.0.0.1:$((p + 9)) "$ourredis" memory
 	idle bash "$launcher" "$bin/idemgate" $((p + 4)) http://127.0.0.1:$((p + 9)) "$ourredis" redis
+	idle "$bin/bareproxy" -listen 127.0.0.1:$((p + 5)) -upstream http://127.0.0.1:$((p + 9)) -design
 fi
 
 label=idemgate-$STORE
@@ -109,7 +110,7 @@ design) cmd="$bin/bareproxy -design -listen 127.0.0.1:{port} -upstream {upstream
 *) echo "STORE: memory, redis, floor, storefloor or design" >&2; exit 2 ;;
 esac
 [[ $IDENTITY == 0 ]] && label+=-noidentity
-[[ $REDIS_PIN == 0 && $STORE != memory ]] && label+=-redisunpinned
+[[ $REDIS_PIN == 0 && $STORE != memory && $STORE != design ]] && label+=-redisunpinned
 [[ $IDLE == 1 ]] && label+=-idle
 
 cd "$work"
