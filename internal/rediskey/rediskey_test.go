@@ -2,6 +2,7 @@ package rediskey
 
 import (
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -55,5 +56,40 @@ func TestCheck(t *testing.T) {
 				t.Errorf("Check = %q, %q; want %q, %q", got, gotErr, tc.want, tc.wantErr)
 			}
 		})
+	}
+}
+
+func TestReadTimeout(t *testing.T) {
+	const def = 7 * time.Second
+	for _, tc := range []struct {
+		name   string
+		client redis.UniversalClient
+		want   time.Duration
+	}{
+		{"client", redis.NewClient(&redis.Options{ReadTimeout: time.Second}), time.Second},
+		{"client that never times out", redis.NewClient(&redis.Options{ReadTimeout: -1}), def},
+		{"cluster", redis.NewClusterClient(&redis.ClusterOptions{ReadTimeout: 2 * time.Second}), 2 * time.Second},
+		{"ring", redis.NewRing(&redis.RingOptions{ReadTimeout: time.Second}), def},
+	} {
+		if got := ReadTimeout(tc.client, def); got != tc.want {
+			t.Errorf("%s: %v; want %v", tc.name, got, tc.want)
+		}
+		tc.client.Close()
+	}
+}
+
+func TestIsSubscribed(t *testing.T) {
+	for m, want := range map[any]bool{
+		&redis.Subscription{Kind: "subscribe", Channel: "c", Count: 1}: true,
+		&redis.Subscription{Kind: "unsubscribe", Channel: "c"}:         false,
+		&redis.Message{Channel: "c", Payload: "p"}:                     false,
+		&redis.Pong{}: false,
+	} {
+		if got := IsSubscribed(m); got != want {
+			t.Errorf("IsSubscribed(%#v) = %v; want %v", m, got, want)
+		}
+	}
+	if IsSubscribed(nil) {
+		t.Error("IsSubscribed(nil) = true")
 	}
 }

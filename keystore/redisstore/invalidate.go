@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgate/idemgate/internal/rediskey"
 	"github.com/idemgate/idemgate/keystore"
 )
 
@@ -35,8 +36,8 @@ func (s *Store) PublishInvalidation(ctx context.Context, k keystore.Key) error {
 // meanwhile is lost), until ctx is done (replaycache.Invalidator). It
 // returns nil when ctx is done, or an error if the first subscription
 // fails: Redis refused it (the channel not granted to the ACL user) or did
-// not confirm it within the client's read timeout. (go-redis would retry a
-// refused subscription forever, in silence.)
+// not confirm it within the client's read timeout. (go-redis ignores a
+// refused subscription in silence: see [rediskey.Confirm].)
 func (s *Store) SubscribeInvalidations(ctx context.Context, drop func(keystore.Key), resync func()) error {
 	ps := s.client.Subscribe(ctx)
 	defer ps.Close()
@@ -44,11 +45,8 @@ func (s *Store) SubscribeInvalidations(ctx context.Context, drop func(keystore.K
 		return fmt.Errorf("redisstore: subscribe to invalidations: %w", err)
 	}
 	// The first reply is the subscription's confirmation, or its refusal.
-	switch m, err := ps.ReceiveTimeout(ctx, readTimeout(s.client)); {
-	case err != nil:
+	if err := rediskey.Confirm(ctx, ps, readTimeout(s.client)); err != nil {
 		return fmt.Errorf("redisstore: subscribe to invalidations: %w", err)
-	case !isSubscribed(m):
-		return fmt.Errorf("redisstore: subscribe to invalidations: unexpected reply %T", m)
 	}
 	resync()
 	ch := ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
@@ -62,7 +60,7 @@ func (s *Store) SubscribeInvalidations(ctx context.Context, drop func(keystore.K
 			}
 			switch m := m.(type) {
 			case *redis.Subscription:
-				if isSubscribed(m) { // remade after a reconnection
+				if rediskey.IsSubscribed(m) { // remade after a reconnection
 					resync()
 				}
 			case *redis.Message:
@@ -77,10 +75,4 @@ func (s *Store) SubscribeInvalidations(ctx context.Context, drop func(keystore.K
 			}
 		}
 	}
-}
-
-// isSubscribed reports whether m confirms a SUBSCRIBE.
-func isSubscribed(m any) bool {
-	sub, ok := m.(*redis.Subscription)
-	return ok && sub.Kind == "subscribe"
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgate/idemgate/internal/rediskey"
 	"github.com/idemgate/idemgate/keystore"
 )
 
@@ -77,13 +78,16 @@ func (n *Notices) subscribe() {
 	go func() {
 		defer close(n.done)
 		// The first reply confirms the subscription or refuses it (the
-		// channel not granted to the ACL user): go-redis would go on
-		// retrying a refusal in silence, and every waiter would wait for
-		// its poll. Say so once; the subscription is still kept, for a
-		// Redis that answers late or an ACL fixed later.
-		m, err := sub.ReceiveTimeout(context.Background(), readTimeout(n.client))
-		if err != nil || !isSubscribed(m) {
-			if errors.Is(err, redis.ErrClosed) {
+		// channel not granted to the ACL user: rediskey.Confirm), and
+		// every waiter would wait for its poll. Say so once, unless the
+		// notices were closed meanwhile. The subscription is still kept:
+		// a confirmation that comes late counts, and a refusal lasts until
+		// the connection is made again (a restart, after the ACL is fixed).
+		if err := rediskey.Confirm(context.Background(), sub, readTimeout(n.client)); err != nil {
+			n.mu.Lock()
+			closed := n.closed
+			n.mu.Unlock()
+			if closed || errors.Is(err, redis.ErrClosed) {
 				return
 			}
 			n.log.Warn("completion notices: the subscription was refused or not confirmed; waiters on in_progress: wait routes fall back to their poll",

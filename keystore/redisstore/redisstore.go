@@ -137,17 +137,7 @@ func (s *Store) lua() *scripts { return s.format.Load() }
 // readTimeout is client's read timeout ([ClientOptions.Timeout] for a
 // client from [NewClient]), or [DefaultTimeout] when it has none.
 func readTimeout(client redis.UniversalClient) time.Duration {
-	var d time.Duration
-	switch c := client.(type) {
-	case *redis.Client:
-		d = c.Options().ReadTimeout
-	case *redis.ClusterClient:
-		d = c.Options().ReadTimeout
-	}
-	if d <= 0 {
-		return DefaultTimeout
-	}
-	return d
+	return rediskey.ReadTimeout(client, DefaultTimeout)
 }
 
 // key returns the Redis key of k: the prefix, then the hex key as the hash

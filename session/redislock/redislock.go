@@ -182,13 +182,14 @@ func New(client redis.UniversalClient, opts Options) (*Locker, error) {
 	l.ps = client.Subscribe(ctx, l.channel)
 	l.goOwned(func() {
 		// The first reply confirms the subscription or refuses it (the
-		// channel not granted to the ACL user): go-redis would go on
-		// retrying a refusal in silence, and every waiter for a turn
-		// would wait for its poll. Say so once; the subscription is
-		// kept, for a Redis that answers late or an ACL fixed later.
-		m, err := l.ps.ReceiveTimeout(ctx, subscribeTimeout)
-		sub, ok := m.(*redis.Subscription)
-		if (err != nil || !ok || sub.Kind != "subscribe") && ctx.Err() == nil && !errors.Is(err, redis.ErrClosed) {
+		// channel not granted to the ACL user: rediskey.Confirm), and
+		// every waiter for a turn would wait for its poll. Say so once,
+		// unless the locker was closed meanwhile. The subscription is
+		// kept: a confirmation that comes late counts, and a refusal
+		// lasts until the connection is made again (a restart, after the
+		// ACL is fixed).
+		err := rediskey.Confirm(ctx, l.ps, rediskey.ReadTimeout(client, subscribeTimeout))
+		if err != nil && ctx.Err() == nil && !errors.Is(err, redis.ErrClosed) {
 			l.log.Warn("session turns: the release subscription was refused or not confirmed; waiters fall back to their poll",
 				"channel", l.channel, "error", err)
 		}
@@ -201,7 +202,8 @@ func New(client redis.UniversalClient, opts Options) (*Locker, error) {
 }
 
 // subscribeTimeout bounds the wait for the release subscription's first
-// reply, after which a missing confirmation is logged.
+// reply, after which a missing confirmation is logged, when the client's
+// own read timeout is unknown.
 const subscribeTimeout = 5 * time.Second
 
 // Close stops the subscription and the renewals, and waits for them. Locks

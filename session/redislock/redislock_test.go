@@ -654,24 +654,45 @@ func TestReleaseSubscriptionRefusedLogged(t *testing.T) {
 		t.Errorf("the refusal was logged %d times; want once:\n%s", n, logs.String())
 	}
 
+	// Two replicas whose subscriptions Redis confirms: one's release wakes
+	// the other's waiter by message (their poll is a minute away), and
+	// neither logs a thing.
 	var quiet testutil.SyncBuffer
-	ok, err := New(admin, Options{KeyPrefix: testPrefix(t), Logger: slog.New(slog.NewTextHandler(&quiet, nil))})
-	if err != nil {
-		t.Fatal(err)
+	prefix := testPrefix(t)
+	replica := func() *Locker {
+		l, err := New(admin, Options{KeyPrefix: prefix, Lease: time.Minute, PollInterval: time.Minute, NextTTL: 2 * time.Minute,
+			Logger: slog.New(slog.NewTextHandler(&quiet, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return l
 	}
-	t.Cleanup(func() { ok.Close() })
-	testutil.Eventually(t, 10*time.Second, "the subscription", func() bool {
-		v, err := admin.PubSubNumSub(t.Context(), ok.channel).Result()
-		return err == nil && v[ok.channel] == 1
+	a, b := replica(), replica()
+	testutil.Eventually(t, 10*time.Second, "both subscriptions", func() bool {
+		v, err := admin.PubSubNumSub(t.Context(), a.channel).Result()
+		return err == nil && v[a.channel] == 2
 	})
-	// A turn released on the confirmed channel wakes its waiter by
-	// message, and nothing was logged.
 	k := session.NewKey("confirmed")
-	held, err := ok.Lock(t.Context(), k, nil)
+	held, err := a.Lock(t.Context(), k, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	waiting, got := make(chan struct{}), make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		l, err := b.Lock(ctx, k, func() { close(waiting) })
+		if err == nil {
+			l.Unlock()
+		}
+		got <- err
+	}()
+	<-waiting
 	held.Unlock()
+	if err := <-got; err != nil {
+		t.Fatalf("the other replica's waiter was not woken by the release's message: %v", err)
+	}
 	if s := quiet.String(); s != "" {
 		t.Errorf("a confirmed subscription logged %q", s)
 	}
