@@ -57,26 +57,14 @@ func TestDesignFloor(t *testing.T) {
 	srv := httptest.NewServer(d)
 	defer srv.Close()
 
-	doBody := func(method, path, body string, key ...string) (int, string, http.Header) {
+	// send sends a request with a JSON body, a request id unless id is
+	// empty, and one Idempotency-Key header per key.
+	send := func(method, path, body, id string, keys ...string) (int, string, http.Header) {
 		t.Helper()
 		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
-		for _, k := range key {
+		for _, k := range keys {
 			req.Header.Add("Idempotency-Key", k)
-		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(b), res.Header
-	}
-	do := func(method, key, id string) (int, string, http.Header) {
-		t.Helper()
-		req, _ := http.NewRequest(method, srv.URL+"/orders", strings.NewReader(`{"a":1}`))
-		if key != "" {
-			req.Header.Set("Idempotency-Key", key)
 		}
 		if id != "" {
 			req.Header.Set("X-Request-Id", id)
@@ -88,6 +76,17 @@ func TestDesignFloor(t *testing.T) {
 		defer res.Body.Close()
 		b, _ := io.ReadAll(res.Body)
 		return res.StatusCode, string(b), res.Header
+	}
+	doBody := func(method, path, body string, keys ...string) (int, string, http.Header) {
+		t.Helper()
+		return send(method, path, body, "", keys...)
+	}
+	do := func(method, key, id string) (int, string, http.Header) {
+		t.Helper()
+		if key == "" {
+			return send(method, "/orders", `{"a":1}`, id)
+		}
+		return send(method, "/orders", `{"a":1}`, id, key)
 	}
 
 	code, body, h := do("GET", "", "")

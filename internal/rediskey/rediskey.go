@@ -2,6 +2,9 @@
 // store's records, the limiters' buckets, the session locks, the TLS
 // storage): a key is the configured prefix, then a Redis Cluster hash tag
 // in braces, then the rest, so that each script's keys share one slot.
+// It also holds what every Redis subscriber of idemgate's shares: the
+// confirmation of a subscription and the client's read timeout
+// (subscribe.go).
 package rediskey
 
 import (
