@@ -3,8 +3,9 @@
 #
 # 5 interleaved rounds (ROUNDS to change it), each running ../shared/bench-wrk
 # through bench/wrk.sh (memory store: get, post; Redis store: post; the
-# floor: post; the design floor, bench/bareproxy -design: get, post) and then
-# bench/'s eight lines, DURATION seconds each; then
+# floor: post; the design floor, bench/bareproxy -design: get, post; the
+# design floor with its claims in Redis, -design -redis: post) and then
+# bench/'s nine lines, DURATION seconds each; then
 # bench/'s sequential runs (one connection), 5 rounds of 3 s. Results and
 # logs go to OUT; `bench/wrk.sh table OUT/wrk-*/*.jsonl OUT/bench.jsonl`
 # prints the medians and per-round ratios, and `jq -rn -f bench/targets.jq
@@ -33,19 +34,20 @@ rd=$(mktemp -d)
 bash scripts/redis-test.sh start-standalone "$rd" >/dev/null || exit 1
 trap 'bash scripts/redis-test.sh stop "$rd" >/dev/null 2>&1; rm -rf "$rd"' EXIT
 eval "$(bash scripts/redis-test.sh env "$rd")"
-lines="bare GET,idemgate pass-through GET,design floor GET,bare POST,idemgate keyed first write (memory),design floor keyed write,idemgate keyed first write (Redis),floor keyed write (bare + 2 Redis round trips)"
+lines="bare GET,idemgate pass-through GET,design floor GET,bare POST,idemgate keyed first write (memory),design floor keyed write,idemgate keyed first write (Redis),floor keyed write (bare + 2 Redis round trips),design floor keyed write (Redis)"
 for r in $(seq "$rounds"); do
 	echo "round $r $(date +%T) load $(cut -d' ' -f1 /proc/loadavg)" >>"$out/log"
 	ROUNDS=1 DURATION=$duration OUT=$out/wrk-mem-$r bench/wrk.sh >>"$out/wrk.log" 2>&1
 	STORE=redis SCENARIOS=post ROUNDS=1 DURATION=$duration OUT=$out/wrk-redis-$r bench/wrk.sh >>"$out/wrk.log" 2>&1
 	STORE=floor SCENARIOS=post ROUNDS=1 DURATION=$duration OUT=$out/wrk-floor-$r bench/wrk.sh >>"$out/wrk.log" 2>&1
 	STORE=design ROUNDS=1 DURATION=$duration OUT=$out/wrk-design-$r bench/wrk.sh >>"$out/wrk.log" 2>&1
+	STORE=designredis SCENARIOS=post ROUNDS=1 DURATION=$duration OUT=$out/wrk-designredis-$r bench/wrk.sh >>"$out/wrk.log" 2>&1
 	"$bin/driver" -nginx "" -redis "$IDEMGATE_TEST_REDIS_ADDR" -ports 31200 -prefill 0 -rate 0 -rounds 1 -d "${duration}s" \
 		-jsonl "$out/bench.jsonl" -only "$lines" >>"$out/bench.log" 2>&1
 done
 echo "sequential $(date +%T) load $(cut -d' ' -f1 /proc/loadavg)" >>"$out/log"
 "$bin/driver" -nginx "" -redis "$IDEMGATE_TEST_REDIS_ADDR" -ports 31200 -sequential -rounds 5 -d 3s \
-	-only "bare GET,idemgate pass-through GET,idemgate pass-through GET (Redis),bare POST,idemgate keyed first write (memory),idemgate keyed first write (Redis),floor keyed write (bare + 2 Redis round trips)" >"$out/seq.txt" 2>&1
+	-only "bare GET,idemgate pass-through GET,idemgate pass-through GET (Redis),bare POST,idemgate keyed first write (memory),idemgate keyed first write (Redis),floor keyed write (bare + 2 Redis round trips),design floor keyed write (Redis)" >"$out/seq.txt" 2>&1
 echo "done $(date +%T) load $(cut -d' ' -f1 /proc/loadavg)" >>"$out/log"
 bench/wrk.sh table "$out"/wrk-*/*.jsonl "$out/bench.jsonl"
 jq -rn -f bench/targets.jq "$out"/wrk-*/results.jsonl "$out/bench.jsonl"

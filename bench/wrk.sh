@@ -13,13 +13,15 @@
 #   STORE=design bench/wrk.sh     the design floor in the idemgate slot: bench/bareproxy
 #                                 -design (the bare proxy plus the work DESIGN.md asks of
 #                                 every request, written plainly; access log to the file)
+#   STORE=designredis ...         the design floor keeping its claims and answers in Redis
+#                                 with the floor's two calls (bareproxy -design -redis)
 #
 # Knobs, each one of the differences between the two harnesses (BENCHMARKS.md):
 #   IDENTITY=1   bench-wrk's idemgate.sh as is (require_identity: true, every request
 #                sends Authorization: Bearer bench-client); 0: require_identity: false
 #   REDIS_PIN=1  bench-wrk's Redis, pinned to the proxy's core; 0: a Redis of ours,
 #                unpinned, as bench/ runs it
-#   IDLE=0       1: bench/'s other servers (a bare proxy, two floors, the design floor, an
+#   IDLE=0       1: bench/'s other servers (a bare proxy, two floors, both design floors, an
 #                idemgate on each store) idle on the proxy's core during the run, as in bench/
 #   ROUNDS=5 DURATION=5 WARMUP=1 SCENARIOS="get post" OUT=<dir> (default under the copy)
 #   BASE_PORT=26100 (bench-wrk uses +0..+14; ours +30..+49)
@@ -99,6 +101,7 @@ if [[ $IDLE == 1 ]]; then
 	idle bash "$launcher" "$bin/idemgate" $((p + 3)) http://127.0.0.1:$((p + 9)) "$ourredis" memory
 	idle bash "$launcher" "$bin/idemgate" $((p + 4)) http://127.0.0.1:$((p + 9)) "$ourredis" redis
 	idle "$bin/bareproxy" -listen 127.0.0.1:$((p + 5)) -upstream http://127.0.0.1:$((p + 9)) -design
+	idle "$bin/bareproxy" -listen 127.0.0.1:$((p + 6)) -upstream http://127.0.0.1:$((p + 9)) -design -redis "$ourredis"
 fi
 
 label=idemgate-$STORE
@@ -107,7 +110,8 @@ memory | redis) cmd="$launcher $bin/idemgate {port} {upstream} $redis $STORE" ;;
 floor) cmd="$bin/bareproxy -listen 127.0.0.1:{port} -upstream {upstream} -redis $redis" label=floor ;;
 storefloor) cmd="$bin/bareproxy -listen 127.0.0.1:{port} -upstream {upstream} -redis $redis -store" label=storefloor ;;
 design) cmd="$bin/bareproxy -design -listen 127.0.0.1:{port} -upstream {upstream}" label=design ;;
-*) echo "STORE: memory, redis, floor, storefloor or design" >&2; exit 2 ;;
+designredis) cmd="$bin/bareproxy -design -redis $redis -listen 127.0.0.1:{port} -upstream {upstream}" label=designredis ;;
+*) echo "STORE: memory, redis, floor, storefloor, design or designredis" >&2; exit 2 ;;
 esac
 [[ $IDENTITY == 0 ]] && label+=-noidentity
 [[ $REDIS_PIN == 0 && $STORE != memory && $STORE != design ]] && label+=-redisunpinned

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 )
 
 // designFloor (-design) is the bare proxy plus the work DESIGN.md asks of
@@ -39,21 +40,22 @@ import (
 // checked (one header, 1–255 visible ASCII), the body read whole (413 over
 // 1 MiB), the key scoped to the route and the client's Authorization
 // header (idemgate's default identity) and hashed, the fingerprint hashed
-// (method, path, query, a JSON body in canonical form), a claim put in a
-// map under a mutex (a key claimed already answers 409), a lease timer
+// (method, path, query, a JSON body in canonical form), a claim taken (a
+// key claimed already answers 409; in a map under a mutex, or with
+// -redis in Redis: SET NX, as the floor's), a lease timer
 // armed and stopped, Accept-Encoding removed, a deadline detached from the
 // client's, the whole answer read (up to 64 KiB; a larger one is marked
 // and streamed on), kept in the map as one byte slice (status,
-// fingerprint, header block, body), and sent on; a key left without an
-// answer is freed.
+// fingerprint, header block, body; with -redis one SET XX), and sent on;
+// a key left without an answer is freed.
 //
 // What it leaves out, though DESIGN asks for it: limits (off in the
 // benchmarks' configs), sessions, replays, the late answer wait's
 // detached call, claim ids, keeping a key whose upstream broke, store
 // metrics, tracing, panic recovery, policy snapshots, the hardening of
 // request heads, path normalization beyond ServeMux's.
-func designFloor(rp *httputil.ReverseProxy, target *url.URL, logOut io.Writer, reg prometheus.Registerer) *design {
-	d := &design{rp: rp, log: bufio.NewWriterSize(logOut, 64<<10), claims: make(map[[32]byte][]byte), routes: http.NewServeMux()}
+func designFloor(rp *httputil.ReverseProxy, target *url.URL, logOut io.Writer, reg prometheus.Registerer, c claims) *design {
+	d := &design{rp: rp, log: bufio.NewWriterSize(logOut, 64<<10), claims: c, routes: http.NewServeMux()}
 	// The keyed routes of both harnesses' configs (bench-wrk's and
 	// bench/driver's).
 	for _, pattern := range []string{"POST /orders", "POST /ucp/v1/carts"} {
@@ -90,16 +92,85 @@ type design struct {
 	logMu sync.Mutex
 	log   *bufio.Writer
 
-	mu     sync.Mutex
-	claims map[[32]byte][]byte // the answer, encoded; nil while claimed
+	claims claims
 }
 
-// answer is a claim's slot in the map and its fingerprint, found again by
-// the upstream call.
+// answer is a claim's key and fingerprint, found again by the upstream
+// call, and whether its answer was kept.
 type answer struct {
-	key [32]byte
-	fp  [32]byte
+	key  [32]byte
+	fp   [32]byte
+	kept bool
 }
+
+// claims is where the design floor keeps its claims and answers: a map in
+// memory ([memClaims]) or Redis ([redisClaims]), as idemgate's two stores.
+type claims interface {
+	// claim takes k, and reports false when k is claimed or answered
+	// already.
+	claim(ctx context.Context, k [32]byte) (bool, error)
+	// keep stores k's answer, or the mark of one too large to keep.
+	keep(ctx context.Context, k [32]byte, b []byte) error
+	// free gives k back: no answer was kept.
+	free(ctx context.Context, k [32]byte)
+}
+
+// memClaims keeps the claims in a map under a mutex: the answer, encoded,
+// or nil while claimed.
+type memClaims struct {
+	mu sync.Mutex
+	m  map[[32]byte][]byte
+}
+
+func newMemClaims() *memClaims { return &memClaims{m: make(map[[32]byte][]byte)} }
+
+func (c *memClaims) claim(_ context.Context, k [32]byte) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[k]; ok {
+		return false, nil
+	}
+	c.m[k] = nil
+	return true, nil
+}
+
+func (c *memClaims) keep(_ context.Context, k [32]byte, b []byte) error {
+	c.mu.Lock()
+	c.m[k] = b
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *memClaims) free(_ context.Context, k [32]byte) {
+	c.mu.Lock()
+	delete(c.m, k)
+	c.mu.Unlock()
+}
+
+// redisClaims keeps the claims in Redis (-design -redis), with the floor's
+// two calls (see floor in main.go): a claim is SET NX with the lease, an
+// answer SET XX with the retention; a key freed is deleted (a third call,
+// made only when the upstream gave no answer).
+type redisClaims struct {
+	rdb    *redis.Client
+	prefix string
+}
+
+func (c *redisClaims) name(k [32]byte) string { return c.prefix + string(k[:]) }
+
+func (c *redisClaims) claim(ctx context.Context, k [32]byte) (bool, error) {
+	err := c.rdb.SetArgs(ctx, c.name(k), "", redis.SetArgs{Mode: "NX", TTL: lease}).Err()
+	if err == redis.Nil {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (c *redisClaims) keep(ctx context.Context, k [32]byte, b []byte) error {
+	return c.rdb.SetArgs(ctx, c.name(k), b, redis.SetArgs{Mode: "XX", TTL: retention}).Err()
+}
+
+func (c *redisClaims) free(ctx context.Context, k [32]byte) { c.rdb.Del(ctx, c.name(k)) }
 
 // statusWriter counts what went to the client, and answers with the
 // request id unless the upstream's answer carries its own.
@@ -141,6 +212,7 @@ const (
 	maxResponseBytes = 64 << 10 // max_response_bytes
 	upstreamTimeout  = 30 * time.Second
 	lease            = 10 * time.Second
+	retention        = 24 * time.Hour
 )
 
 func (d *design) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -213,14 +285,14 @@ func (d *design) keyed(w http.ResponseWriter, r *http.Request, route string, key
 	var fp [32]byte
 	h.Sum(fp[:0])
 	a := &answer{key: k, fp: fp}
-	d.mu.Lock()
-	if _, ok := d.claims[k]; ok {
-		d.mu.Unlock()
+	switch ok, err := d.claims.claim(r.Context(), k); {
+	case err != nil:
+		http.Error(w, "store unavailable", http.StatusServiceUnavailable)
+		return "store_error"
+	case !ok:
 		http.Error(w, "in progress", http.StatusConflict)
 		return "in_progress"
 	}
-	d.claims[k] = nil
-	d.mu.Unlock()
 	// The lease renewal's timer, armed and stopped.
 	renew := time.AfterFunc(lease/3, func() {})
 	defer renew.Stop()
@@ -229,11 +301,9 @@ func (d *design) keyed(w http.ResponseWriter, r *http.Request, route string, key
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), upstreamTimeout)
 	defer cancel()
 	d.rp.ServeHTTP(w, r.WithContext(context.WithValue(ctx, claimKey{}, a)))
-	d.mu.Lock()
-	if d.claims[k] == nil {
-		delete(d.claims, k) // no answer kept: the key is free again
+	if !a.kept {
+		d.claims.free(ctx, k) // no answer kept: the key is free again
 	}
-	d.mu.Unlock()
 	return "executed"
 }
 
@@ -269,9 +339,11 @@ func (d *design) modifyResponse(res *http.Response) error {
 	}
 	if len(b) > maxResponseBytes {
 		// Too large to keep: marked so, and streamed on whole.
-		d.mu.Lock()
-		d.claims[a.key] = []byte("too_large")
-		d.mu.Unlock()
+		if err := d.claims.keep(res.Request.Context(), a.key, []byte("too_large")); err != nil {
+			res.Body.Close()
+			return err
+		}
+		a.kept = true
 		res.Body = struct {
 			io.Reader
 			io.Closer
@@ -290,9 +362,10 @@ func (d *design) modifyResponse(res *http.Response) error {
 	res.Header.Write(&kept)
 	kept.WriteString("\r\n")
 	kept.Write(b)
-	d.mu.Lock()
-	d.claims[a.key] = kept.Bytes()
-	d.mu.Unlock()
+	if err := d.claims.keep(res.Request.Context(), a.key, kept.Bytes()); err != nil {
+		return err
+	}
+	a.kept = true
 	res.Body = io.NopCloser(bytes.NewReader(b))
 	return nil
 }

@@ -12,15 +12,63 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/idemgate/idemgate/internal/redistest"
 	"github.com/idemgate/idemgate/internal/testutil"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 )
 
 // The design floor does the work it claims: a request id on every answer
 // and forwarded, X-Forwarded-For, one access-log line per request, and a
-// keyed POST that runs once, its key claimed for a second request.
+// keyed POST that runs once, its key claimed for a second request; with
+// its claims in memory and in Redis (-design -redis).
 func TestDesignFloor(t *testing.T) {
+	t.Run("memory", func(t *testing.T) {
+		c := newMemClaims()
+		testDesignFloor(t, c, func() [][]byte {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			var out [][]byte
+			for _, v := range c.m {
+				if v != nil {
+					out = append(out, v)
+				}
+			}
+			return out
+		})
+	})
+	t.Run("redis", func(t *testing.T) {
+		rdb := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
+		defer rdb.Close()
+		prefix := fmt.Sprintf("designfloor-test-%d:", time.Now().UnixNano())
+		c := &redisClaims{rdb: rdb, prefix: prefix}
+		testDesignFloor(t, c, func() [][]byte {
+			keys, err := rdb.Keys(t.Context(), prefix+"*").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rdb.Del(t.Context(), keys...)
+			var out [][]byte
+			for _, k := range keys {
+				v, err := rdb.Get(t.Context(), k).Bytes()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ttl := rdb.PTTL(t.Context(), k).Val(); ttl <= lease {
+					t.Errorf("an answer kept for %v; want the retention, %v", ttl, retention)
+				}
+				out = append(out, v)
+			}
+			return out
+		})
+	})
+}
+
+// testDesignFloor runs the design floor with its claims in c; answers
+// returns what c keeps (answers and too-large marks; not claims).
+func testDesignFloor(t *testing.T, c claims, answers func() [][]byte) {
 	var ran atomic.Int64
 	var forwarded atomic.Value
 	var bodies atomic.Int64
@@ -53,7 +101,7 @@ func TestDesignFloor(t *testing.T) {
 	u, _ := url.Parse(up.URL)
 	var logs testutil.SyncBuffer
 	reg := prometheus.NewRegistry()
-	d := designFloor(&httputil.ReverseProxy{BufferPool: &bufferPool{}, Transport: &http.Transport{DisableCompression: true}}, u, &logs, reg)
+	d := designFloor(&httputil.ReverseProxy{BufferPool: &bufferPool{}, Transport: &http.Transport{DisableCompression: true}}, u, &logs, reg, c)
 	srv := httptest.NewServer(d)
 	defer srv.Close()
 
@@ -170,26 +218,19 @@ func TestDesignFloor(t *testing.T) {
 		t.Errorf("a text body fingerprinted as %s", got)
 	}
 
-	d.mu.Lock()
-	stored := 0
-	for _, v := range d.claims {
-		if v != nil && string(v) != "too_large" {
+	stored, tooLarge := 0, 0
+	var answer []byte
+	for _, v := range answers() {
+		switch {
+		case string(v) == "too_large":
+			tooLarge++
+		default:
 			stored++
 		}
-	}
-	tooLarge := 0
-	for _, v := range d.claims {
-		if string(v) == "too_large" {
-			tooLarge++
-		}
-	}
-	var answer []byte
-	for _, v := range d.claims {
 		if bytes.Contains(v, []byte(`{"run":1}`)) {
 			answer = v
 		}
 	}
-	d.mu.Unlock()
 	if stored != 5 || tooLarge != 1 || !bytes.HasPrefix(answer, []byte("201\r\n")) {
 		t.Errorf("%d answers kept, %d too large, the first %q; want 5, 1, starting 201", stored, tooLarge, answer)
 	}

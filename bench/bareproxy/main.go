@@ -14,7 +14,10 @@
 // idemgate: what the store costs, apart from the rest of the proxy.
 //
 // With -design it is the design floor (design.go): the bare proxy plus the
-// work DESIGN.md asks of every request, written plainly (issue 31).
+// work DESIGN.md asks of every request, written plainly (issue 31). With
+// -design and -redis, the design floor keeps its claims and answers in
+// Redis with the floor's two calls (SET NX, SET XX) instead of in a map:
+// the floor of a Redis keyed write that also does DESIGN's work.
 package main
 
 import (
@@ -43,7 +46,7 @@ func main() {
 	upstream := flag.String("upstream", "http://127.0.0.1:18081", "upstream URL")
 	redisAddr := flag.String("redis", "", "Redis address: make a keyed request's two Redis calls (the floor of a Redis-backed keyed write)")
 	useStore := flag.Bool("store", false, "with -redis: make the two calls through idemgate's Redis store (Reserve, CompleteClaim)")
-	designWork := flag.Bool("design", false, "the design floor: add the work DESIGN.md asks of every request, written plainly (design.go); access log to stdout")
+	designWork := flag.Bool("design", false, "the design floor: add the work DESIGN.md asks of every request, written plainly (design.go); access log to stdout; with -redis its claims and answers are kept in Redis (SET NX, SET XX)")
 	flag.Parse()
 	u, err := url.Parse(*upstream)
 	if err != nil {
@@ -65,7 +68,11 @@ func main() {
 		// With idemgate's garbage-collector setting, which any such
 		// proxy could have too.
 		memlimit.KeepHeapFloor(nil, memlimit.DefaultHeapFloor, 0)
-		d := designFloor(rp, u, os.Stdout, prometheus.DefaultRegisterer)
+		var c claims = newMemClaims()
+		if *redisAddr != "" {
+			c = &redisClaims{rdb: redis.NewClient(&redis.Options{Addr: *redisAddr, PoolSize: 64}), prefix: "designfloor:"}
+		}
+		d := designFloor(rp, u, os.Stdout, prometheus.DefaultRegisterer, c)
 		go func() {
 			for range time.Tick(100 * time.Millisecond) {
 				d.flushLog()

@@ -96,7 +96,11 @@ var (
 	// DESIGN.md asks of every request, written plainly (bench/bareproxy
 	// -design).
 	designAddr string
-	fullAddr   string // the memory store filled with -prefill records
+	// designRedisAddr is the design floor keeping its claims and answers
+	// in Redis with the floor's two calls (bench/bareproxy -design
+	// -redis).
+	designRedisAddr string
+	fullAddr        string // the memory store filled with -prefill records
 	// storeFloorAddr is the floor making its two calls through idemgate's
 	// Redis store (bench/bareproxy -redis -store).
 	storeFloorAddr                  string
@@ -108,7 +112,7 @@ func setPorts() {
 	at := func(off int) string { return fmt.Sprintf("127.0.0.1:%d", *ports+off) }
 	upAddr, bareAddr, nginxAddr, memAddr, redisAddr, floorAddr, fullAddr, storeFloorAddr = at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7)
 	memAdmin, redisAdmin, fullAdmin = at(13), at(14), at(16)
-	designAddr = at(8)
+	designAddr, designRedisAddr = at(8), at(9)
 }
 
 const body = `{"items":[{"sku":"tea","qty":2},{"sku":"coffee","qty":1}],"note":"benchmark"}`
@@ -200,6 +204,10 @@ func drive() int {
 		// scripts without the rest of idemgate.
 		start(filepath.Join(*bin, "bareproxy"), "-listen", storeFloorAddr, "-upstream", "http://"+upAddr, "-redis", *redis, "-store")
 		serving[storeFloorAddr] = procs[len(procs)-1]
+		// The design floor with its claims in Redis: the floor of a Redis
+		// keyed write that also does DESIGN's per-request work.
+		start(filepath.Join(*bin, "bareproxy"), "-listen", designRedisAddr, "-upstream", "http://"+upAddr, "-design", "-redis", *redis)
+		serving[designRedisAddr] = procs[len(procs)-1]
 	}
 	serving[upAddr], serving[bareAddr], serving[memAddr], serving[designAddr] = procs[0], procs[1], memProc, designProc
 	if redisProc != nil {
@@ -215,6 +223,7 @@ func drive() int {
 		waitListening(redisAddr)
 		waitListening(floorAddr)
 		waitListening(storeFloorAddr)
+		waitListening(designRedisAddr)
 	}
 	if fullProc != nil {
 		waitListening(fullAddr)
@@ -243,6 +252,7 @@ func drive() int {
 		scenarios = slices.Insert(scenarios, i+1, scenario{name: "idemgate pass-through GET (Redis)", url: "http://" + redisAddr + "/other" + get, method: "GET", execs: "any", base: "GET"})
 		scenarios = append(scenarios,
 			scenario{name: "floor keyed write (bare + 2 Redis round trips)", url: "http://" + floorAddr + "/ucp/v1/carts", method: "POST", body: body, key: "unique", expect: 201, execs: "all", base: "POST", redis: true},
+			scenario{name: "design floor keyed write (Redis)", url: "http://" + designRedisAddr + "/ucp/v1/carts", method: "POST", body: body, key: "unique", expect: 201, execs: "all", base: "POST", redis: true},
 			scenario{name: "floor with idemgate's store (bare + Reserve + CompleteClaim)", url: "http://" + storeFloorAddr + "/ucp/v1/carts", method: "POST", body: body, key: "unique", expect: 201, execs: "all", base: "POST", redis: true},
 			scenario{name: "idemgate keyed first write (Redis)", url: "http://" + redisAddr + "/ucp/v1/carts", method: "POST", body: body, key: "unique", expect: 201, execs: "all", base: "POST", redis: true},
 			scenario{name: "idemgate replay (Redis)", url: "http://" + redisAddr + "/ucp/v1/carts", method: "POST", body: body, key: "fixed", expect: 201, execs: "none", replays: true, base: "POST", redis: true},
