@@ -272,6 +272,13 @@ type Redis struct {
 	// file.
 	Username string `mapstructure:"username"`
 	Password string `mapstructure:"password"`
+	// SentinelUsername and SentinelPassword authenticate to the sentinels
+	// (Sentinel mode only: MasterName set), apart from Username and
+	// Password, which authenticate to the master; both optional. Set the
+	// password with IDEMGATE_STORE_REDIS_SENTINEL_PASSWORD rather than in
+	// the file.
+	SentinelUsername string `mapstructure:"sentinel_username"`
+	SentinelPassword string `mapstructure:"sentinel_password"`
 	// DB is the database number (standalone and sentinel only). Default 0.
 	DB int `mapstructure:"db"`
 	// KeyPrefix prefixes every key idemgate writes. Default "idemgate:".

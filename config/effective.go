@@ -18,7 +18,8 @@ const Redacted = "<redacted>"
 // secretKeys are the keys whose values are secrets. The *_env keys name a
 // variable, not its value: they are printed as they are.
 var secretKeys = map[string]bool{
-	"store.redis.password": true,
+	"store.redis.password":          true,
+	"store.redis.sentinel_password": true,
 }
 
 // unsetKeys are keys whose absence means something else than an empty
@@ -31,7 +32,8 @@ var unsetKeys = map[string]bool{
 }
 
 // EffectiveYAML returns c as YAML, every key in the order of the reference,
-// with secrets (store.redis.password) replaced by [Redacted]: what
+// with secrets (store.redis.password, store.redis.sentinel_password)
+// replaced by [Redacted]: what
 // `idemgate config` prints, so that the defaults, the file and the
 // environment can be seen merged. Values that apply by default where a key
 // is unset are shown as they apply: the identity's sources (the

@@ -9,9 +9,10 @@ import (
 
 // TestEffectiveYAML: the effective config merges defaults, the file and
 // the environment, reads back as the same Config, and never shows the
-// Redis password; *_env keys show the variable's name.
+// Redis password or the sentinels'; *_env keys show the variable's name.
 func TestEffectiveYAML(t *testing.T) {
 	t.Setenv("IDEMGATE_STORE_REDIS_PASSWORD", "hunter2-secret")
+	t.Setenv("IDEMGATE_STORE_REDIS_SENTINEL_PASSWORD", "hunter3-sentinel")
 	t.Setenv("IDEMGATE_SESSIONS_QUEUE_DEPTH", "7")
 	c, err := Parse([]byte(`
 upstream: {url: "http://127.0.0.1:3000"}
@@ -27,8 +28,11 @@ routes:
 		t.Fatal(err)
 	}
 	out := string(b)
-	if strings.Contains(out, "hunter2-secret") || !strings.Contains(out, "password: "+Redacted) {
+	if strings.Contains(out, "hunter2-secret") || !strings.Contains(out, "\n    password: "+Redacted) {
 		t.Errorf("password not redacted:\n%s", out)
+	}
+	if strings.Contains(out, "hunter3-sentinel") || !strings.Contains(out, "sentinel_password: "+Redacted) {
+		t.Errorf("sentinel password not redacted:\n%s", out)
 	}
 	for _, want := range []string{
 		"queue_depth: 7",                 // environment
@@ -48,11 +52,13 @@ routes:
 		t.Fatalf("effective config is not YAML: %v", err)
 	}
 	t.Setenv("IDEMGATE_STORE_REDIS_PASSWORD", "")
+	t.Setenv("IDEMGATE_STORE_REDIS_SENTINEL_PASSWORD", "")
 	back, err := Parse(b)
 	if err != nil {
 		t.Fatalf("effective config does not parse back: %v\n%s", err, out)
 	}
 	back.Store.Redis.Password = c.Store.Redis.Password
+	back.Store.Redis.SentinelPassword = c.Store.Redis.SentinelPassword
 	b2, _ := back.EffectiveYAML()
 	if string(b2) != out {
 		t.Errorf("effective config changes when read back:\n%s\n---\n%s", out, b2)

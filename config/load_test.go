@@ -198,6 +198,13 @@ func TestEnvOverrides(t *testing.T) {
 			},
 		},
 		{
+			name: "sentinel password absent from file",
+			env:  map[string]string{"IDEMGATE_STORE_REDIS_SENTINEL_PASSWORD": "s3ntinel"},
+			check: func(c *Config) (any, any) {
+				return c.Store.Redis.SentinelPassword, "s3ntinel"
+			},
+		},
+		{
 			name: "env wins over file",
 			yaml: "upstream:\n  url: http://file:1\n",
 			env:  map[string]string{"IDEMGATE_UPSTREAM_URL": "http://env:2"},

@@ -261,6 +261,17 @@ func (c *Config) validateStore(p *problems) {
 			p.add(fmt.Sprintf("store.redis.addrs[%d]", i), ErrInvalid, "%q: %v", a, err)
 		}
 	}
+	if r.MasterName == "" {
+		// Credentials for sentinels that are not used would hide a
+		// forgotten master_name: the addresses would be taken as a
+		// server or a Cluster, and the sentinels' password dropped.
+		if r.SentinelUsername != "" {
+			p.add("store.redis.sentinel_username", ErrConflict, "is set, but store.redis.master_name is not: sentinel credentials are for Sentinel mode only")
+		}
+		if r.SentinelPassword != "" {
+			p.add("store.redis.sentinel_password", ErrConflict, "is set, but store.redis.master_name is not: sentinel credentials are for Sentinel mode only")
+		}
+	}
 	if r.DB < 0 {
 		p.add("store.redis.db", ErrRange, "must be >= 0; got %d", r.DB)
 	}

@@ -151,6 +151,8 @@ func TestValidateRules(t *testing.T) {
 		{"redis addrs for limiter", func(c *Config) { c.Limiter.Backend = LimiterRedis; c.Store.Redis.Addrs = []string{} }, "store.redis.addrs", ErrRequired, nil},
 		{"redis addr without port", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.Redis.Addrs = []string{"a:1", "localhost"} }, "store.redis.addrs[1]", ErrInvalid, nil},
 		{"redis addr without host", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.Redis.Addrs = []string{":6379"} }, "store.redis.addrs[0]", ErrInvalid, nil},
+		{"sentinel password without master_name", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.Redis.SentinelPassword = "s" }, "store.redis.sentinel_password", ErrConflict, []string{"master_name"}},
+		{"sentinel username without master_name", func(c *Config) { c.Limiter.Backend = LimiterRedis; c.Store.Redis.SentinelUsername = "u" }, "store.redis.sentinel_username", ErrConflict, []string{"master_name"}},
 		{"redis db", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.Redis.DB = -1 }, "store.redis.db", ErrRange, nil},
 		{"redis key prefix open brace", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.Redis.KeyPrefix = "shop{1}:" }, "store.redis.key_prefix", ErrInvalid, nil},
 		{"redis key prefix close brace", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.Redis.KeyPrefix = "shop}" }, "store.redis.key_prefix", ErrInvalid, nil},
@@ -337,6 +339,11 @@ func TestValidateAccepts(t *testing.T) {
 		mutate func(*Config)
 	}{
 		{"no routes", func(c *Config) { c.Routes = nil }},
+		{"sentinel credentials", func(c *Config) {
+			c.Store.Backend = StoreRedis
+			c.Store.Redis.MasterName = "mymaster"
+			c.Store.Redis.SentinelUsername, c.Store.Redis.SentinelPassword = "sentinel-user", "s"
+		}},
 		{"replay cache disabled", func(c *Config) {
 			c.Store.Backend = StoreRedis
 			c.Store.Redis.ReplayCache = ReplayCache{MaxEntries: 0, MaxBytes: 0}

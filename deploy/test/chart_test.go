@@ -501,6 +501,7 @@ func checkSecrets(t *testing.T, objs *objects, c *corev1.Container, v map[string
 	}
 	for _, s := range []struct{ values, env, valueKey string }{
 		{"redis", "IDEMGATE_STORE_REDIS_PASSWORD", "password"},
+		{"redisSentinel", "IDEMGATE_STORE_REDIS_SENTINEL_PASSWORD", "password"},
 		{"adminToken", "IDEMGATE_ADMIN_TOKEN", "value"},
 		{"encryptionKey", "IDEMGATE_ENCRYPTION_KEY", "value"},
 	} {

@@ -20,6 +20,7 @@ var chartOwnedKeys = map[string]bool{
 	"listen":                         true,
 	"admin_listen":                   true,
 	"store.redis.password":           true,
+	"store.redis.sentinel_password":  true,
 	"idempotency.encryption_key_env": true,
 }
 

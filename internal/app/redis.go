@@ -18,12 +18,14 @@ import (
 // client's Close onto cs.
 func newRedisClient(rc config.Redis, live *redisstore.Timeout, cs *closeStack) (redis.UniversalClient, error) {
 	client, err := redisstore.NewClient(redisstore.ClientOptions{
-		Addrs:       rc.Addrs,
-		MasterName:  rc.MasterName,
-		Username:    rc.Username,
-		Password:    rc.Password,
-		DB:          rc.DB,
-		LiveTimeout: live,
+		Addrs:            rc.Addrs,
+		MasterName:       rc.MasterName,
+		Username:         rc.Username,
+		Password:         rc.Password,
+		SentinelUsername: rc.SentinelUsername,
+		SentinelPassword: rc.SentinelPassword,
+		DB:               rc.DB,
+		LiveTimeout:      live,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store.redis: %w", err)

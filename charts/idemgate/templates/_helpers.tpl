@@ -97,6 +97,9 @@ restartPolicy: Always: nativeSidecar true, or auto on Kubernetes >= 1.29
 {{- define "idemgate.hasRedisPassword" -}}
 {{- if or .Values.redis.existingSecret .Values.redis.password }}true{{ end }}
 {{- end }}
+{{- define "idemgate.hasSentinelPassword" -}}
+{{- if or .Values.redisSentinel.existingSecret .Values.redisSentinel.password }}true{{ end }}
+{{- end }}
 {{- define "idemgate.hasAdminToken" -}}
 {{- if or .Values.adminToken.existingSecret .Values.adminToken.value }}true{{ end }}
 {{- end }}
@@ -105,7 +108,7 @@ restartPolicy: Always: nativeSidecar true, or auto on Kubernetes >= 1.29
 {{- end }}
 {{/* idemgate.createSecret is "true" when the chart must make its own Secret. */}}
 {{- define "idemgate.createSecret" -}}
-{{- if or (and .Values.redis.password (not .Values.redis.existingSecret)) (and .Values.adminToken.value (not .Values.adminToken.existingSecret)) (and .Values.encryptionKey.value (not .Values.encryptionKey.existingSecret)) }}true{{ end }}
+{{- if or (and .Values.redis.password (not .Values.redis.existingSecret)) (and .Values.redisSentinel.password (not .Values.redisSentinel.existingSecret)) (and .Values.adminToken.value (not .Values.adminToken.existingSecret)) (and .Values.encryptionKey.value (not .Values.encryptionKey.existingSecret)) }}true{{ end }}
 {{- end }}
 
 {{/*
@@ -246,6 +249,13 @@ env:
       secretKeyRef:
         name: {{ .Values.redis.existingSecret | default (include "idemgate.secretName" .) }}
         key: {{ ternary .Values.redis.existingSecretKey "redis-password" (not (empty .Values.redis.existingSecret)) }}
+  {{- end }}
+  {{- if include "idemgate.hasSentinelPassword" . }}
+  - name: IDEMGATE_STORE_REDIS_SENTINEL_PASSWORD
+    valueFrom:
+      secretKeyRef:
+        name: {{ .Values.redisSentinel.existingSecret | default (include "idemgate.secretName" .) }}
+        key: {{ ternary .Values.redisSentinel.existingSecretKey "sentinel-password" (not (empty .Values.redisSentinel.existingSecret)) }}
   {{- end }}
   {{- if include "idemgate.hasAdminToken" . }}
   - name: IDEMGATE_ADMIN_TOKEN
