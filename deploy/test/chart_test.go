@@ -572,6 +572,9 @@ func TestChartRefuses(t *testing.T) {
 		{"YAML 1.1 boolean for a string", []string{standalone}, "config: {idempotency: {tenant: on}}", "'/config/idempotency/tenant': got boolean, want string"},
 		{"unquoted tls mode off", []string{standalone}, "config: {tls: {mode: off}}", "'/config/tls/mode': got boolean, want string"},
 		{"password in the config", []string{standalone}, "config: {store: {redis: {password: hunter2}}}", "additional properties 'password' not allowed"},
+		{"sentinel password in the config", []string{standalone}, "config: {store: {redis: {sentinel_password: hunter2}}}", "additional properties 'sentinel_password' not allowed"},
+		{"sentinel password without master_name", []string{standalone}, "redisSentinel: {password: hunter2}", "redisSentinel is set, but config.store.redis.master_name is not"},
+		{"sentinel Secret without master_name", []string{standalone}, "redisSentinel: {existingSecret: shop-sentinel}", "redisSentinel is set, but config.store.redis.master_name is not"},
 		{"bad mode", nil, "mode: daemonset", "'/mode': value must be one of"},
 	}
 	for _, tt := range tests {

@@ -21,13 +21,14 @@ import (
 func TestRedisSentinelCredentials(t *testing.T) {
 	master := redistest.StartOwn(t)
 	const masterPassword = "master-secret"
-	direct := master.Client()
-	defer direct.Close()
-	if err := direct.ConfigSet(t.Context(), "requirepass", masterPassword).Err(); err != nil {
+	setup := master.Client()
+	err := setup.ConfigSet(t.Context(), "requirepass", masterPassword).Err()
+	setup.Close()
+	if err != nil {
 		t.Fatal(err)
 	}
-	direct.Close()
-	direct = redis.NewClient(&redis.Options{Addr: master.Addr, Password: masterPassword})
+	direct := redis.NewClient(&redis.Options{Addr: master.Addr, Password: masterPassword})
+	defer direct.Close()
 	auth := redistest.SentinelAuth{Password: "sentinel-secret", User: "idemgate-sentinel", UserPassword: "user-secret"}
 	sentinel := redistest.StartOwnSentinel(t, master.Addr, "own-master", auth)
 	for _, tc := range []struct {

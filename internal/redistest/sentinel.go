@@ -19,7 +19,7 @@ import (
 // its default user (requirepass), and User with UserPassword for an ACL
 // user of its own, granted only what a client of the sentinels needs
 // (docs/operations.md, The Redis ACL user): +sentinel +subscribe +ping
-// +hello +auth and every channel.
+// and every channel.
 type SentinelAuth struct {
 	Password, User, UserPassword string
 }
@@ -41,7 +41,7 @@ func StartOwnSentinel(t testing.TB, master, masterName string, auth SentinelAuth
 	addr := freeAddr(t)
 	_, sport, _ := net.SplitHostPort(addr)
 	conf := filepath.Join(dir, "sentinel.conf")
-	text := fmt.Sprintf("port %s\nbind 127.0.0.1\ndaemonize no\ndir %s\nloglevel warning\nrequirepass %s\nuser %s on >%s +sentinel +subscribe +ping +hello +auth &*\nsentinel monitor %s %s %s 1\n",
+	text := fmt.Sprintf("port %s\nbind 127.0.0.1\ndaemonize no\ndir %s\nloglevel warning\nrequirepass %s\nuser %s on >%s +sentinel +subscribe +ping &*\nsentinel monitor %s %s %s 1\n",
 		sport, dir, auth.Password, auth.User, auth.UserPassword, masterName, host, port)
 	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 		t.Fatal(err)

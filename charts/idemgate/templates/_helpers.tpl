@@ -126,6 +126,9 @@ its own keys, and a retry reaching another pod runs the write again.
 {{- fail "autoscaling.enabled needs config.store.backend redis: with the memory store each pod would keep its own keys and run retried writes again." }}
 {{- end }}
 {{- end }}
+{{- if and (include "idemgate.hasSentinelPassword" .) (not (dig "store" "redis" "master_name" "" .Values.config)) }}
+{{- fail "redisSentinel is set, but config.store.redis.master_name is not: the sentinels' password is for Sentinel mode only (idemgate would refuse to start). Set master_name, or remove redisSentinel." }}
+{{- end }}
 {{- if and (eq .Values.mode "sidecar") (not .Values.app.image) }}
 {{- fail "app.image is required in mode sidecar: the application container idemgate runs next to (or use mode standalone)" }}
 {{- end }}
