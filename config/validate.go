@@ -265,11 +265,10 @@ func (c *Config) validateStore(p *problems) {
 		// Credentials for sentinels that are not used would hide a
 		// forgotten master_name: the addresses would be taken as a
 		// server or a Cluster, and the sentinels' password dropped.
-		if r.SentinelUsername != "" {
-			p.add("store.redis.sentinel_username", ErrConflict, "is set, but store.redis.master_name is not: sentinel credentials are for Sentinel mode only")
-		}
-		if r.SentinelPassword != "" {
-			p.add("store.redis.sentinel_password", ErrConflict, "is set, but store.redis.master_name is not: sentinel credentials are for Sentinel mode only")
+		for _, k := range [...]struct{ key, v string }{{"sentinel_username", r.SentinelUsername}, {"sentinel_password", r.SentinelPassword}} {
+			if k.v != "" {
+				p.add("store.redis."+k.key, ErrConflict, "is set, but store.redis.master_name is not: sentinel credentials are for Sentinel mode only")
+			}
 		}
 	}
 	if r.DB < 0 {

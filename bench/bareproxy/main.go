@@ -70,7 +70,7 @@ func main() {
 		memlimit.KeepHeapFloor(nil, memlimit.DefaultHeapFloor, 0)
 		var c claims = newMemClaims()
 		if *redisAddr != "" {
-			c = &redisClaims{rdb: redis.NewClient(&redis.Options{Addr: *redisAddr, PoolSize: 64}), prefix: "designfloor:"}
+			c = &redisClaims{rdb: floorClient(*redisAddr), prefix: "designfloor:"}
 		}
 		d := designFloor(rp, u, os.Stdout, prometheus.DefaultRegisterer, c)
 		go func() {
@@ -90,10 +90,15 @@ func main() {
 		}
 		h = storeFloor(rp, s)
 	case *redisAddr != "":
-		h = floor(rp, redis.NewClient(&redis.Options{Addr: *redisAddr, PoolSize: 64}))
+		h = floor(rp, floorClient(*redisAddr))
 	}
 	srv := &http.Server{Addr: *addr, Handler: h, ReadHeaderTimeout: time.Minute, IdleTimeout: 5 * time.Minute, MaxHeaderBytes: 1 << 20}
 	log.Fatal(srv.ListenAndServe())
+}
+
+// floorClient is the floors' one Redis client (-redis, -design -redis).
+func floorClient(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})
 }
 
 // bufferPool recycles ReverseProxy's 32 KB copy buffers.
